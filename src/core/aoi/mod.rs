@@ -1,0 +1,1 @@
+//! The AOI engine (filled in by the AOI work).

@@ -1,0 +1,1 @@
+//! The cell state machine (filled in by the cell work).

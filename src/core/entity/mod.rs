@@ -1,0 +1,1 @@
+//! Entities, properties and sync messages (filled in by the entity work).

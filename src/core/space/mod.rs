@@ -1,0 +1,1 @@
+//! The space tree (filled in by the space-tree work).

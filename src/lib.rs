@@ -1,0 +1,29 @@
+//! tessera: a seamless-world MMO cell server.
+//!
+//! One big world is cut into rectangular *cells* by a KD-tree; every cell lives
+//! on one *shard* (one pinned executor per CPU core). An entity is *real* in
+//! exactly one cell and has read-only *ghosts* in the neighbouring cells within
+//! the ghost radius, so every cell sees across its borders.
+//!
+//! # Layers
+//!
+//! ```text
+//!   binaries      tessera (server, sim), loadgen, tuning tools
+//!      |
+//!   runtime       the only code that touches executors, queues, clocks, sockets
+//!      |
+//!   wire          rkyv shard messages, client protocol            (later issues)
+//!      |
+//!   config        serde + toml; embedded defaults; validation naming the key
+//!      |
+//!   core          sans-IO: geometry, AOI, space tree, entities, cells
+//! ```
+//!
+//! Each layer knows only the ones below it. [`core`] is deterministic: it takes
+//! `(now, input)` and returns outputs; it never reads a clock, spawns a thread,
+//! opens a socket or iterates a default-hashed map. `tests/tidy.rs` enforces
+//! this.
+
+pub mod config;
+pub mod core;
+pub mod sim;

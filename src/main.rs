@@ -1,0 +1,2 @@
+//! The `tessera` binary.
+fn main() {}

@@ -1,0 +1,1 @@
+//! The deterministic simulator (filled in by the simulator work).
