@@ -1,1 +1,239 @@
-//! Configuration (filled in next).
+//! Configuration: `tessera.toml`, typed, defaulted and validated.
+//!
+//! Three layers, merged key by key: the defaults embedded in the binary
+//! (`defaults.toml`), an optional file, then `section.key=value` overrides from
+//! the command line. Unknown keys are refused (a typo names itself), and
+//! [`Config::validate`] checks every value and every relation between values,
+//! naming the key and the rule it breaks.
+//!
+//! [`WorldConfig`] must be identical on every shard and node: its
+//! [`WorldConfig::fingerprint`] is exchanged when shards connect. The other
+//! sections are tunable per process.
+//!
+//! Owns parsing and validation only; it must not reach into the runtime.
+
+mod layers;
+mod sections;
+
+pub use sections::{AoiConfig, CellConfig, RuntimeConfig, SyncConfig, WorldConfig};
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use toml::Table;
+
+/// The embedded defaults, as TOML text.
+pub const DEFAULTS_TOML: &str = include_str!("defaults.toml");
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The TOML does not parse, or a key is unknown or of the wrong type.
+    #[error("config {origin}: {message}")]
+    Parse {
+        /// Where the text came from (a file path, "defaults" or "overrides").
+        origin: String,
+        /// The parser's message, naming the key and line.
+        message: String,
+    },
+    /// A `--set` override is malformed.
+    #[error("bad override `{text}`: {why}")]
+    Override {
+        /// The override as given.
+        text: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A value breaks a rule.
+    #[error("config key `{key}` = {value}: {rule}")]
+    Invalid {
+        /// The dotted key, e.g. `cell.migrate_margin_m`.
+        key: &'static str,
+        /// The value found, formatted.
+        value: String,
+        /// The rule it breaks.
+        rule: String,
+    },
+}
+
+/// The whole configuration of one process.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The world: the same on every shard.
+    pub world: WorldConfig,
+    /// The area of interest of observers.
+    pub aoi: AoiConfig,
+    /// Ghosting and migration knobs of every cell.
+    pub cell: CellConfig,
+    /// Property sync ordering and caching.
+    pub sync: SyncConfig,
+    /// The tick loop.
+    pub runtime: RuntimeConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::load(None, &[]).expect("the embedded defaults are valid")
+    }
+}
+
+impl Config {
+    /// Builds the effective configuration: defaults, then `file`, then
+    /// `overrides` (`section.key=value` each), then validation.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the file, key or rule at fault.
+    pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<Config, ConfigError> {
+        let mut table = parse_table(DEFAULTS_TOML, "defaults")?;
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+            layers::merge(&mut table, parse_table(&text, &path.display().to_string())?);
+        }
+        for text in overrides {
+            layers::apply_override(&mut table, text)?;
+        }
+        let config: Config = Config::deserialize(table).map_err(|e| ConfigError::Parse {
+            origin: file.map_or_else(|| "overrides".to_owned(), |p| p.display().to_string()),
+            message: e.to_string(),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Parses and validates a complete TOML text (defaults fill missing keys).
+    ///
+    /// # Errors
+    /// As [`Config::load`].
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let mut table = parse_table(DEFAULTS_TOML, "defaults")?;
+        layers::merge(&mut table, parse_table(text, "text")?);
+        let config = Config::deserialize(table).map_err(|e| ConfigError::Parse {
+            origin: "text".to_owned(),
+            message: e.to_string(),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The effective configuration as TOML (what `--print-config` prints).
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("config serialises")
+    }
+
+    /// Checks every value and the relations between them.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the first key that breaks a rule.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.world.validate()?;
+        self.aoi.validate(&self.world)?;
+        self.cell.validate(&self.world, &self.aoi)?;
+        self.sync.validate()?;
+        self.runtime.validate()
+    }
+}
+
+fn parse_table(text: &str, origin: &str) -> Result<Table, ConfigError> {
+    text.parse::<Table>().map_err(|e| ConfigError::Parse {
+        origin: origin.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// Builds a [`ConfigError::Invalid`].
+pub(crate) fn invalid(
+    key: &'static str,
+    value: impl std::fmt::Display,
+    rule: impl Into<String>,
+) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        value: value.to_string(),
+        rule: rule.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_load_and_round_trip() {
+        let config = Config::default();
+        let again = Config::from_toml(&config.to_toml()).expect("printed config loads");
+        assert_eq!(config, again);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let err = Config::from_toml("[cell]\nmigrate_margn_m = 3.0").unwrap_err();
+        assert!(err.to_string().contains("migrate_margn_m"), "{err}");
+    }
+
+    #[test]
+    fn overrides_apply_and_validate() {
+        let config = Config::load(None, &["world.ghost_radius_m=80".into()]).expect("valid");
+        assert_eq!(config.world.ghost_radius_m, 80.0);
+        let err = Config::load(None, &["world.ghost_radius_m=-1".into()]).unwrap_err();
+        assert!(err.to_string().contains("world.ghost_radius_m"), "{err}");
+    }
+
+    #[test]
+    fn relations_between_keys_are_checked() {
+        let err = Config::load(
+            None,
+            &["aoi.leave_radius_m=70".into(), "aoi.radius_m=60".into()],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Invalid {
+                    key: "aoi.leave_radius_m",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = Config::load(None, &["world.max_x_m=100".into()]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Invalid {
+                    key: "world.max_x_m",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_missing_file_is_named() {
+        let err = Config::load(Some(Path::new("/nonexistent/tessera.toml")), &[]).unwrap_err();
+        assert!(
+            err.to_string().contains("/nonexistent/tessera.toml"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn world_fingerprint_tracks_world_only() {
+        let a = Config::default();
+        let b = Config::load(None, &["cell.check_period_ms=300".into()]).expect("valid");
+        let c = Config::load(None, &["world.ghost_radius_m=61".into()]).expect("valid");
+        assert_eq!(a.world.fingerprint(), b.world.fingerprint());
+        assert_ne!(a.world.fingerprint(), c.world.fingerprint());
+    }
+}

@@ -1,0 +1,224 @@
+//! Tidy: the layering and hygiene rules of tessera, checked on the source text.
+//!
+//! - The sans-IO core (`src/core`) and the simulator (`src/sim`) must not import
+//!   executors, queues, sockets, threads or the OS clock, nor iterate
+//!   default-hashed maps (determinism).
+//! - The core must not reach up into config, wire, runtime or sim.
+//! - Library code prints nothing (`println!`, `eprintln!`, `dbg!`): binaries and
+//!   tracing do.
+//! - No function is longer than [`FN_LINES_MAX`] lines.
+//!
+//! A line may opt out of one banned word with a trailing `// tidy: allow(<word>)`
+//! comment that says why; the reviewer reads every such line.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The longest function body allowed, in lines (rustfmt-formatted source).
+const FN_LINES_MAX: usize = 120;
+
+/// Words banned in deterministic, sans-IO code.
+const SANS_IO_BANNED: &[&str] = &[
+    "glommio",
+    "flume",
+    "crossbeam",
+    "std::net",
+    "tokio",
+    "std::thread",
+    "thread::spawn",
+    "Instant",
+    "SystemTime",
+    "HashMap",
+    "HashSet",
+    "std::fs",
+    "std::io::stdin",
+];
+
+/// Modules the core must not depend on (layering: core is the bottom layer).
+const CORE_BANNED_UP: &[&str] = &[
+    "crate::config",
+    "crate::wire",
+    "crate::runtime",
+    "crate::sim",
+];
+
+/// Printing is for binaries only.
+const LIB_BANNED: &[&str] = &["println!", "eprintln!", "print!(", "eprint!(", "dbg!"];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The code part of a line: comments and doc comments are not code.
+fn code_of(line: &str) -> &str {
+    let trimmed = line.trim_start();
+    if trimmed.starts_with("//") {
+        return "";
+    }
+    match line.find("//") {
+        // Keep `//` inside string literals such as URLs: only cut when an even
+        // number of quotes precede it.
+        Some(i) if line[..i].matches('"').count() % 2 == 0 => &line[..i],
+        _ => line,
+    }
+}
+
+fn allowed(line: &str, word: &str) -> bool {
+    line.contains(&format!("tidy: allow({word})"))
+}
+
+fn banned_words(files: &[PathBuf], words: &[&str], what: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(file).expect("read source file");
+        for (i, line) in text.lines().enumerate() {
+            let code = code_of(line);
+            for word in words {
+                if code.contains(word) && !allowed(line, word) {
+                    found.push(format!("{}:{}: {what}: `{word}`", file.display(), i + 1));
+                }
+            }
+        }
+    }
+    found
+}
+
+fn under(dir: &str) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    rust_files(&root().join(dir), &mut files);
+    files.sort();
+    files
+}
+
+#[test]
+fn core_and_sim_are_sans_io_and_deterministic() {
+    let mut files = under("src/core");
+    files.extend(under("src/sim"));
+    assert!(files.len() > 3, "tidy found no core sources: wrong root?");
+    let found = banned_words(&files, SANS_IO_BANNED, "banned in sans-IO code");
+    assert!(
+        found.is_empty(),
+        "layering violations:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn core_does_not_reach_up() {
+    let found = banned_words(
+        &under("src/core"),
+        CORE_BANNED_UP,
+        "core imports a higher layer",
+    );
+    assert!(
+        found.is_empty(),
+        "layering violations:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn library_code_does_not_print() {
+    let files: Vec<PathBuf> = under("src")
+        .into_iter()
+        .filter(|p| {
+            p.file_name().is_some_and(|n| n != "main.rs")
+                && !p.components().any(|c| c.as_os_str() == "bin")
+        })
+        .collect();
+    let found = banned_words(&files, LIB_BANNED, "printing in library code");
+    assert!(found.is_empty(), "stray output:\n{}", found.join("\n"));
+}
+
+/// Finds `fn` items and measures them up to the closing brace at the same
+/// indentation (the layout rustfmt produces).
+fn long_functions(file: &Path) -> Vec<String> {
+    let text = fs::read_to_string(file).expect("read source file");
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        let code = code_of(line);
+        let trimmed = code.trim_start();
+        let is_fn = trimmed.starts_with("fn ")
+            || trimmed.starts_with("pub fn ")
+            || trimmed.starts_with("pub(crate) fn ")
+            || trimmed.starts_with("pub(super) fn ")
+            || trimmed.starts_with("const fn ")
+            || trimmed.starts_with("pub const fn ")
+            || trimmed.starts_with("async fn ")
+            || trimmed.starts_with("pub async fn ");
+        if !is_fn || code.trim_end().ends_with(';') {
+            continue;
+        }
+        let indent = &code[..code.len() - trimmed.len()];
+        let closing = format!("{indent}}}");
+        if let Some(len) = lines[start + 1..]
+            .iter()
+            .position(|l| l.trim_end() == closing)
+        {
+            if len + 1 > FN_LINES_MAX {
+                found.push(format!(
+                    "{}:{}: function of {} lines",
+                    file.display(),
+                    start + 1,
+                    len + 2
+                ));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn functions_are_short() {
+    let mut files = under("src");
+    for member in ["bench", "loadgen", "tuning", "tests"] {
+        files.extend(under(member));
+    }
+    let found: Vec<String> = files.iter().flat_map(|f| long_functions(f)).collect();
+    assert!(
+        found.is_empty(),
+        "functions over {FN_LINES_MAX} lines:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn tidy_catches_what_it_should() {
+    // The checker itself must be able to fail.
+    let dir = std::env::temp_dir().join(format!("tessera-tidy-{}", std::process::id()));
+    fs::create_dir_all(&dir).expect("temp dir");
+    let bad = dir.join("bad.rs");
+    let body: String = (0..FN_LINES_MAX + 5)
+        .map(|i| format!("    let _x{i} = {i};\n"))
+        .collect();
+    let source = format!(
+        "use std::collections::HashMap; // a comment with Instant\n\
+         // Instant in a comment is fine\n\
+         fn long() {{\n{body}}}\n\
+         fn fine() {{ dbg!(1); }}\n\
+         fn allowed() -> u32 {{ let _t = std::time::Instant::now(); 0 }} // tidy: allow(Instant)\n"
+    );
+    fs::write(&bad, source).expect("write temp file");
+    let files = vec![bad.clone()];
+    let sans_io = banned_words(&files, SANS_IO_BANNED, "x");
+    assert_eq!(sans_io.len(), 1, "{sans_io:?}");
+    assert!(sans_io[0].contains("HashMap"));
+    assert_eq!(banned_words(&files, LIB_BANNED, "x").len(), 1);
+    assert_eq!(long_functions(&bad).len(), 1);
+    fs::remove_dir_all(&dir).expect("clean temp dir");
+}
