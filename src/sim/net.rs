@@ -397,12 +397,12 @@ impl<A: Ord + Copy + fmt::Debug, M> Net<A, M> {
         &self.params
     }
 
-    /// Checks the whole structure (tests and `verify` builds): one head per
-    /// non-empty link, FIFO due times, the in-flight count.
+    /// Checks the whole structure, O(messages in flight): one head per
+    /// non-empty link, FIFO due times, bounds, the in-flight count. The world
+    /// calls it every step under the `verify` feature.
     ///
     /// # Panics
     /// On any broken invariant.
-    #[cfg(any(test, feature = "verify"))]
     pub fn verify(&self) {
         let mut scheduled = vec![false; self.links.len()];
         for Reverse(h) in self.heads.iter() {
@@ -447,5 +447,139 @@ impl<A: Ord + Copy + fmt::Debug, M> Net<A, M> {
         });
         self.link_of.insert((from, to), id);
         id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type TestNet = Net<u8, u32>;
+
+    fn fixed(us: u64) -> NetParams {
+        NetParams {
+            latency: LatencyModel {
+                min_us: us,
+                max_us: us,
+                pair_skew_us_max: 0,
+                burst_probability: 0.0,
+                burst_us_max: 0,
+            },
+            in_flight_per_pair_max: 4,
+        }
+    }
+
+    fn drain(net: &mut TestNet, now: Time) -> Vec<(u8, u8, u32, Time)> {
+        std::iter::from_fn(|| net.poll_delivery(now))
+            .map(|d| (d.from, d.to, d.msg, d.delivered_at))
+            .collect()
+    }
+
+    #[test]
+    fn delivers_at_now_plus_latency_not_before() {
+        let mut net = TestNet::new(fixed(100), Rng::new(1)).expect("valid");
+        net.send(Time(10), 0, 1, 7).expect("room");
+        assert_eq!(net.next_delivery_time(), Some(Time(110)));
+        assert_eq!(net.poll_delivery(Time(109)), None);
+        let d = net.poll_delivery(Time(110)).expect("due");
+        assert_eq!((d.from, d.to, d.msg, d.seq, d.sent_at), (0, 1, 7, 0, Time(10)));
+        assert_eq!(net.poll_delivery(Time(1_000)), None);
+        assert_eq!(net.stats().max_delay_us, 100);
+        net.verify();
+    }
+
+    #[test]
+    fn fifo_per_pair_even_when_a_later_send_draws_less_latency() {
+        let params = NetParams {
+            latency: LatencyModel {
+                min_us: 0,
+                max_us: 10_000,
+                ..fixed(0).latency
+            },
+            in_flight_per_pair_max: 1_000,
+        };
+        let mut net = TestNet::new(params, Rng::new(3)).expect("valid");
+        for i in 0..500 {
+            net.send(Time(u64::from(i)), (i % 3) as u8, 9, i).expect("room");
+        }
+        net.verify();
+        let got = drain(&mut net, Time(1_000_000));
+        assert_eq!(got.len(), 500);
+        for from in 0..3u8 {
+            let msgs: Vec<u32> = got.iter().filter(|d| d.0 == from).map(|d| d.2).collect();
+            assert!(msgs.windows(2).all(|w| w[0] < w[1]), "pair {from} reordered");
+        }
+        assert!(got.windows(2).all(|w| w[0].3 <= w[1].3), "time order");
+    }
+
+    #[test]
+    fn full_link_hands_the_message_back_and_counts_it() {
+        let mut net = TestNet::new(fixed(5), Rng::new(1)).expect("valid");
+        for i in 0..4 {
+            net.send(Time::ZERO, 0, 1, i).expect("room");
+        }
+        let err = net.send(Time::ZERO, 0, 1, 99).expect_err("full");
+        assert_eq!(err, SendError::Full(99));
+        assert_eq!(err.into_inner(), 99);
+        net.send(Time::ZERO, 1, 0, 5).expect("other direction has room");
+        assert_eq!(net.stats().rejected_full, 1);
+        assert_eq!(net.in_flight_between(0, 1), 4);
+        assert_eq!(net.stats().max_in_flight_pair, 4);
+        assert!(net.poll_delivery(Time(5)).is_some());
+        net.send(Time(5), 0, 1, 100).expect("room again");
+        net.verify();
+    }
+
+    #[test]
+    fn stall_holds_messages_in_order_until_it_ends() {
+        let mut net = TestNet::new(fixed(10), Rng::new(1)).expect("valid");
+        net.send(Time(0), 0, 1, 1).expect("room");
+        net.send(Time(0), 2, 1, 2).expect("room");
+        net.send(Time(0), 0, 2, 3).expect("room");
+        net.stall(1, Time(500));
+        assert!(net.is_stalled(1, Time(499)) && !net.is_stalled(1, Time(500)));
+        net.send(Time(20), 0, 1, 4).expect("room");
+        net.verify();
+        assert_eq!(drain(&mut net, Time(499)), vec![(0, 2, 3, Time(10))]);
+        assert_eq!(net.next_delivery_time(), Some(Time(500)));
+        let got = drain(&mut net, Time(500));
+        assert_eq!(got.iter().map(|d| d.2).collect::<Vec<_>>(), vec![1, 2, 4]);
+        assert!(got.iter().all(|d| d.3 == Time(500)));
+        assert_eq!(net.stats().held_by_stall, 3);
+        net.stall(1, Time(100)); // never shortens, never re-stalls the past
+        assert!(!net.is_stalled(1, Time(500)));
+    }
+
+    #[test]
+    fn bursts_and_skew_stay_within_the_model() {
+        let latency = LatencyModel {
+            min_us: 100,
+            max_us: 200,
+            pair_skew_us_max: 50,
+            burst_probability: 0.2,
+            burst_us_max: 1_000,
+        };
+        let params = NetParams {
+            latency,
+            in_flight_per_pair_max: 10_000,
+        };
+        let mut net = TestNet::new(params, Rng::new(8)).expect("valid");
+        for i in 0..1_000 {
+            net.send(Time::ZERO, 0, (i % 2) as u8 + 1, i).expect("room");
+        }
+        let got = drain(&mut net, Time(10_000));
+        assert_eq!(got.len(), 1_000);
+        assert!(got.iter().all(|d| d.3 >= Time(100) && d.3 <= Time(1_250)));
+        let s = net.stats();
+        assert!((100..300).contains(&s.bursts), "bursts = {}", s.bursts);
+        assert!(s.max_delay_us > 250 && s.max_delay_us <= 1_250);
+    }
+
+    #[test]
+    fn invalid_params_are_refused_by_name() {
+        let mut p = fixed(1);
+        p.in_flight_per_pair_max = 0;
+        let err = TestNet::new(p, Rng::new(0)).err().expect("invalid");
+        assert!(err.to_string().contains("in_flight_per_pair_max"), "{err}");
     }
 }
