@@ -92,9 +92,15 @@ fn run(seed: u64, ticks: u64) -> Outcome {
             net.stall(ep, Time(now.0 + rng.range(1, 300_000)));
         }
         for _ in 0..rng.range(0, 12) {
-            let (from, to) = (*rng.choose(&eps).expect("ep"), *rng.choose(&eps).expect("ep"));
+            let (from, to) = (
+                *rng.choose(&eps).expect("ep"),
+                *rng.choose(&eps).expect("ep"),
+            );
             let seq = pair_seq.entry((from, to)).or_insert(0);
-            let msg = Msg { id: next_id, pair_seq: *seq };
+            let msg = Msg {
+                id: next_id,
+                pair_seq: *seq,
+            };
             let before = net.in_flight_between(from, to);
             match net.send(now, from, to, msg) {
                 Ok(()) => {
@@ -134,7 +140,10 @@ fn drain(
     while let Some(d) = net.poll_delivery(now) {
         assert!(d.delivered_at <= now, "delivered early");
         assert!(d.delivered_at >= d.sent_at, "delivered before sent");
-        assert!(!net.is_stalled(d.to, d.delivered_at), "delivered to a stalled endpoint");
+        assert!(
+            !net.is_stalled(d.to, d.delivered_at),
+            "delivered to a stalled endpoint"
+        );
         if let Some(last) = out.deliveries.last() {
             assert!(last.3 <= d.delivered_at, "delivery times go backwards");
         }

@@ -165,19 +165,28 @@ pub fn border_walk(pose: Pose, speed_mps: f64, line: &BorderLine, world: &Rect, 
     Step::walk(Vec3::new(x, pose.pos.y, z), yaw)
 }
 
-/// Hotspot: while `converging`, walks towards `center` (stopping within
-/// `radius_m`, jittering a little); otherwise walks away from it with random
-/// turns (up to `PI / 8` per step), reflecting at the world's edges.
+/// The point a hotspot crowd meets at.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spot {
+    /// Where.
+    pub center: Vec3,
+    /// How close counts as arrived, metres.
+    pub radius_m: f64,
+}
+
+/// Hotspot: while `converging`, walks towards the spot's centre (milling
+/// about slowly once within its radius); otherwise walks away from it with
+/// random turns (up to `PI / 8` per step), reflecting at the world's edges.
 pub fn hotspot(
     rng: &mut Rng,
     pose: Pose,
     speed_mps: f64,
-    center: Vec3,
-    radius_m: f64,
+    spot: &Spot,
     converging: bool,
     world: &Rect,
     dt_s: f64,
 ) -> Step {
+    let (center, radius_m) = (spot.center, spot.radius_m);
     let away = yaw_of(pose.pos.x - center.x, pose.pos.z - center.z);
     let jitter = rng.f64_range(-PI / 8.0, PI / 8.0);
     if converging {
@@ -203,7 +212,13 @@ pub fn hotspot_converging(t_s: f64, period_s: f64) -> bool {
 /// world at least `min_distance_m` away (tries a few times, then jumps to the
 /// point mirrored through the world's centre). Otherwise `None`: the caller
 /// walks instead.
-pub fn teleport(rng: &mut Rng, pose: Pose, p: f64, min_distance_m: f64, world: &Rect) -> Option<Step> {
+pub fn teleport(
+    rng: &mut Rng,
+    pose: Pose,
+    p: f64,
+    min_distance_m: f64,
+    world: &Rect,
+) -> Option<Step> {
     if !rng.bool(p) {
         return None;
     }
@@ -222,7 +237,11 @@ pub fn teleport(rng: &mut Rng, pose: Pose, p: f64, min_distance_m: f64, world: &
     }
     let c = world.center();
     let pos = pos.unwrap_or_else(|| {
-        world.clamp(Vec3::new(2.0 * c.x - pose.pos.x, pose.pos.y, 2.0 * c.z - pose.pos.z))
+        world.clamp(Vec3::new(
+            2.0 * c.x - pose.pos.x,
+            pose.pos.y,
+            2.0 * c.z - pose.pos.z,
+        ))
     });
     Some(Step {
         pose: Pose {
@@ -251,9 +270,7 @@ pub enum Behaviour {
     /// [`hotspot`], converging for half of each period.
     Hotspot {
         /// The point everyone meets at.
-        center: Vec3,
-        /// How close counts as arrived, metres.
-        radius_m: f64,
+        spot: Spot,
         /// Converge-then-disperse period, seconds.
         period_s: f64,
     },
@@ -294,16 +311,14 @@ impl Bot {
                 step
             }
             Behaviour::BorderWalk(line) => border_walk(pose, speed, line, world, dt_s),
-            Behaviour::Hotspot {
-                center,
-                radius_m,
-                period_s,
-            } => {
+            Behaviour::Hotspot { spot, period_s } => {
                 let conv = hotspot_converging(t_s, *period_s);
-                hotspot(rng, pose, speed, *center, *radius_m, conv, world, dt_s)
+                hotspot(rng, pose, speed, spot, conv, world, dt_s)
             }
-            Behaviour::Teleport { p, min_distance_m } => teleport(rng, pose, *p, *min_distance_m, world)
-                .unwrap_or_else(|| random_walk(rng, pose, speed, PI / 4.0, world, dt_s)),
+            Behaviour::Teleport { p, min_distance_m } => {
+                teleport(rng, pose, *p, *min_distance_m, world)
+                    .unwrap_or_else(|| random_walk(rng, pose, speed, PI / 4.0, world, dt_s))
+            }
         };
         debug_assert!(world.contains_closed(step.pose.pos), "bot left the world");
         self.pose = step.pose;
@@ -348,8 +363,10 @@ mod tests {
                 drift_mps: 1.0,
             }),
             Behaviour::Hotspot {
-                center: Vec3::ground(30.0, 30.0),
-                radius_m: 3.0,
+                spot: Spot {
+                    center: Vec3::ground(30.0, 30.0),
+                    radius_m: 3.0,
+                },
                 period_s: 20.0,
             },
             Behaviour::Teleport {
@@ -425,13 +442,17 @@ mod tests {
     fn hotspot_converges_then_disperses() {
         let mut rng = Rng::new(4);
         let center = Vec3::ground(30.0, 30.0);
+        let spot = Spot {
+            center,
+            radius_m: 3.0,
+        };
         let mut pose = at(90.0, 5.0, 0.0);
         for _ in 0..500 {
-            pose = hotspot(&mut rng, pose, 5.0, center, 3.0, true, &WORLD, 0.1).pose;
+            pose = hotspot(&mut rng, pose, 5.0, &spot, true, &WORLD, 0.1).pose;
         }
         assert!(pose.pos.dist_xz(center) <= 4.0, "{pose:?}");
         for _ in 0..50 {
-            pose = hotspot(&mut rng, pose, 5.0, center, 3.0, false, &WORLD, 0.1).pose;
+            pose = hotspot(&mut rng, pose, 5.0, &spot, false, &WORLD, 0.1).pose;
         }
         assert!(pose.pos.dist_xz(center) > 10.0, "{pose:?}");
         assert!(hotspot_converging(1.0, 10.0) && !hotspot_converging(6.0, 10.0));
@@ -464,6 +485,9 @@ mod tests {
             pose = s.pose;
             next = n;
         }
-        assert!(reached.len() >= 3 && reached[..3] == [0, 1, 0], "{reached:?}");
+        assert!(
+            reached.len() >= 3 && reached[..3] == [0, 1, 0],
+            "{reached:?}"
+        );
     }
 }

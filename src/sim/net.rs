@@ -73,7 +73,10 @@ impl LatencyModel {
     pub fn validate(&self) -> Result<(), OptionsError> {
         let bad = |field, reason: String| Err(OptionsError::Invalid { field, reason });
         if self.min_us > self.max_us {
-            return bad("latency.min_us", format!("{} > max_us {}", self.min_us, self.max_us));
+            return bad(
+                "latency.min_us",
+                format!("{} > max_us {}", self.min_us, self.max_us),
+            );
         }
         for (field, v) in [
             ("latency.max_us", self.max_us),
@@ -296,10 +299,19 @@ impl<A: Ord + Copy + fmt::Debug, M> Net<A, M> {
         let due = drawn.max(l.last_due);
         l.last_due = due;
         let was_empty = l.queue.is_empty();
-        l.queue.push_back(InFlight { seq, sent_at: now, due, msg });
+        l.queue.push_back(InFlight {
+            seq,
+            sent_at: now,
+            due,
+            msg,
+        });
         let pair_len = l.queue.len() as u64;
         if was_empty {
-            self.heads.push(Reverse(Head { at: due.max(stall_end), seq, link }));
+            self.heads.push(Reverse(Head {
+                at: due.max(stall_end),
+                seq,
+                link,
+            }));
         }
         self.in_flight += 1;
         self.stats.sent += 1;
@@ -327,7 +339,11 @@ impl<A: Ord + Copy + fmt::Debug, M> Net<A, M> {
             let at = next.due.max(stall_end);
             debug_assert!(at >= head.at, "FIFO: next head due no earlier");
             let link = head.link;
-            self.heads.push(Reverse(Head { at, seq: next.seq, link }));
+            self.heads.push(Reverse(Head {
+                at,
+                seq: next.seq,
+                link,
+            }));
         }
         let (from, to) = (l.from, l.to);
         self.in_flight -= 1;
@@ -482,7 +498,10 @@ mod tests {
         assert_eq!(net.next_delivery_time(), Some(Time(110)));
         assert_eq!(net.poll_delivery(Time(109)), None);
         let d = net.poll_delivery(Time(110)).expect("due");
-        assert_eq!((d.from, d.to, d.msg, d.seq, d.sent_at), (0, 1, 7, 0, Time(10)));
+        assert_eq!(
+            (d.from, d.to, d.msg, d.seq, d.sent_at),
+            (0, 1, 7, 0, Time(10))
+        );
         assert_eq!(net.poll_delivery(Time(1_000)), None);
         assert_eq!(net.stats().max_delay_us, 100);
         net.verify();
@@ -500,14 +519,18 @@ mod tests {
         };
         let mut net = TestNet::new(params, Rng::new(3)).expect("valid");
         for i in 0..500 {
-            net.send(Time(u64::from(i)), (i % 3) as u8, 9, i).expect("room");
+            net.send(Time(u64::from(i)), (i % 3) as u8, 9, i)
+                .expect("room");
         }
         net.verify();
         let got = drain(&mut net, Time(1_000_000));
         assert_eq!(got.len(), 500);
         for from in 0..3u8 {
             let msgs: Vec<u32> = got.iter().filter(|d| d.0 == from).map(|d| d.2).collect();
-            assert!(msgs.windows(2).all(|w| w[0] < w[1]), "pair {from} reordered");
+            assert!(
+                msgs.windows(2).all(|w| w[0] < w[1]),
+                "pair {from} reordered"
+            );
         }
         assert!(got.windows(2).all(|w| w[0].3 <= w[1].3), "time order");
     }
@@ -521,7 +544,8 @@ mod tests {
         let err = net.send(Time::ZERO, 0, 1, 99).expect_err("full");
         assert_eq!(err, SendError::Full(99));
         assert_eq!(err.into_inner(), 99);
-        net.send(Time::ZERO, 1, 0, 5).expect("other direction has room");
+        net.send(Time::ZERO, 1, 0, 5)
+            .expect("other direction has room");
         assert_eq!(net.stats().rejected_full, 1);
         assert_eq!(net.in_flight_between(0, 1), 4);
         assert_eq!(net.stats().max_in_flight_pair, 4);

@@ -243,17 +243,26 @@ impl SimOptions {
             return bad("heal_ticks", format!("{} > {TICKS_MAX}", self.heal_ticks));
         }
         if !(1..=TICK_MS_MAX).contains(&self.tick_ms) {
-            return bad("tick_ms", format!("{} not in 1..={TICK_MS_MAX}", self.tick_ms));
+            return bad(
+                "tick_ms",
+                format!("{} not in 1..={TICK_MS_MAX}", self.tick_ms),
+            );
         }
         if !(self.world_side_m.is_finite() && self.world_side_m >= 10.0) {
             return bad("world_side_m", format!("{} < 10 m", self.world_side_m));
         }
         if !(self.bot_speed_mps.is_finite() && (0.0..=100.0).contains(&self.bot_speed_mps)) {
-            return bad("bot_speed_mps", format!("{} not in [0, 100]", self.bot_speed_mps));
+            return bad(
+                "bot_speed_mps",
+                format!("{} not in [0, 100]", self.bot_speed_mps),
+            );
         }
         self.net_params().validate()?;
         if !(0.0..=1.0).contains(&self.stall_probability) {
-            return bad("stall_probability", format!("{} not in [0, 1]", self.stall_probability));
+            return bad(
+                "stall_probability",
+                format!("{} not in [0, 1]", self.stall_probability),
+            );
         }
         if !(1..=STALL_MS_MAX).contains(&self.stall_ms_max) {
             let reason = format!("{} not in 1..={STALL_MS_MAX}", self.stall_ms_max);

@@ -238,7 +238,12 @@ mod tests {
         assert_eq!(v["seeds"], 2);
         assert_eq!(v["failed_seeds"][0], 7);
         assert_eq!(v["sim_ticks_per_s"], 1234.5);
-        for key in ["migrations", "forwarded", "messages_delivered", "max_reorder_buffer"] {
+        for key in [
+            "migrations",
+            "forwarded",
+            "messages_delivered",
+            "max_reorder_buffer",
+        ] {
             assert!(v.get(key).is_some(), "{key}");
         }
         let text = s.to_string();
@@ -267,11 +272,17 @@ mod tests {
         let mut ab = SimSummary::default();
         ab.merge(&a);
         ab.merge(&b);
-        assert_eq!((ab.seeds, ab.ticks, ab.migrations, ab.max_delay_us), (2, 30, 7, 50));
+        assert_eq!(
+            (ab.seeds, ab.ticks, ab.migrations, ab.max_delay_us),
+            (2, 30, 7, 50)
+        );
         let mut ba = SimSummary::default();
         ba.merge(&b);
         ba.merge(&a);
-        assert_ne!(ab.trace_hash, ba.trace_hash, "run order is part of the hash");
+        assert_ne!(
+            ab.trace_hash, ba.trace_hash,
+            "run order is part of the hash"
+        );
     }
 
     #[test]
@@ -283,7 +294,10 @@ mod tests {
             entity: Some(EntityId(5)),
             detail: "got v7 after v5".into(),
         };
-        assert_eq!(v.to_string(), "seed 42 tick 17: VersionGap e5: got v7 after v5");
+        assert_eq!(
+            v.to_string(),
+            "seed 42 tick 17: VersionGap e5: got v7 after v5"
+        );
         let json = serde_json::to_string(&v).expect("serialises");
         assert!(json.contains(r#""kind":"VersionGap""#) && json.contains(r#""entity":5"#));
         assert_eq!(ViolationKind::ALL.len(), 11);

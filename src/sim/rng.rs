@@ -173,7 +173,10 @@ mod tests {
             let g = r.f64_range(-2.0, 3.0);
             assert!((-2.0..3.0).contains(&g));
         }
-        assert!(seen.iter().all(|&s| s), "every value of a small range drawn");
+        assert!(
+            seen.iter().all(|&s| s),
+            "every value of a small range drawn"
+        );
         assert_eq!(r.range(5, 5), 5);
         let _ = r.range(0, u64::MAX);
     }

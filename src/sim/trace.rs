@@ -155,7 +155,11 @@ impl<E> EventLog<E> {
 
     /// The kept events, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &(u64, E)> {
-        let split = if self.ring.len() < self.len_max { 0 } else { self.next };
+        let split = if self.ring.len() < self.len_max {
+            0
+        } else {
+            self.next
+        };
         self.ring[split..].iter().chain(self.ring[..split].iter())
     }
 
@@ -181,7 +185,11 @@ impl<E: fmt::Display> EventLog<E> {
     pub fn format(&self) -> String {
         let mut out = String::new();
         let evicted = self.recorded - self.ring.len() as u64;
-        let _ = writeln!(out, "last {} events ({evicted} older evicted):", self.ring.len());
+        let _ = writeln!(
+            out,
+            "last {} events ({evicted} older evicted):",
+            self.ring.len()
+        );
         for (tick, e) in self.iter() {
             let _ = writeln!(out, "  tick {tick}: {e}");
         }
@@ -265,7 +273,10 @@ mod tests {
         assert_eq!(kept, vec![(2, 20), (3, 30), (4, 40)]);
         assert_eq!((log.len(), log.recorded()), (3, 5));
         let text = log.format();
-        assert!(text.starts_with("last 3 events (2 older evicted)"), "{text}");
+        assert!(
+            text.starts_with("last 3 events (2 older evicted)"),
+            "{text}"
+        );
         assert!(text.contains("tick 4: 40"));
         let mut short = EventLog::new(3);
         short.push(7, 1u8);
@@ -276,7 +287,9 @@ mod tests {
     fn trace_hash_depends_on_events_and_ticks() {
         let run = |events: &[(u64, u64)]| {
             let mut t = Trace::new(4);
-            events.iter().for_each(|&(tick, e)| t.record(tick, EntityId(e)));
+            events
+                .iter()
+                .for_each(|&(tick, e)| t.record(tick, EntityId(e)));
             t.hash()
         };
         assert_eq!(run(&[(1, 5), (2, 6)]), run(&[(1, 5), (2, 6)]));
