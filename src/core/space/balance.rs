@@ -237,7 +237,10 @@ impl Ctx<'_> {
         if a <= params.rebalance_avg_load_min || a - b <= params.rebalance_load_diff_min {
             return None;
         }
-        let NodeKind::Split { axis, at: old, low, .. } = tree.node(parent)?.kind() else {
+        let NodeKind::Split {
+            axis, at: old, low, ..
+        } = tree.node(parent)?.kind()
+        else {
             unreachable!("a parent is always a split")
         };
         let shrink_low = low == ix;
@@ -296,7 +299,12 @@ impl Ctx<'_> {
         self.tree.edge_move(ix, axis, edge, old, &mut moves);
         moves
             .iter()
-            .filter(|(m, _)| matches!(self.tree.node(NodeIx(*m)).map(|n| n.kind()), Some(NodeKind::Leaf { .. })))
+            .filter(|(m, _)| {
+                matches!(
+                    self.tree.node(NodeIx(*m)).map(|n| n.kind()),
+                    Some(NodeKind::Leaf { .. })
+                )
+            })
             .map(|(_, r)| r.side(axis))
             .fold(f64::INFINITY, f64::min)
     }
@@ -304,11 +312,12 @@ impl Ctx<'_> {
     /// Sample load of `ix`'s leaves inside the closed band `[lo, hi]`.
     fn band_load(&self, ix: u32, axis: Axis, lo: f64, hi: f64) -> f64 {
         let mut sum = 0.0;
-        self.tree.for_each_leaf_under(NodeIx(ix), &mut |l: LeafInfo| {
-            if let Some(c) = self.loads.get(l.cell) {
-                sum += c.load_within(axis, lo, hi);
-            }
-        });
+        self.tree
+            .for_each_leaf_under(NodeIx(ix), &mut |l: LeafInfo| {
+                if let Some(c) = self.loads.get(l.cell) {
+                    sum += c.load_within(axis, lo, hi);
+                }
+            });
         sum
     }
 }
@@ -502,7 +511,14 @@ pub fn decide(
     if room(&t) {
         if let Some(p) = pick_rebalance(&t, &book, params, damping) {
             damping.record(&t, p.node, p.dir, p.scale);
-            push(&mut t, &mut book, ChangeOp::Rebalance { node: p.node, at: p.at });
+            push(
+                &mut t,
+                &mut book,
+                ChangeOp::Rebalance {
+                    node: p.node,
+                    at: p.at,
+                },
+            );
         }
     }
     if room(&t) {

@@ -23,68 +23,10 @@
 //! enough), and no change other than finishing a merge may move the rect of
 //! another merging leaf (the seed only guards the direct sibling).
 
-use super::params::ParamError;
+use super::error::SpaceError;
 use super::tree::{CellSlot, Node, NodeIx, NodeKind, SpaceTree, NONE};
 use crate::core::geom::{Axis, Rect};
 use crate::core::ids::{CellId, ShardId};
-
-/// Why a change or a snapshot was refused.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum SpaceError {
-    /// The change was computed against another tree version.
-    #[error("change for version {change} applied to tree version {tree}")]
-    VersionMismatch {
-        /// The tree's version.
-        tree: u64,
-        /// The change's version.
-        change: u64,
-    },
-    /// No leaf has this id.
-    #[error("unknown cell {0}")]
-    UnknownCell(CellId),
-    /// The node is not an internal node of the tree.
-    #[error("node {0:?} is not an internal node")]
-    NotSplitNode(NodeIx),
-    /// A split names a cell id already used in this space.
-    #[error("cell id {0} already used (next free id is larger)")]
-    CellIdUsed(CellId),
-    /// The change would make this cell smaller than the size rule allows.
-    #[error("cell {0} would break the size rule")]
-    SizeRule(CellId),
-    /// The cell is merging: it can no longer split or start a merge.
-    #[error("cell {0} is merging")]
-    CellMerging(CellId),
-    /// Finishing a merge of a cell that is not merging.
-    #[error("cell {0} is not merging")]
-    NotMerging(CellId),
-    /// The master cell is never merged.
-    #[error("cell {0} is the master cell and cannot merge")]
-    MasterCell(CellId),
-    /// The cell is the root (the only cell): nothing to merge into.
-    #[error("cell {0} has no sibling")]
-    NoSibling(CellId),
-    /// The cell's sibling is already merging.
-    #[error("the sibling of cell {0} is merging")]
-    SiblingMerging(CellId),
-    /// The change would move the rect of this merging cell.
-    #[error("change would move merging cell {0}")]
-    TouchesMergingCell(CellId),
-    /// A position is NaN or infinite.
-    #[error("non-finite position")]
-    NonFinite,
-    /// A rebalance to the split's current position.
-    #[error("rebalance does not move the split")]
-    NoMove,
-    /// Bad geometry params.
-    #[error("bad space params: {0}")]
-    Params(#[from] ParamError),
-    /// Bytes that are not an archived tree or change.
-    #[error("undecodable bytes: {0}")]
-    Decode(String),
-    /// A decoded tree breaks an invariant.
-    #[error("corrupt tree: {0}")]
-    Corrupt(&'static str),
-}
 
 /// Which side of a leaf a split gives to the new cell (seed
 /// `cell_split_direction`: `left_x`, `right_x`, `low_z`, `high_z`).
@@ -293,7 +235,10 @@ impl SpaceTree {
         merging: Option<u32>,
     ) -> Result<(), SpaceError> {
         for &(ix, rect) in moves {
-            let NodeKind::Leaf { cell, merging: m, .. } = self.n(ix).kind else {
+            let NodeKind::Leaf {
+                cell, merging: m, ..
+            } = self.n(ix).kind
+            else {
                 continue;
             };
             if m && Some(ix) != merging {
@@ -326,7 +271,10 @@ impl SpaceTree {
     }
 
     fn leaf(&self, cell: CellId) -> Result<(u32, bool), SpaceError> {
-        let ix = self.node_of_cell(cell).ok_or(SpaceError::UnknownCell(cell))?.0;
+        let ix = self
+            .node_of_cell(cell)
+            .ok_or(SpaceError::UnknownCell(cell))?
+            .0;
         match self.n(ix).kind {
             NodeKind::Leaf { merging, .. } => Ok((ix, merging)),
             _ => unreachable!("cell index points at a non-leaf"),
@@ -372,7 +320,10 @@ impl SpaceTree {
         let (lo, hi) = rect.span(axis);
         let at = if dir.is_min() { lo + strip } else { hi - strip };
         let (low_rect, high_rect) = rect.split(axis, at.clamp(lo, hi));
-        if !(lo < at && at < hi) || !self.leaf_fits(&low_rect, None) || !self.leaf_fits(&high_rect, None) {
+        if !(lo < at && at < hi)
+            || !self.leaf_fits(&low_rect, None)
+            || !self.leaf_fits(&high_rect, None)
+        {
             return Err(SpaceError::SizeRule(cell));
         }
         let old = *self.n(ix);
@@ -381,7 +332,10 @@ impl SpaceTree {
         };
         let born = self.version + 1;
         // The split node takes the leaf's place; the old leaf keeps its slot.
-        let parent = self.alloc(Node { kind: NodeKind::Free, ..old });
+        let parent = self.alloc(Node {
+            kind: NodeKind::Free,
+            ..old
+        });
         let fresh = Node {
             rect,
             parent,
@@ -393,15 +347,30 @@ impl SpaceTree {
             },
         };
         let new_ix = self.alloc(fresh);
-        let (low, high) = if dir.is_min() { (new_ix, ix) } else { (ix, new_ix) };
+        let (low, high) = if dir.is_min() {
+            (new_ix, ix)
+        } else {
+            (ix, new_ix)
+        };
         self.nodes[low as usize].rect = low_rect;
         self.nodes[high as usize].rect = high_rect;
         self.nodes[ix as usize].parent = parent;
         self.nodes[parent as usize].born = born;
-        self.nodes[parent as usize].kind = NodeKind::Split { axis, at, low, high };
+        self.nodes[parent as usize].kind = NodeKind::Split {
+            axis,
+            at,
+            low,
+            high,
+        };
         self.replace_child(old.parent, ix, parent);
         let pos = self.cells.partition_point(|s| s.cell < new_cell);
-        self.cells.insert(pos, CellSlot { cell: new_cell, node: new_ix });
+        self.cells.insert(
+            pos,
+            CellSlot {
+                cell: new_cell,
+                node: new_ix,
+            },
+        );
         self.next_cell = new_cell.0 + 1;
         debug_assert!(matches!(self.n(ix).kind, NodeKind::Leaf { shard: s, .. } if s == shard));
         Ok(())
@@ -458,7 +427,10 @@ impl SpaceTree {
         if merging {
             return Err(SpaceError::CellMerging(cell));
         }
-        let sib = self.sibling(NodeIx(ix)).ok_or(SpaceError::NoSibling(cell))?.0;
+        let sib = self
+            .sibling(NodeIx(ix))
+            .ok_or(SpaceError::NoSibling(cell))?
+            .0;
         if matches!(self.n(sib).kind, NodeKind::Leaf { merging: true, .. }) {
             return Err(SpaceError::SiblingMerging(cell));
         }
@@ -486,7 +458,10 @@ impl SpaceTree {
         if !merging {
             return Err(SpaceError::NotMerging(cell));
         }
-        let sib = self.sibling(NodeIx(ix)).expect("a merging leaf has a sibling").0;
+        let sib = self
+            .sibling(NodeIx(ix))
+            .expect("a merging leaf has a sibling")
+            .0;
         let parent = self.n(ix).parent;
         let NodeKind::Split { axis, low, .. } = self.n(parent).kind else {
             unreachable!("a parent is always a split")
@@ -506,8 +481,205 @@ impl SpaceTree {
         self.replace_child(grand, parent, sib);
         self.release(ix);
         self.release(parent);
-        let pos = self.cells.binary_search_by_key(&cell, |s| s.cell).expect("indexed");
+        let pos = self
+            .cells
+            .binary_search_by_key(&cell, |s| s.cell)
+            .expect("indexed");
         self.cells.remove(pos);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::space::SpaceParams;
+
+    const GR: f64 = 50.0;
+
+    fn tree() -> SpaceTree {
+        let world = Rect::new(0.0, 0.0, 1000.0, 1000.0);
+        SpaceTree::new(
+            world,
+            SpaceParams::for_ghost_radius(GR),
+            CellId(1),
+            ShardId::local(0),
+        )
+        .unwrap()
+    }
+
+    fn go(t: &mut SpaceTree, op: ChangeOp) -> Result<(), SpaceError> {
+        let before = t.clone();
+        let r = t.apply(&SpaceChange {
+            version: t.version(),
+            op,
+        });
+        if r.is_err() {
+            assert_eq!(*t, before, "a refused change leaves the tree alone");
+        }
+        r
+    }
+
+    fn split(cell: u32, direction: SplitDirection, new_cell: u32) -> ChangeOp {
+        ChangeOp::Split {
+            cell: CellId(cell),
+            direction,
+            new_cell: CellId(new_cell),
+            new_shard: ShardId::local(1),
+        }
+    }
+
+    #[test]
+    fn split_cuts_a_strip_on_the_named_side() {
+        let mut t = tree();
+        go(&mut t, split(1, SplitDirection::MinZ, 2)).unwrap();
+        assert_eq!(
+            t.rect_of(CellId(2)),
+            Some(Rect::new(0.0, 0.0, 1000.0, 200.0))
+        );
+        assert_eq!(
+            t.rect_of(CellId(1)),
+            Some(Rect::new(0.0, 200.0, 1000.0, 1000.0))
+        );
+        assert_eq!(t.version(), 1);
+        assert_eq!(
+            go(&mut t, split(1, SplitDirection::MaxX, 2)),
+            Err(SpaceError::CellIdUsed(CellId(2)))
+        );
+        assert_eq!(
+            go(&mut t, split(2, SplitDirection::MaxZ, 3)),
+            Err(SpaceError::SizeRule(CellId(2)))
+        );
+        assert_eq!(
+            go(&mut t, split(9, SplitDirection::MaxZ, 3)),
+            Err(SpaceError::UnknownCell(CellId(9)))
+        );
+        let stale = SpaceChange {
+            version: 0,
+            op: split(1, SplitDirection::MaxX, 3),
+        };
+        assert!(matches!(
+            t.apply(&stale),
+            Err(SpaceError::VersionMismatch { tree: 1, change: 0 })
+        ));
+    }
+
+    #[test]
+    fn rebalance_moves_every_touching_rect_and_keeps_sizes() {
+        let mut t = tree();
+        go(&mut t, split(1, SplitDirection::MaxX, 2)).unwrap(); // 1: x<800, 2: x>=800
+        go(&mut t, split(2, SplitDirection::MinZ, 3)).unwrap(); // 3: low z strip of 2
+        let root = t.root();
+        go(
+            &mut t,
+            ChangeOp::Rebalance {
+                node: root,
+                at: 700.0,
+            },
+        )
+        .unwrap();
+        assert_eq!(t.rect_of(CellId(2)).unwrap().min_x, 700.0);
+        assert_eq!(t.rect_of(CellId(3)).unwrap().min_x, 700.0);
+        assert_eq!(t.rect_of(CellId(1)).unwrap().max_x, 700.0);
+        assert_eq!(
+            go(
+                &mut t,
+                ChangeOp::Rebalance {
+                    node: root,
+                    at: 850.0
+                }
+            ),
+            Err(SpaceError::SizeRule(CellId(3)))
+        );
+        assert_eq!(
+            go(
+                &mut t,
+                ChangeOp::Rebalance {
+                    node: root,
+                    at: f64::NAN
+                }
+            ),
+            Err(SpaceError::NonFinite)
+        );
+        assert_eq!(
+            go(
+                &mut t,
+                ChangeOp::Rebalance {
+                    node: root,
+                    at: 700.0
+                }
+            ),
+            Err(SpaceError::NoMove)
+        );
+        let leaf = t.node_of_cell(CellId(1)).unwrap();
+        assert_eq!(
+            go(
+                &mut t,
+                ChangeOp::Rebalance {
+                    node: leaf,
+                    at: 1.0
+                }
+            ),
+            Err(SpaceError::NotSplitNode(leaf))
+        );
+    }
+
+    #[test]
+    fn merge_shrinks_then_hands_the_area_to_the_sibling() {
+        let mut t = tree();
+        go(&mut t, split(1, SplitDirection::MaxX, 2)).unwrap();
+        go(&mut t, split(2, SplitDirection::MaxZ, 3)).unwrap();
+        assert_eq!(
+            go(&mut t, ChangeOp::StartMerge { cell: CellId(1) }),
+            Err(SpaceError::MasterCell(CellId(1)))
+        );
+        assert_eq!(
+            go(&mut t, ChangeOp::FinishMerge { cell: CellId(3) }),
+            Err(SpaceError::NotMerging(CellId(3)))
+        );
+        go(&mut t, ChangeOp::StartMerge { cell: CellId(3) }).unwrap();
+        assert_eq!(
+            t.rect_of(CellId(3)),
+            Some(Rect::new(800.0, 975.0, 1000.0, 1000.0))
+        );
+        assert_eq!(
+            go(&mut t, ChangeOp::StartMerge { cell: CellId(2) }),
+            Err(SpaceError::SiblingMerging(CellId(2)))
+        );
+        assert_eq!(
+            go(&mut t, split(3, SplitDirection::MinX, 4)),
+            Err(SpaceError::CellMerging(CellId(3)))
+        );
+        let root = t.root();
+        assert_eq!(
+            go(
+                &mut t,
+                ChangeOp::Rebalance {
+                    node: root,
+                    at: 700.0
+                }
+            ),
+            Err(SpaceError::TouchesMergingCell(CellId(3)))
+        );
+        go(&mut t, ChangeOp::FinishMerge { cell: CellId(3) }).unwrap();
+        assert_eq!(
+            t.rect_of(CellId(2)),
+            Some(Rect::new(800.0, 0.0, 1000.0, 1000.0))
+        );
+        assert_eq!(t.cell_count(), 2);
+        assert_eq!(t.rect_of(CellId(3)), None);
+        // The freed slots are reused by the next split, deterministically.
+        go(&mut t, split(2, SplitDirection::MinZ, 4)).unwrap();
+        assert_eq!(t.nodes.len(), 5);
+    }
+
+    #[test]
+    fn changes_round_trip_through_rkyv() {
+        let c = SpaceChange {
+            version: 7,
+            op: split(1, SplitDirection::MaxZ, 9),
+        };
+        assert_eq!(SpaceChange::from_bytes(&c.to_bytes()).unwrap(), c);
+        assert!(SpaceChange::from_bytes(&[1, 2, 3]).is_err());
     }
 }

@@ -286,8 +286,8 @@ mod tests {
 
     fn book() -> (SpaceTree, LoadBook) {
         let world = Rect::new(0.0, 0.0, 1000.0, 1000.0);
-        let t = SpaceTree::new(world, SpaceParams::default(), CellId(1), ShardId::local(0))
-            .unwrap();
+        let t =
+            SpaceTree::new(world, SpaceParams::default(), CellId(1), ShardId::local(0)).unwrap();
         let mut b = LoadBook::new(&BalanceParams::default());
         b.sync(&t);
         (t, b)
@@ -335,7 +335,10 @@ mod tests {
             b.report(CellId(7), 1.0, &[]),
             Err(LoadError::UnknownCell(CellId(7)))
         );
-        assert_eq!(b.report(CellId(1), f64::NAN, &[]), Err(LoadError::BadNumber));
+        assert_eq!(
+            b.report(CellId(1), f64::NAN, &[]),
+            Err(LoadError::BadNumber)
+        );
         let bad = [sample(f64::INFINITY, 0.0, 0.1)];
         assert_eq!(b.report(CellId(1), 1.0, &bad), Err(LoadError::BadNumber));
         assert_eq!(b.reports(CellId(1)), 0);

@@ -5,6 +5,7 @@
 //! - `tree.rs`: the arena, accessors, invariants ([`SpaceTree::validate`]),
 //!   rkyv snapshot.
 //! - `change.rs`: [`SpaceChange`] values and [`SpaceTree::apply`].
+//! - `error.rs`: [`SpaceError`].
 //! - `query.rs`: point lookup, cells meeting a rect, neighbours, leaf list.
 //! - `load.rs`: [`LoadBook`], smoothed per-cell loads and per-axis sorted
 //!   entity samples.
@@ -19,6 +20,7 @@
 
 mod balance;
 mod change;
+mod error;
 mod load;
 mod params;
 mod query;
@@ -28,7 +30,8 @@ pub use balance::{
     decide, least_loaded, pick_merge, pick_rebalance, pick_split, split_direction, split_gains,
     Damping, RebalancePick,
 };
-pub use change::{ChangeOp, SpaceChange, SpaceError, SplitDirection};
+pub use change::{ChangeOp, SpaceChange, SplitDirection};
+pub use error::SpaceError;
 pub use load::{CellLoad, EntitySample, LoadBook, LoadError, ShardLoad};
 pub use params::{BalanceParams, ParamError, SpaceParams};
 pub use query::{rect_distance, share_edge, LeafInfo};

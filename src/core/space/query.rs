@@ -14,7 +14,7 @@
 //!
 //! Must not mutate the tree or know about loads.
 
-use super::change::SpaceError;
+use super::error::SpaceError;
 use super::tree::{NodeIx, NodeKind, SpaceTree};
 use crate::core::geom::{Rect, Vec3};
 use crate::core::ids::{CellId, ShardId};
@@ -200,8 +200,8 @@ mod tests {
 
     fn two_cells() -> SpaceTree {
         let world = Rect::new(0.0, 0.0, 1000.0, 1000.0);
-        let mut t = SpaceTree::new(world, SpaceParams::default(), CellId(1), ShardId::local(0))
-            .unwrap();
+        let mut t =
+            SpaceTree::new(world, SpaceParams::default(), CellId(1), ShardId::local(0)).unwrap();
         let op = ChangeOp::Split {
             cell: CellId(1),
             direction: SplitDirection::MaxX,
@@ -237,7 +237,14 @@ mod tests {
         let a = t.rect_of(CellId(1)).unwrap();
         let b = t.rect_of(CellId(2)).unwrap();
         assert!(share_edge(&a, &b));
-        assert_eq!(rect_distance(&b, &Rect::new(900.0, 1100.0, 950.0, 1200.0)), 100.0);
-        assert!((rect_distance(&a, &Rect::new(900.0, 1100.0, 950.0, 1200.0)) - 200f64.sqrt() * 10.0).abs() < 1e-9);
+        assert_eq!(
+            rect_distance(&b, &Rect::new(900.0, 1100.0, 950.0, 1200.0)),
+            100.0
+        );
+        assert!(
+            (rect_distance(&a, &Rect::new(900.0, 1100.0, 950.0, 1200.0)) - 200f64.sqrt() * 10.0)
+                .abs()
+                < 1e-9
+        );
     }
 }

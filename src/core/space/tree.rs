@@ -17,7 +17,7 @@
 //! - The cell index lists every leaf once, sorted by id; ids are below
 //!   `next_cell`, so an id is never reused; the master cell is a leaf.
 
-use super::change::SpaceError;
+use super::error::SpaceError;
 use super::params::SpaceParams;
 use crate::core::geom::{Axis, Rect};
 use crate::core::ids::{CellId, ShardId};
@@ -173,7 +173,10 @@ impl SpaceTree {
             world,
             version: 0,
             master,
-            next_cell: master.0.checked_add(1).ok_or(SpaceError::CellIdUsed(master))?,
+            next_cell: master
+                .0
+                .checked_add(1)
+                .ok_or(SpaceError::CellIdUsed(master))?,
             root: 0,
             nodes: vec![leaf],
             free: Vec::new(),
@@ -240,9 +243,7 @@ impl SpaceTree {
     pub fn sibling(&self, ix: NodeIx) -> Option<NodeIx> {
         let parent = self.node(ix)?.parent()?;
         match self.nodes[parent.0 as usize].kind {
-            NodeKind::Split { low, high, .. } => {
-                Some(NodeIx(if low == ix.0 { high } else { low }))
-            }
+            NodeKind::Split { low, high, .. } => Some(NodeIx(if low == ix.0 { high } else { low })),
             _ => unreachable!("a parent is always a split"),
         }
     }
@@ -436,8 +437,13 @@ mod tests {
 
     #[test]
     fn new_tree_is_one_master_leaf() {
-        let t = SpaceTree::new(world(), SpaceParams::default(), CellId(1), ShardId::local(0))
-            .unwrap();
+        let t = SpaceTree::new(
+            world(),
+            SpaceParams::default(),
+            CellId(1),
+            ShardId::local(0),
+        )
+        .unwrap();
         assert_eq!(t.cell_count(), 1);
         assert_eq!(t.master(), CellId(1));
         assert_eq!(t.next_cell_id(), CellId(2));
@@ -461,16 +467,26 @@ mod tests {
 
     #[test]
     fn validate_catches_corruption() {
-        let mut t =
-            SpaceTree::new(world(), SpaceParams::default(), CellId(1), ShardId::local(0)).unwrap();
+        let mut t = SpaceTree::new(
+            world(),
+            SpaceParams::default(),
+            CellId(1),
+            ShardId::local(0),
+        )
+        .unwrap();
         t.nodes[0].rect.max_x = 999.0;
         assert!(matches!(t.validate(), Err(SpaceError::Corrupt(_))));
     }
 
     #[test]
     fn snapshot_round_trips_and_rejects_garbage() {
-        let t = SpaceTree::new(world(), SpaceParams::default(), CellId(3), ShardId::local(1))
-            .unwrap();
+        let t = SpaceTree::new(
+            world(),
+            SpaceParams::default(),
+            CellId(3),
+            ShardId::local(1),
+        )
+        .unwrap();
         let bytes = t.to_snapshot_bytes();
         assert_eq!(SpaceTree::from_snapshot_bytes(&bytes).unwrap(), t);
         assert!(SpaceTree::from_snapshot_bytes(&bytes[..bytes.len() / 2]).is_err());
