@@ -533,3 +533,111 @@ pub fn decide(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::ids::EntityId;
+    use crate::core::space::{EntitySample, SpaceParams};
+
+    fn tree() -> SpaceTree {
+        let world = Rect::new(0.0, 0.0, 1000.0, 1000.0);
+        SpaceTree::new(
+            world,
+            SpaceParams::for_ghost_radius(50.0),
+            CellId(1),
+            ShardId::local(0),
+        )
+        .unwrap()
+    }
+
+    fn at(x: f64, z: f64, load: f64) -> EntitySample {
+        EntitySample {
+            entity: EntityId(0),
+            x,
+            z,
+            load,
+            is_real: true,
+        }
+    }
+
+    #[test]
+    fn split_direction_weighs_z_strips_too() {
+        let t = tree();
+        let params = BalanceParams::default();
+        let mut book = LoadBook::new(&params);
+        book.sync(&t);
+        let samples = [at(500.0, 950.0, 0.5), at(100.0, 500.0, 0.1)];
+        book.report(CellId(1), 0.6, &samples).unwrap();
+        let gains = split_gains(&t, &book, CellId(1), &params).unwrap();
+        assert_eq!(gains, [0.1, 0.0, 0.0, 0.5]);
+        assert_eq!(
+            split_direction(&t, &book, CellId(1), &params),
+            Some(SplitDirection::MaxZ)
+        );
+    }
+
+    #[test]
+    fn the_parent_parallel_direction_is_penalised() {
+        let mut t = tree();
+        let op = ChangeOp::Split {
+            cell: CellId(1),
+            direction: SplitDirection::MaxX,
+            new_cell: CellId(2),
+            new_shard: ShardId::local(1),
+        };
+        t.apply(&SpaceChange { version: 0, op }).unwrap();
+        // Cell 1 is the low child of an x cut: its MaxX strip touches the cut.
+        let params = BalanceParams::default();
+        let mut book = LoadBook::new(&params);
+        book.sync(&t);
+        let samples = [at(700.0, 500.0, 0.4), at(100.0, 950.0, 0.3)];
+        book.report(CellId(1), 0.7, &samples).unwrap();
+        let gains = split_gains(&t, &book, CellId(1), &params).unwrap();
+        assert!((gains[1] - 0.2).abs() < 1e-12, "{gains:?}");
+        assert_eq!(
+            split_direction(&t, &book, CellId(1), &params),
+            Some(SplitDirection::MaxZ)
+        );
+        // With no samples: the low end of the longer side.
+        book.report(CellId(1), 0.7, &[]).unwrap();
+        assert_eq!(
+            split_direction(&t, &book, CellId(1), &params),
+            Some(SplitDirection::MinZ)
+        );
+    }
+
+    #[test]
+    fn damping_halves_on_reversal_and_recovers() {
+        let mut t = tree();
+        let op = ChangeOp::Split {
+            cell: CellId(1),
+            direction: SplitDirection::MaxX,
+            new_cell: CellId(2),
+            new_shard: ShardId::local(1),
+        };
+        t.apply(&SpaceChange { version: 0, op }).unwrap();
+        let root = t.root();
+        let mut d = Damping::new();
+        assert_eq!(d.scale_for(&t, root, 1), 1.0);
+        d.record(&t, root, 1, 1.0);
+        assert_eq!(d.scale_for(&t, root, -1), 0.5);
+        d.record(&t, root, -1, 0.5);
+        assert_eq!(d.scale_for(&t, root, 1), 0.25);
+        assert_eq!(d.scale_for(&t, root, -1), 1.0);
+        assert_eq!(d.len(), 1);
+    }
+
+    #[test]
+    fn least_loaded_breaks_ties_by_id() {
+        let s = |i, load| ShardLoad {
+            shard: ShardId::local(i),
+            load,
+        };
+        assert_eq!(
+            least_loaded(&[s(2, 0.1), s(1, 0.1), s(0, 0.5)]),
+            Some(ShardId::local(1))
+        );
+        assert_eq!(least_loaded(&[]), None);
+    }
+}

@@ -320,10 +320,11 @@ impl SpaceTree {
         let (lo, hi) = rect.span(axis);
         let at = if dir.is_min() { lo + strip } else { hi - strip };
         let (low_rect, high_rect) = rect.split(axis, at.clamp(lo, hi));
-        if !(lo < at && at < hi)
-            || !self.leaf_fits(&low_rect, None)
-            || !self.leaf_fits(&high_rect, None)
-        {
+        let fits = lo < at
+            && at < hi
+            && self.leaf_fits(&low_rect, None)
+            && self.leaf_fits(&high_rect, None);
+        if !fits {
             return Err(SpaceError::SizeRule(cell));
         }
         let old = *self.n(ix);
@@ -476,7 +477,11 @@ impl SpaceTree {
         self.edge_move(sib, axis, edge, v, &mut moves);
         // Growing never breaks the size rule; merging leaves may grow here.
         self.commit_moves(&moves);
-        debug_assert_eq!(self.n(sib).rect, prect);
+        assert_eq!(
+            self.n(sib).rect,
+            prect,
+            "the sibling takes the parent's rect"
+        );
         let grand = self.n(parent).parent;
         self.replace_child(grand, parent, sib);
         self.release(ix);

@@ -126,7 +126,7 @@ impl CellLoad {
 
     /// Total sample load with `lo <= coord <= hi` along `axis` (closed band).
     pub fn load_within(&self, axis: Axis, lo: f64, hi: f64) -> f64 {
-        if !(lo <= hi) {
+        if lo.partial_cmp(&hi).is_none_or(|o| o.is_gt()) {
             return 0.0;
         }
         let a = axis_index(axis);
