@@ -591,7 +591,7 @@ mod tests {
         let params = BalanceParams::default();
         let mut book = LoadBook::new(&params);
         book.sync(&t);
-        let samples = [at(700.0, 500.0, 0.4), at(100.0, 950.0, 0.3)];
+        let samples = [at(700.0, 500.0, 0.4), at(300.0, 950.0, 0.3)];
         book.report(CellId(1), 0.7, &samples).unwrap();
         let gains = split_gains(&t, &book, CellId(1), &params).unwrap();
         assert!((gains[1] - 0.2).abs() < 1e-12, "{gains:?}");
