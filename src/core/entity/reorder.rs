@@ -71,8 +71,9 @@ pub struct ReorderBuffer {
     pending: VecDeque<SyncMsg>,
     /// Since when the head of `pending` has been waiting for a missing version.
     gap_since: Option<Time>,
-    /// A message was dropped: only a snapshot can heal.
-    overflowed: bool,
+    /// Highest version dropped on overflow and not yet released since (a
+    /// duplicate copy may still bring it; otherwise only a snapshot heals).
+    dropped_max: Option<u64>,
     /// When the last resync request was made.
     requested_at: Option<Time>,
 }
@@ -90,7 +91,7 @@ impl ReorderBuffer {
             ready: VecDeque::new(),
             pending: VecDeque::with_capacity(params.reorder_buffer_max),
             gap_since: None,
-            overflowed: false,
+            dropped_max: None,
             requested_at: None,
         }
     }
@@ -108,7 +109,11 @@ impl ReorderBuffer {
     /// True if a gap is open (something is buffered but cannot be released,
     /// or a message was dropped).
     pub fn has_gap(&self) -> bool {
-        self.overflowed || self.gap_since.is_some()
+        self.dropped() || self.gap_since.is_some()
+    }
+
+    fn dropped(&self) -> bool {
+        self.dropped_max.is_some_and(|d| d > self.applied)
     }
 
     /// Offers a message (a change set or a snapshot).
@@ -131,7 +136,6 @@ impl ReorderBuffer {
             }
             self.applied = msg.version;
             self.ready.push_back(msg);
-            self.overflowed = false;
             self.requested_at = None;
             self.gap_since = None;
             self.advance(now);
@@ -144,12 +148,17 @@ impl ReorderBuffer {
         let mut result = if msg.version == self.applied + 1 { Offered::Ready } else { Offered::Buffered };
         // The next version is released at once, so it never overflows.
         if result == Offered::Buffered && self.pending.len() == self.params.reorder_buffer_max {
-            self.overflowed = true;
             result = Offered::Overflow;
-            if at == self.pending.len() {
-                return result; // the newcomer is the highest: drop it
-            }
-            self.pending.pop_back();
+            let dropped = if at == self.pending.len() {
+                msg.version // the newcomer is the highest: drop it
+            } else {
+                let last = self.pending.pop_back().expect("buffer is full");
+                self.pending.insert(at, msg);
+                last.version
+            };
+            self.dropped_max = self.dropped_max.max(Some(dropped));
+            self.advance(now);
+            return result;
         }
         self.pending.insert(at, msg);
         self.advance(now);
@@ -163,6 +172,10 @@ impl ReorderBuffer {
             let m = self.pending.pop_front().expect("front exists");
             self.applied = m.version;
             self.ready.push_back(m);
+        }
+        if self.dropped_max.is_some_and(|d| d <= self.applied) {
+            self.dropped_max = None;
+            self.requested_at = None;
         }
         if self.pending.is_empty() {
             self.gap_since = None;
@@ -183,7 +196,7 @@ impl ReorderBuffer {
     pub fn poll_resync(&mut self, now: Time) -> Option<ResyncRequest> {
         let timeout = Duration::from_millis(self.params.gap_timeout_ms);
         let due_gap = self.gap_since.is_some_and(|t| now.saturating_since(t) >= timeout);
-        if !(self.overflowed || due_gap) {
+        if !(self.dropped() || due_gap) {
             return None;
         }
         let retry = Duration::from_millis(self.params.resync_retry_ms);
@@ -197,7 +210,7 @@ impl ReorderBuffer {
     /// When [`ReorderBuffer::poll_resync`] may next return a request, if ever.
     pub fn poll_timeout(&self) -> Option<Time> {
         let retry = Duration::from_millis(self.params.resync_retry_ms);
-        let due = if self.overflowed {
+        let due = if self.dropped() {
             Some(Time::ZERO)
         } else {
             self.gap_since.map(|t| t + Duration::from_millis(self.params.gap_timeout_ms))
