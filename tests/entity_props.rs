@@ -11,7 +11,7 @@
 //!   messages never sees a non-consecutive version without a resync, and
 //!   ends equal to the source.
 //!
-//! Case counts: `PROPTEST_CASES` (default 64 per property).
+//! Case counts: `PROPTEST_CASES` (default 256 per property).
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -23,8 +23,14 @@ use tessera::core::ids::EntityId;
 use tessera::core::time::Time;
 
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(64);
-    ProptestConfig { cases, ..ProptestConfig::default() }
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(256);
+    ProptestConfig {
+        cases,
+        ..ProptestConfig::default()
+    }
 }
 
 /// One random change to an Avatar or Npc real.
@@ -41,8 +47,9 @@ enum Op {
 }
 
 fn buff() -> impl Strategy<Value = Value> {
-    (0u64..5, -3i64..3, 0u64..10_000)
-        .prop_map(|(id, stacks, exp)| Value::Record(vec![Value::UInt(id), Value::Int(stacks), Value::UInt(exp)]))
+    (0u64..5, -3i64..3, 0u64..10_000).prop_map(|(id, stacks, exp)| {
+        Value::Record(vec![Value::UInt(id), Value::Int(stacks), Value::UInt(exp)])
+    })
 }
 
 fn field_value() -> impl Strategy<Value = (usize, Value)> {
@@ -65,19 +72,35 @@ fn array_op() -> impl Strategy<Value = ArrayOp> {
         Just(ArrayOp::Clear),
         (0usize..6).prop_map(ArrayOp::Resize),
         prop::collection::vec(buff(), 0..4).prop_map(ArrayOp::Replace),
-        (0usize..6, field_value()).prop_map(|(index, (field, value))| ArrayOp::SetField { index, field, value }),
-        (0usize..6, field_value()).prop_map(|(index, (field, value))| ArrayOp::SetField { index, field, value }),
+        (0usize..6, field_value()).prop_map(|(index, (field, value))| ArrayOp::SetField {
+            index,
+            field,
+            value
+        }),
+        (0usize..6, field_value()).prop_map(|(index, (field, value))| ArrayOp::SetField {
+            index,
+            field,
+            value
+        }),
     ]
 }
 
 fn map_op() -> impl Strategy<Value = MapOp> {
     let key = (-3i64..5).prop_map(Key::Int);
     prop_oneof![
-        (key.clone(), 0u64..100).prop_map(|(key, n)| MapOp::Set { key, value: Value::UInt(n) }),
+        (key.clone(), 0u64..100).prop_map(|(key, n)| MapOp::Set {
+            key,
+            value: Value::UInt(n)
+        }),
         key.clone().prop_map(MapOp::Erase),
         Just(MapOp::Clear),
-        prop::collection::btree_map(key.clone(), (0u64..100).prop_map(Value::UInt), 0..4).prop_map(MapOp::Replace),
-        key.prop_map(|key| MapOp::SetField { key, field: 0, value: Value::UInt(1) }), // scalar elements: refused
+        prop::collection::btree_map(key.clone(), (0u64..100).prop_map(Value::UInt), 0..4)
+            .prop_map(MapOp::Replace),
+        key.prop_map(|key| MapOp::SetField {
+            key,
+            field: 0,
+            value: Value::UInt(1)
+        }), // scalar elements: refused
     ]
 }
 
@@ -121,13 +144,20 @@ fn apply(real: &mut Entity, op: &Op) {
         }
     };
     if result.is_err() {
-        assert_eq!(real.props().values(), &before[..], "refused {op:?} changed the real");
+        assert_eq!(
+            real.props().values(),
+            &before[..],
+            "refused {op:?} changed the real"
+        );
     }
     real.props().verify();
 }
 
 fn registry(small_logs: bool) -> TypeRegistry {
-    let limits = PropLimits { op_log_bytes_max: if small_logs { 12 } else { 1024 }, ..PropLimits::default() };
+    let limits = PropLimits {
+        op_log_bytes_max: if small_logs { 12 } else { 1024 },
+        ..PropLimits::default()
+    };
     let mut reg = TypeRegistry::new();
     reg.register(avatar_type().limits(limits)).unwrap();
     reg.register(npc_type().limits(limits)).unwrap();
@@ -135,9 +165,17 @@ fn registry(small_logs: bool) -> TypeRegistry {
 }
 
 fn check_replica(real: &Entity, replica: &Entity, aud: Audience) {
-    assert_eq!(replica.props().values(), &real.props().filtered(aud)[..], "{aud:?}");
+    assert_eq!(
+        replica.props().values(),
+        &real.props().filtered(aud)[..],
+        "{aud:?}"
+    );
     assert_eq!(replica.core().pos, real.core().pos, "{aud:?}");
-    assert_eq!(replica.core().yaw.to_bits(), real.core().yaw.to_bits(), "{aud:?}");
+    assert_eq!(
+        replica.core().yaw.to_bits(),
+        real.core().yaw.to_bits(),
+        "{aud:?}"
+    );
 }
 
 fn snapshot_into(real: &Entity, replica: &mut Entity, aud: Audience) {
@@ -201,14 +239,24 @@ proptest! {
 // Reorder buffer
 
 fn msg(v: u64) -> SyncMsg {
-    SyncMsg::new(EntityId(1), v, SyncKind::Props, Time::ZERO, &v.to_le_bytes(), &[])
+    SyncMsg::new(
+        EntityId(1),
+        v,
+        SyncKind::Props,
+        Time::ZERO,
+        &v.to_le_bytes(),
+        &[],
+    )
 }
 
 /// Feeds `arrivals` (versions, any order, duplicates allowed) into a buffer
 /// that starts at 0 and checks the release contract. Returns the released
 /// versions.
 fn run_reorder(arrivals: &[u64], n: u64, max: usize) -> Vec<u64> {
-    let p = ReorderParams { reorder_buffer_max: max, ..ReorderParams::default() };
+    let p = ReorderParams {
+        reorder_buffer_max: max,
+        ..ReorderParams::default()
+    };
     let mut rb = ReorderBuffer::new(p, 0);
     let mut released = Vec::new();
     for (t, &v) in arrivals.iter().enumerate() {
@@ -220,7 +268,10 @@ fn run_reorder(arrivals: &[u64], n: u64, max: usize) -> Vec<u64> {
         assert!(rb.pending() <= max);
     }
     let expect: Vec<u64> = (1..=released.len() as u64).collect();
-    assert_eq!(released, expect, "released out of order or twice: {arrivals:?}");
+    assert_eq!(
+        released, expect,
+        "released out of order or twice: {arrivals:?}"
+    );
     if released.len() as u64 == n {
         assert!(!rb.has_gap());
         assert_eq!(rb.poll_resync(Time::from_millis(1 << 40)), None);
@@ -233,7 +284,9 @@ fn run_reorder(arrivals: &[u64], n: u64, max: usize) -> Vec<u64> {
         let snap = SyncMsg::new(EntityId(1), n, SyncKind::Snapshot, Time::ZERO, &[], &[]);
         rb.handle_msg(Time::ZERO, snap);
         rb.handle_msg(Time::ZERO, msg(n + 1));
-        let rest: Vec<u64> = std::iter::from_fn(|| rb.poll_ready()).map(|m| m.version).collect();
+        let rest: Vec<u64> = std::iter::from_fn(|| rb.poll_ready())
+            .map(|m| m.version)
+            .collect();
         assert_eq!(rest, vec![n, n + 1]);
         assert!(!rb.has_gap());
     }
@@ -317,13 +370,23 @@ impl Client {
     }
     fn delta(&mut self, m: &SyncMsg) {
         let last = self.last.expect("no delta before the first snapshot");
-        assert_eq!(m.version, last + 1, "client saw a non-consecutive version without a resync");
+        assert_eq!(
+            m.version,
+            last + 1,
+            "client saw a non-consecutive version without a resync"
+        );
         self.view.apply_payload(m.kind, m.others_payload()).unwrap();
         self.last = Some(m.version);
     }
 }
 
-fn heal(tracker: &mut ObserverTracker, cache: &SyncCache, client: &mut Client, real: &Entity, version: u64) -> bool {
+fn heal(
+    tracker: &mut ObserverTracker,
+    cache: &SyncCache,
+    client: &mut Client,
+    real: &Entity,
+    version: u64,
+) -> bool {
     let id = real.core().id;
     match tracker.catch_up(id, cache) {
         CatchUp::UpToDate => false,
@@ -411,5 +474,52 @@ proptest! {
         prop_assert_eq!(client.last, Some(emitter.version()));
         check_replica(&real, &client.view, Audience::OtherClients);
         prop_assert!(resyncs <= ticks.len() + 1);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Decoding untrusted bytes never panics
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn decoder_never_panics_on_garbage(
+        bytes in prop::collection::vec(any::<u8>(), 0..200),
+        kind in 0usize..4,
+        aud in 0usize..4,
+    ) {
+        let reg = TypeRegistry::with_builtins();
+        let ty = Arc::clone(reg.get(AVATAR).unwrap());
+        let auds = [Audience::Real, Audience::Ghost, Audience::OwnClient, Audience::OtherClients];
+        let kinds = [SyncKind::Movement, SyncKind::Props, SyncKind::MovementAndProps, SyncKind::Snapshot];
+        let mut e = Entity::new_replica(EntityId(1), ty, auds[aud]);
+        let _ = e.apply_payload(kinds[kind], &bytes);
+        e.props().verify();
+    }
+
+    #[test]
+    fn decoder_never_panics_on_corrupted_payloads(
+        ops in prop::collection::vec(op(), 1..10),
+        flips in prop::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+        cut in any::<usize>(),
+    ) {
+        let reg = TypeRegistry::with_builtins();
+        let ty = Arc::clone(reg.get(AVATAR).unwrap());
+        let mut real = Entity::new_real(EntityId(1), Arc::clone(&ty), Vec3::default(), 0.0);
+        for op in &ops {
+            apply(&mut real, op);
+        }
+        let mut emitter = SyncEmitter::new();
+        let Some(cs) = emitter.flush(Time::ZERO, &mut real) else { return Ok(()) };
+        let mut bytes = cs.msg.ghost_payload().to_vec();
+        for (at, x) in flips {
+            let n = bytes.len();
+            bytes[at % n] ^= x;
+        }
+        bytes.truncate(cut % (bytes.len() + 1));
+        let mut ghost = Entity::new_replica(EntityId(1), ty, Audience::Ghost);
+        let _ = ghost.apply_payload(cs.msg.kind, &bytes);
+        ghost.props().verify();
     }
 }

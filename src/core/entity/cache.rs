@@ -173,7 +173,10 @@ impl SyncCache {
         if let Some(last) = self.msgs.back() {
             assert_eq!(last.version, self.last_version);
         }
-        assert_eq!(self.bytes, self.msgs.iter().map(SyncMsg::payload_len).sum::<usize>());
+        assert_eq!(
+            self.bytes,
+            self.msgs.iter().map(SyncMsg::payload_len).sum::<usize>()
+        );
     }
 }
 
@@ -183,7 +186,14 @@ mod tests {
     use crate::core::ids::EntityId;
 
     fn msg(v: u64, ms: u64) -> SyncMsg {
-        SyncMsg::new(EntityId(1), v, SyncKind::Props, Time::from_millis(ms), &[1, 2], &[3])
+        SyncMsg::new(
+            EntityId(1),
+            v,
+            SyncKind::Props,
+            Time::from_millis(ms),
+            &[1, 2],
+            &[3],
+        )
     }
 
     fn versions(f: Fill<'_>) -> Option<Vec<u64>> {
@@ -209,7 +219,11 @@ mod tests {
 
     #[test]
     fn bounds_expire_old_messages() {
-        let p = SyncCacheParams { cache_msgs_max: 3, cache_bytes_max: 1000, cache_age_max_ms: 50 };
+        let p = SyncCacheParams {
+            cache_msgs_max: 3,
+            cache_bytes_max: 1000,
+            cache_age_max_ms: 50,
+        };
         let mut c = SyncCache::new(p, 0);
         for v in 1..=5 {
             c.push(Time::from_millis(v), msg(v, v));

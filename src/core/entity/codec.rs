@@ -282,14 +282,23 @@ mod tests {
     #[test]
     fn bad_input_is_an_error() {
         assert_eq!(Reader::new(&[0x80]).uvar(), Err(DecodeError::Truncated));
-        assert_eq!(Reader::new(&[0xff; 11]).uvar(), Err(DecodeError::VarintOverflow));
+        assert_eq!(
+            Reader::new(&[0xff; 11]).uvar(),
+            Err(DecodeError::VarintOverflow)
+        );
         let mut over = vec![0xff; 9];
         over.push(0x02);
         assert_eq!(Reader::new(&over).uvar(), Err(DecodeError::VarintOverflow));
         assert_eq!(Reader::new(&[2]).bool(), Err(DecodeError::BadBool(2)));
         assert_eq!(Reader::new(&[5, b'a']).str(16), Err(DecodeError::Truncated));
-        assert!(matches!(Reader::new(&[50]).str(16), Err(DecodeError::TooLong { .. })));
-        assert_eq!(Reader::new(&[2, 0xff, 0xfe]).str(16), Err(DecodeError::BadUtf8));
+        assert!(matches!(
+            Reader::new(&[50]).str(16),
+            Err(DecodeError::TooLong { .. })
+        ));
+        assert_eq!(
+            Reader::new(&[2, 0xff, 0xfe]).str(16),
+            Err(DecodeError::BadUtf8)
+        );
         assert_eq!(Reader::new(&[1, 2]).finish(), Err(DecodeError::Trailing(2)));
     }
 }

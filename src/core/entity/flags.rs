@@ -25,7 +25,16 @@
 
 /// A set of remote audiences that receive a property or record field.
 #[derive(
-    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, rkyv::Archive, rkyv::Serialize,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    rkyv::Archive,
+    rkyv::Serialize,
     rkyv::Deserialize,
 )]
 #[rkyv(derive(Debug, PartialEq, Eq))]
@@ -108,7 +117,16 @@ impl std::fmt::Debug for SyncFlags {
 
 /// Who a payload is encoded for (and who a replica holds data for).
 #[derive(
-    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, rkyv::Archive, rkyv::Serialize,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Debug,
+    rkyv::Archive,
+    rkyv::Serialize,
     rkyv::Deserialize,
 )]
 #[rkyv(derive(Debug, PartialEq, Eq))]
@@ -125,7 +143,8 @@ pub enum Audience {
 
 impl Audience {
     /// The three remote audiences, in the order payloads are built.
-    pub const REMOTE: [Audience; 3] = [Audience::Ghost, Audience::OwnClient, Audience::OtherClients];
+    pub const REMOTE: [Audience; 3] =
+        [Audience::Ghost, Audience::OwnClient, Audience::OtherClients];
 
     /// Index among [`Audience::REMOTE`] (0..3), `None` for [`Audience::Real`].
     pub const fn remote_index(self) -> Option<usize> {
@@ -169,7 +188,11 @@ mod tests {
         for (flags, want) in rows {
             assert!(flags.validate(), "{flags:?}");
             assert!(flags.visible_to(Real));
-            let got = [flags.visible_to(Ghost), flags.visible_to(OwnClient), flags.visible_to(OtherClients)];
+            let got = [
+                flags.visible_to(Ghost),
+                flags.visible_to(OwnClient),
+                flags.visible_to(OtherClients),
+            ];
             assert_eq!(got, want, "{flags:?}");
         }
     }
@@ -186,7 +209,9 @@ mod tests {
     fn ghost_replica_serves_other_clients() {
         // Every valid flag set visible to others is visible to ghosts.
         for bits in 0..8u8 {
-            let Some(f) = SyncFlags::from_bits(bits) else { continue };
+            let Some(f) = SyncFlags::from_bits(bits) else {
+                continue;
+            };
             if f.visible_to(Audience::OtherClients) {
                 assert!(f.visible_to(Audience::Ghost));
             }

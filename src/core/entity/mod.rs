@@ -11,7 +11,7 @@
 //! - [`value`], [`ops`], [`codec`]: values, container operations, bytes.
 //! - [`store`]: [`PropertyStore`], the source of truth on a real (dirty
 //!   marking, per-audience op logs) or a replica on a ghost or client view.
-//! - [`entity`]: [`Entity`] = core fields + properties + movement; payloads.
+//! - [`state`]: [`Entity`] = core fields + properties + movement; payloads.
 //! - [`sync`]: [`SyncMsg`] and the real's [`SyncEmitter`] (one version per
 //!   change set, each audience encoded once).
 //! - [`reorder`]: the ghost's [`ReorderBuffer`] (version order, gaps, resync).
@@ -20,7 +20,7 @@
 
 pub mod cache;
 pub mod codec;
-pub mod entity;
+pub mod state;
 pub mod flags;
 pub mod ops;
 pub mod reorder;
@@ -32,12 +32,13 @@ pub mod value;
 
 pub use cache::{Fill, SyncCache, SyncCacheParams};
 pub use codec::DecodeError;
-pub use entity::{Entity, EntityCore};
+pub use state::{Entity, EntityCore};
 pub use flags::{Audience, SyncFlags};
 pub use ops::{ArrayOp, MapOp, OpError};
 pub use reorder::{Offered, ReorderBuffer, ReorderParams, ResyncRequest};
 pub use schema::{
-    EntityType, EntityTypeBuilder, EntityTypeId, PropLimits, PropType, SchemaError, TypeRegistry, AVATAR, NPC,
+    EntityType, EntityTypeBuilder, EntityTypeId, PropLimits, PropType, SchemaError, TypeRegistry,
+    AVATAR, NPC,
 };
 pub use store::{PropError, PropertyStore};
 pub use sync::{ChangeSet, SyncEmitter, SyncKind, SyncMsg};

@@ -121,7 +121,11 @@ impl From<OpError> for DecodeError {
 
 fn field_type(et: &EntityType, elem: ElemType, field: usize) -> Result<&FieldDef, OpError> {
     match elem {
-        ElemType::Record(r) => et.record(r).fields.get(field).ok_or(OpError::NoSuchField(field)),
+        ElemType::Record(r) => et
+            .record(r)
+            .fields
+            .get(field)
+            .ok_or(OpError::NoSuchField(field)),
         ElemType::Scalar(_) => Err(OpError::NoSuchField(field)),
     }
 }
@@ -146,7 +150,12 @@ fn check_grow(et: &EntityType, new_len: usize) -> Result<(), OpError> {
 ///
 /// # Errors
 /// [`OpError`] naming the broken rule; nothing is changed.
-pub fn validate_array(et: &EntityType, elem: ElemType, items: &[Value], op: &ArrayOp) -> Result<(), OpError> {
+pub fn validate_array(
+    et: &EntityType,
+    elem: ElemType,
+    items: &[Value],
+    op: &ArrayOp,
+) -> Result<(), OpError> {
     let len = items.len();
     match op {
         ArrayOp::Update { index, value } => {
@@ -168,9 +177,14 @@ pub fn validate_array(et: &EntityType, elem: ElemType, items: &[Value], op: &Arr
         ArrayOp::Resize(n) => check_grow(et, *n),
         ArrayOp::Replace(v) => {
             check_grow(et, v.len())?;
-            v.iter().try_for_each(|x| value::check(et, elem.into(), x).map_err(OpError::from))
+            v.iter()
+                .try_for_each(|x| value::check(et, elem.into(), x).map_err(OpError::from))
         }
-        ArrayOp::SetField { index, field, value } => {
+        ArrayOp::SetField {
+            index,
+            field,
+            value,
+        } => {
             check_index(*index, len)?;
             let f = field_type(et, elem, *field)?;
             Ok(value::check_scalar(et, f.ty, value)?)
@@ -196,7 +210,11 @@ pub fn apply_array(et: &EntityType, elem: ElemType, items: &mut Vec<Value>, op: 
         ArrayOp::Clear => items.clear(),
         ArrayOp::Resize(n) => items.resize(n, default_of(et, elem.into())),
         ArrayOp::Replace(v) => *items = v,
-        ArrayOp::SetField { index, field, value } => set_field(&mut items[index], field, value),
+        ArrayOp::SetField {
+            index,
+            field,
+            value,
+        } => set_field(&mut items[index], field, value),
     }
 }
 
@@ -226,7 +244,10 @@ pub fn validate_map(
             }
             Ok(value::check(et, elem.into(), value)?)
         }
-        MapOp::Erase(key) => items.contains_key(key).then_some(()).ok_or(OpError::NoSuchKey),
+        MapOp::Erase(key) => items
+            .contains_key(key)
+            .then_some(())
+            .ok_or(OpError::NoSuchKey),
         MapOp::Clear => Ok(()),
         MapOp::Replace(m) => {
             check_grow(et, m.len())?;
@@ -282,7 +303,13 @@ const M_SET_FIELD: u8 = 3;
 ///
 /// # Panics
 /// On `Replace`, which is sent whole and never logged.
-pub fn encode_array_op(out: &mut Vec<u8>, et: &EntityType, elem: ElemType, op: &ArrayOp, aud: Audience) -> bool {
+pub fn encode_array_op(
+    out: &mut Vec<u8>,
+    et: &EntityType,
+    elem: ElemType,
+    op: &ArrayOp,
+    aud: Audience,
+) -> bool {
     let ty = elem.into();
     match op {
         ArrayOp::Update { index, value } => {
@@ -310,7 +337,11 @@ pub fn encode_array_op(out: &mut Vec<u8>, et: &EntityType, elem: ElemType, op: &
             put_uvar(out, *n as u64);
         }
         ArrayOp::Replace(_) => panic!("Replace is sent whole"),
-        ArrayOp::SetField { index, field, value } => {
+        ArrayOp::SetField {
+            index,
+            field,
+            value,
+        } => {
             if !field_visible(et, elem, *field, aud) {
                 return false;
             }
@@ -327,7 +358,13 @@ pub fn encode_array_op(out: &mut Vec<u8>, et: &EntityType, elem: ElemType, op: &
 ///
 /// # Panics
 /// On `Replace`, which is sent whole and never logged.
-pub fn encode_map_op(out: &mut Vec<u8>, et: &EntityType, elem: ElemType, op: &MapOp, aud: Audience) -> bool {
+pub fn encode_map_op(
+    out: &mut Vec<u8>,
+    et: &EntityType,
+    elem: ElemType,
+    op: &MapOp,
+    aud: Audience,
+) -> bool {
     match op {
         MapOp::Set { key, value } => {
             out.push(M_SET);
@@ -357,9 +394,16 @@ fn field_visible(et: &EntityType, elem: ElemType, field: usize, aud: Audience) -
     field_type(et, elem, field).is_ok_and(|f| f.flags.visible_to(aud))
 }
 
-fn decode_field(r: &mut Reader<'_>, et: &EntityType, elem: ElemType, aud: Audience) -> Result<(usize, Value), DecodeError> {
+fn decode_field(
+    r: &mut Reader<'_>,
+    et: &EntityType,
+    elem: ElemType,
+    aud: Audience,
+) -> Result<(usize, Value), DecodeError> {
     let field = r.uvar()?;
-    let f = usize::try_from(field).ok().and_then(|i| field_type(et, elem, i).ok().map(|f| (i, f)));
+    let f = usize::try_from(field)
+        .ok()
+        .and_then(|i| field_type(et, elem, i).ok().map(|f| (i, f)));
     match f {
         Some((i, f)) if f.flags.visible_to(aud) => Ok((i, value::decode_scalar(r, et, f.ty)?)),
         _ => Err(DecodeError::BadField(field)),
@@ -375,20 +419,35 @@ fn index(r: &mut Reader<'_>) -> Result<usize, DecodeError> {
 ///
 /// # Errors
 /// Any [`DecodeError`] the bytes cause (not yet checked against the array).
-pub fn decode_array_op(r: &mut Reader<'_>, et: &EntityType, elem: ElemType, aud: Audience) -> Result<ArrayOp, DecodeError> {
+pub fn decode_array_op(
+    r: &mut Reader<'_>,
+    et: &EntityType,
+    elem: ElemType,
+    aud: Audience,
+) -> Result<ArrayOp, DecodeError> {
     let ty = elem.into();
     Ok(match r.u8()? {
-        A_UPDATE => ArrayOp::Update { index: index(r)?, value: value::decode(r, et, ty, aud)? },
+        A_UPDATE => ArrayOp::Update {
+            index: index(r)?,
+            value: value::decode(r, et, ty, aud)?,
+        },
         A_PUSH => ArrayOp::Push(value::decode(r, et, ty, aud)?),
         A_POP => ArrayOp::Pop,
-        A_INSERT => ArrayOp::Insert { index: index(r)?, value: value::decode(r, et, ty, aud)? },
+        A_INSERT => ArrayOp::Insert {
+            index: index(r)?,
+            value: value::decode(r, et, ty, aud)?,
+        },
         A_ERASE => ArrayOp::Erase(index(r)?),
         A_CLEAR => ArrayOp::Clear,
         A_RESIZE => ArrayOp::Resize(r.len(et.limits().container_len_max)?),
         A_SET_FIELD => {
             let index = index(r)?;
             let (field, value) = decode_field(r, et, elem, aud)?;
-            ArrayOp::SetField { index, field, value }
+            ArrayOp::SetField {
+                index,
+                field,
+                value,
+            }
         }
         t => return Err(DecodeError::BadTag(t)),
     })

@@ -84,7 +84,10 @@ impl ReorderBuffer {
     /// # Panics
     /// If `params.reorder_buffer_max` is 0.
     pub fn new(params: ReorderParams, version: u64) -> Self {
-        assert!(params.reorder_buffer_max > 0, "reorder_buffer_max must be positive");
+        assert!(
+            params.reorder_buffer_max > 0,
+            "reorder_buffer_max must be positive"
+        );
         ReorderBuffer {
             params,
             applied: version,
@@ -131,7 +134,11 @@ impl ReorderBuffer {
             return Offered::Duplicate;
         }
         if msg.kind == SyncKind::Snapshot {
-            while self.pending.front().is_some_and(|m| m.version <= msg.version) {
+            while self
+                .pending
+                .front()
+                .is_some_and(|m| m.version <= msg.version)
+            {
                 self.pending.pop_front();
             }
             self.applied = msg.version;
@@ -141,11 +148,18 @@ impl ReorderBuffer {
             self.advance(now);
             return Offered::Ready;
         }
-        let at = match self.pending.binary_search_by_key(&msg.version, |m| m.version) {
+        let at = match self
+            .pending
+            .binary_search_by_key(&msg.version, |m| m.version)
+        {
             Ok(_) => return Offered::Duplicate,
             Err(at) => at,
         };
-        let mut result = if msg.version == self.applied + 1 { Offered::Ready } else { Offered::Buffered };
+        let mut result = if msg.version == self.applied + 1 {
+            Offered::Ready
+        } else {
+            Offered::Buffered
+        };
         // The next version is released at once, so it never overflows.
         if result == Offered::Buffered && self.pending.len() == self.params.reorder_buffer_max {
             result = Offered::Overflow;
@@ -168,7 +182,11 @@ impl ReorderBuffer {
 
     /// Moves consecutive messages to `ready` and updates the gap clock.
     fn advance(&mut self, now: Time) {
-        while self.pending.front().is_some_and(|m| m.version == self.applied + 1) {
+        while self
+            .pending
+            .front()
+            .is_some_and(|m| m.version == self.applied + 1)
+        {
             let m = self.pending.pop_front().expect("front exists");
             self.applied = m.version;
             self.ready.push_back(m);
@@ -195,12 +213,17 @@ impl ReorderBuffer {
     /// snapshot arrives.
     pub fn poll_resync(&mut self, now: Time) -> Option<ResyncRequest> {
         let timeout = Duration::from_millis(self.params.gap_timeout_ms);
-        let due_gap = self.gap_since.is_some_and(|t| now.saturating_since(t) >= timeout);
+        let due_gap = self
+            .gap_since
+            .is_some_and(|t| now.saturating_since(t) >= timeout);
         if !(self.dropped() || due_gap) {
             return None;
         }
         let retry = Duration::from_millis(self.params.resync_retry_ms);
-        if self.requested_at.is_some_and(|t| now.saturating_since(t) < retry) {
+        if self
+            .requested_at
+            .is_some_and(|t| now.saturating_since(t) < retry)
+        {
             return None;
         }
         self.requested_at = Some(now);
@@ -213,7 +236,8 @@ impl ReorderBuffer {
         let due = if self.dropped() {
             Some(Time::ZERO)
         } else {
-            self.gap_since.map(|t| t + Duration::from_millis(self.params.gap_timeout_ms))
+            self.gap_since
+                .map(|t| t + Duration::from_millis(self.params.gap_timeout_ms))
         };
         match (due, self.requested_at) {
             (Some(t), Some(r)) => Some(t.max(r + retry)),
@@ -232,7 +256,9 @@ mod tests {
     }
 
     fn drain(rb: &mut ReorderBuffer) -> Vec<u64> {
-        std::iter::from_fn(|| rb.poll_ready()).map(|m| m.version).collect()
+        std::iter::from_fn(|| rb.poll_ready())
+            .map(|m| m.version)
+            .collect()
     }
 
     #[test]
@@ -251,14 +277,24 @@ mod tests {
 
     #[test]
     fn gap_times_out_into_a_resync_then_snapshot_heals() {
-        let p = ReorderParams { gap_timeout_ms: 100, resync_retry_ms: 300, ..Default::default() };
+        let p = ReorderParams {
+            gap_timeout_ms: 100,
+            resync_retry_ms: 300,
+            ..Default::default()
+        };
         let mut rb = ReorderBuffer::new(p, 5);
         rb.handle_msg(Time::from_millis(10), msg(8));
         assert_eq!(rb.poll_resync(Time::from_millis(109)), None);
         assert_eq!(rb.poll_timeout(), Some(Time::from_millis(110)));
-        assert_eq!(rb.poll_resync(Time::from_millis(110)), Some(ResyncRequest { have: 5 }));
+        assert_eq!(
+            rb.poll_resync(Time::from_millis(110)),
+            Some(ResyncRequest { have: 5 })
+        );
         assert_eq!(rb.poll_resync(Time::from_millis(200)), None);
-        assert_eq!(rb.poll_resync(Time::from_millis(410)), Some(ResyncRequest { have: 5 }));
+        assert_eq!(
+            rb.poll_resync(Time::from_millis(410)),
+            Some(ResyncRequest { have: 5 })
+        );
         rb.handle_msg(Time::from_millis(500), msg(9));
         let snap = SyncMsg::new(EntityId(1), 8, SyncKind::Snapshot, Time::ZERO, &[], &[]);
         assert_eq!(rb.handle_msg(Time::from_millis(500), snap), Offered::Ready);
@@ -269,7 +305,10 @@ mod tests {
 
     #[test]
     fn overflow_requests_resync_at_once() {
-        let p = ReorderParams { reorder_buffer_max: 2, ..Default::default() };
+        let p = ReorderParams {
+            reorder_buffer_max: 2,
+            ..Default::default()
+        };
         let mut rb = ReorderBuffer::new(p, 0);
         rb.handle_msg(Time::ZERO, msg(3));
         rb.handle_msg(Time::ZERO, msg(5));

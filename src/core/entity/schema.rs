@@ -15,8 +15,18 @@ pub const FIELDS_PER_RECORD_MAX: usize = 64;
 
 /// An entity type, index into the [`TypeRegistry`].
 #[derive(
-    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default, rkyv::Archive,
-    rkyv::Serialize, rkyv::Deserialize,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Debug,
+    Default,
+    rkyv::Archive,
+    rkyv::Serialize,
+    rkyv::Deserialize,
 )]
 #[rkyv(derive(Debug, PartialEq, Eq))]
 pub struct EntityTypeId(pub u16);
@@ -380,7 +390,9 @@ impl TypeRegistry {
     /// A registry holding `Avatar` ([`AVATAR`]) and `Npc` ([`NPC`]).
     pub fn with_builtins() -> Self {
         let mut reg = TypeRegistry::new();
-        let avatar = reg.register(avatar_type()).expect("built-in Avatar is valid");
+        let avatar = reg
+            .register(avatar_type())
+            .expect("built-in Avatar is valid");
         let npc = reg.register(npc_type()).expect("built-in Npc is valid");
         assert_eq!((avatar, npc), (AVATAR, NPC));
         reg
@@ -419,7 +431,11 @@ fn public_props(b: EntityTypeBuilder, buff: RecordId) -> EntityTypeBuilder {
         .prop("hp", Scalar(Int), SyncFlags::ALL_CLIENTS)
         .prop("max_hp", Scalar(Int), SyncFlags::ALL_CLIENTS)
         .prop("faction", Scalar(UInt), SyncFlags::CELL_PUBLIC)
-        .prop("buffs", Array(ElemType::Record(buff)), SyncFlags::ALL_CLIENTS)
+        .prop(
+            "buffs",
+            Array(ElemType::Record(buff)),
+            SyncFlags::ALL_CLIENTS,
+        )
 }
 
 fn buff_record(b: &mut EntityTypeBuilder) -> RecordId {
@@ -447,7 +463,11 @@ pub fn avatar_type() -> EntityTypeBuilder {
     let mut b = EntityTypeBuilder::new("Avatar");
     let buff = buff_record(&mut b);
     public_props(b, buff)
-        .prop("inventory", Map(KeyType::Int, ElemType::Scalar(UInt)), SyncFlags::OWN_CLIENT)
+        .prop(
+            "inventory",
+            Map(KeyType::Int, ElemType::Scalar(UInt)),
+            SyncFlags::OWN_CLIENT,
+        )
         .prop("last_input_seq", Scalar(UInt), SyncFlags::CELL_PRIVATE)
 }
 
@@ -489,22 +509,41 @@ mod tests {
             Err(SchemaError::Duplicate("Avatar".into()))
         );
         let b = EntityTypeBuilder::new("X")
-            .prop("a", PropType::Scalar(ScalarType::Int), SyncFlags::CELL_PUBLIC)
-            .prop("a", PropType::Scalar(ScalarType::Int), SyncFlags::CELL_PUBLIC);
+            .prop(
+                "a",
+                PropType::Scalar(ScalarType::Int),
+                SyncFlags::CELL_PUBLIC,
+            )
+            .prop(
+                "a",
+                PropType::Scalar(ScalarType::Int),
+                SyncFlags::CELL_PUBLIC,
+            );
         assert_eq!(reg.register(b), Err(SchemaError::Duplicate("a".into())));
         let mut b = EntityTypeBuilder::new("Y");
         let r = b.record("R", &[("f", ScalarType::Int, SyncFlags::ALL_CLIENTS)]);
-        let b = b.prop("arr", PropType::Array(ElemType::Record(r)), SyncFlags::CELL_PUBLIC);
+        let b = b.prop(
+            "arr",
+            PropType::Array(ElemType::Record(r)),
+            SyncFlags::CELL_PUBLIC,
+        );
         assert!(matches!(reg.register(b), Err(SchemaError::BadFlags(_))));
         let b = EntityTypeBuilder::new("Z").prop(
             "arr",
             PropType::Array(ElemType::Record(RecordId(3))),
             SyncFlags::CELL_PUBLIC,
         );
-        assert!(matches!(reg.register(b), Err(SchemaError::UnknownRecord(_))));
+        assert!(matches!(
+            reg.register(b),
+            Err(SchemaError::UnknownRecord(_))
+        ));
         let mut b = EntityTypeBuilder::new("W");
         for i in 0..=PROPS_PER_TYPE_MAX {
-            b = b.prop(&format!("p{i}"), PropType::Scalar(ScalarType::Int), SyncFlags::CELL_PUBLIC);
+            b = b.prop(
+                &format!("p{i}"),
+                PropType::Scalar(ScalarType::Int),
+                SyncFlags::CELL_PUBLIC,
+            );
         }
         assert!(matches!(reg.register(b), Err(SchemaError::TooMany(_))));
     }

@@ -5,7 +5,7 @@
 //! audience that can see it, already filtered and encoded); on a ghost or a
 //! client view it is a replica for one [`Audience`], fed by
 //! [`PropertyStore::apply_snapshot`] and [`PropertyStore::apply_delta`].
-//! It does not know versions, movement or messages (see `entity` and `sync`).
+//! It does not know versions, movement or messages (see `state` and `sync`).
 //!
 //! # Wire forms
 //!
@@ -21,6 +21,8 @@
 use super::codec::{put_uvar, DecodeError, Reader};
 use super::flags::Audience;
 use super::ops::{self, ArrayOp, MapOp, OpError};
+#[cfg(test)]
+use super::schema::PropLimits;
 use super::schema::{EntityType, PropType};
 use super::value::{self, default_of, TypeError, Value};
 use std::sync::Arc;
@@ -79,7 +81,14 @@ impl PropertyStore {
     /// `Audience::Real` makes a source instead.
     pub fn replica(ty: Arc<EntityType>, holds: Audience) -> Self {
         let values = ty.props().iter().map(|p| default_of(&ty, p.ty)).collect();
-        let logs = vec![Default::default(); if holds == Audience::Real { ty.containers() } else { 0 }];
+        let logs = vec![
+            Default::default();
+            if holds == Audience::Real {
+                ty.containers()
+            } else {
+                0
+            }
+        ];
         PropertyStore {
             ty,
             holds,
@@ -119,7 +128,10 @@ impl PropertyStore {
         if self.holds != Audience::Real {
             return Err(PropError::ReadOnly);
         }
-        self.ty.prop(index).map(|p| p.ty).ok_or(PropError::UnknownProperty(index))
+        self.ty
+            .prop(index)
+            .map(|p| p.ty)
+            .ok_or(PropError::UnknownProperty(index))
     }
 
     /// Replaces a property's value and marks it dirty as a whole.
@@ -163,7 +175,9 @@ impl PropertyStore {
         }
         let ty = Arc::clone(&self.ty);
         let clear = op == ArrayOp::Clear;
-        self.log(index, clear, |out, aud| ops::encode_array_op(out, &ty, elem, &op, aud));
+        self.log(index, clear, |out, aud| {
+            ops::encode_array_op(out, &ty, elem, &op, aud)
+        });
         let Value::Array(items) = &mut self.values[index] else {
             unreachable!("array property holds an array")
         };
@@ -188,7 +202,9 @@ impl PropertyStore {
         }
         let ty = Arc::clone(&self.ty);
         let clear = op == MapOp::Clear;
-        self.log(index, clear, |out, aud| ops::encode_map_op(out, &ty, elem, &op, aud));
+        self.log(index, clear, |out, aud| {
+            ops::encode_map_op(out, &ty, elem, &op, aud)
+        });
         let Value::Map(items) = &mut self.values[index] else {
             unreachable!("map property holds a map")
         };
@@ -231,7 +247,11 @@ impl PropertyStore {
     /// # Panics
     /// If this store cannot serve `aud` (e.g. a ghost asked for own-client data).
     pub fn encode_snapshot(&self, aud: Audience, out: &mut Vec<u8>) {
-        assert!(aud.can_be_served_by(self.holds), "{:?} cannot serve {aud:?}", self.holds);
+        assert!(
+            aud.can_be_served_by(self.holds),
+            "{:?} cannot serve {aud:?}",
+            self.holds
+        );
         let mask = self.ty.visible_mask(aud);
         out.push(mask.count_ones() as u8);
         for p in self.ty.props().iter().filter(|p| mask >> p.index & 1 != 0) {
@@ -260,7 +280,8 @@ impl PropertyStore {
                 out.push(MODE_WHOLE);
                 value::encode(out, &self.ty, def.ty, &self.values[i], aud);
             } else {
-                let log = &self.logs[usize::from(def.container_slot.expect("ops imply container"))][k];
+                let log =
+                    &self.logs[usize::from(def.container_slot.expect("ops imply container"))][k];
                 if log.ops == 0 {
                     continue;
                 }
@@ -281,7 +302,9 @@ impl PropertyStore {
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let slot = self.ty.props()[i].container_slot.expect("ops imply container");
+            let slot = self.ty.props()[i]
+                .container_slot
+                .expect("ops imply container");
             for log in &mut self.logs[usize::from(slot)] {
                 log.bytes.clear();
                 log.ops = 0;
@@ -326,7 +349,9 @@ impl PropertyStore {
         let n = r.u8()?;
         for _ in 0..n {
             let i = r.uvar()?;
-            let def = usize::try_from(i).ok().filter(|&i| mask >> i.min(63) & 1 != 0 && i < 64);
+            let def = usize::try_from(i)
+                .ok()
+                .filter(|&i| mask >> i.min(63) & 1 != 0 && i < 64);
             let Some(i) = def else {
                 return Err(DecodeError::BadProperty(i));
             };
@@ -385,14 +410,144 @@ impl PropertyStore {
     pub fn verify(&self) {
         assert_eq!(self.values.len(), self.ty.props().len());
         for (p, v) in self.ty.props().iter().zip(&self.values) {
-            assert_eq!(value::check(&self.ty, p.ty, v), Ok(()), "property {}", p.name);
+            assert_eq!(
+                value::check(&self.ty, p.ty, v),
+                Ok(()),
+                "property {}",
+                p.name
+            );
         }
         assert_eq!(self.dirty_whole & self.dirty_ops, 0);
         for p in self.ty.props() {
-            let Some(slot) = p.container_slot else { continue };
+            let Some(slot) = p.container_slot else {
+                continue;
+            };
             if self.dirty_ops >> p.index & 1 == 0 && self.holds == Audience::Real {
-                assert!(self.logs[usize::from(slot)].iter().all(|l| l.ops == 0 && l.bytes.is_empty()));
+                assert!(self.logs[usize::from(slot)]
+                    .iter()
+                    .all(|l| l.ops == 0 && l.bytes.is_empty()));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::entity::schema::{avatar_type, TypeRegistry, AVATAR};
+
+    fn buff(id: u64, stacks: i64, exp: u64) -> Value {
+        Value::Record(vec![Value::UInt(id), Value::Int(stacks), Value::UInt(exp)])
+    }
+
+    fn round_trip(src: &PropertyStore, aud: Audience) -> PropertyStore {
+        let mut dst = PropertyStore::replica(Arc::clone(src.entity_type()), aud);
+        let mut buf = Vec::new();
+        src.encode_snapshot(aud, &mut buf);
+        let mut r = Reader::new(&buf);
+        dst.apply_snapshot(&mut r).expect("snapshot");
+        r.finish().expect("no trailing");
+        dst
+    }
+
+    #[test]
+    fn each_field_goes_only_to_its_audience() {
+        // Seed 000's flaw: a record with an own-only field and a public field
+        // inside a public container must reach each audience with exactly its
+        // fields, not "the lowest common flag" nor nothing.
+        let reg = TypeRegistry::with_builtins();
+        let ty = Arc::clone(reg.get(AVATAR).expect("avatar"));
+        let buffs = ty.prop_index("buffs").expect("buffs");
+        let mut real = PropertyStore::new(Arc::clone(&ty));
+        let mut ghost = round_trip(&real, Audience::Ghost);
+        let mut other = round_trip(&real, Audience::OtherClients);
+        real.array_op(buffs, ArrayOp::Push(buff(4, 1, 5000)))
+            .expect("push");
+        real.array_op(
+            buffs,
+            ArrayOp::SetField {
+                index: 0,
+                field: 2,
+                value: Value::UInt(7000),
+            },
+        )
+        .expect("set");
+        let mut to_other = Vec::new();
+        assert!(real.encode_delta(Audience::OtherClients, &mut to_other));
+        let mut to_ghost = Vec::new();
+        real.encode_delta(Audience::Ghost, &mut to_ghost);
+        real.clear_dirty();
+        other
+            .apply_delta(&mut Reader::new(&to_other))
+            .expect("other");
+        ghost
+            .apply_delta(&mut Reader::new(&to_ghost))
+            .expect("ghost");
+        assert_eq!(other.get(buffs), Some(&Value::Array(vec![buff(4, 1, 0)])));
+        assert_eq!(
+            ghost.get(buffs),
+            Some(&Value::Array(vec![buff(4, 1, 7000)]))
+        );
+        // A change of only the hidden field sends nothing to other clients.
+        real.array_op(
+            buffs,
+            ArrayOp::SetField {
+                index: 0,
+                field: 2,
+                value: Value::UInt(9),
+            },
+        )
+        .expect("set");
+        let mut none = Vec::new();
+        assert!(!real.encode_delta(Audience::OtherClients, &mut none));
+        assert_eq!(none, vec![0]);
+    }
+
+    #[test]
+    fn long_op_logs_fall_back_to_whole_values() {
+        let limits = PropLimits {
+            op_log_bytes_max: 8,
+            ..PropLimits::default()
+        };
+        let mut reg = TypeRegistry::new();
+        reg.register(avatar_type().limits(limits)).expect("type");
+        let ty = Arc::clone(reg.get(AVATAR).expect("avatar"));
+        let buffs = ty.prop_index("buffs").expect("buffs");
+        let mut real = PropertyStore::new(Arc::clone(&ty));
+        let mut own = round_trip(&real, Audience::OwnClient);
+        for i in 0..5 {
+            real.array_op(buffs, ArrayOp::Push(buff(i, 1, 1000)))
+                .expect("push");
+            real.verify();
+        }
+        assert_eq!(real.dirty_whole >> buffs & 1, 1);
+        let mut delta = Vec::new();
+        real.encode_delta(Audience::OwnClient, &mut delta);
+        real.clear_dirty();
+        own.apply_delta(&mut Reader::new(&delta)).expect("delta");
+        assert_eq!(own.values(), &real.filtered(Audience::OwnClient)[..]);
+    }
+
+    #[test]
+    fn replicas_are_read_only_and_errors_change_nothing() {
+        let reg = TypeRegistry::with_builtins();
+        let ty = Arc::clone(reg.get(AVATAR).expect("avatar"));
+        let mut ghost = PropertyStore::replica(Arc::clone(&ty), Audience::Ghost);
+        assert_eq!(
+            ghost.set(0, Value::Str("x".into())),
+            Err(PropError::ReadOnly)
+        );
+        let mut real = PropertyStore::new(ty);
+        assert_eq!(
+            real.set(99, Value::Int(1)),
+            Err(PropError::UnknownProperty(99))
+        );
+        assert_eq!(real.array_op(0, ArrayOp::Pop), Err(PropError::WrongKind));
+        let buffs = real.entity_type().prop_index("buffs").expect("buffs");
+        assert!(matches!(
+            real.array_op(buffs, ArrayOp::Pop),
+            Err(PropError::Op(OpError::Index { .. }))
+        ));
+        assert!(!real.is_dirty());
     }
 }

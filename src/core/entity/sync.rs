@@ -26,15 +26,13 @@
 //! audience is empty (a ghost-only change): observers need the version to
 //! stay consecutive, the client layer may skip sending empty payloads.
 
-use super::entity::Entity;
+use super::state::Entity;
 use super::flags::Audience;
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
 
-/// What a message's payloads contain (see `entity` for the layouts).
-#[derive(
-    Clone, Copy, PartialEq, Eq, Debug, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
-)]
+/// What a message's payloads contain (see `state` for the layouts).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[rkyv(derive(Debug, PartialEq, Eq))]
 pub enum SyncKind {
     /// Position and yaw only.
@@ -83,7 +81,14 @@ impl SyncMsg {
     ///
     /// # Panics
     /// If the ghost payload is 4 GiB or more.
-    pub fn new(entity: EntityId, version: u64, kind: SyncKind, timestamp: Time, ghost: &[u8], others: &[u8]) -> Self {
+    pub fn new(
+        entity: EntityId,
+        version: u64,
+        kind: SyncKind,
+        timestamp: Time,
+        ghost: &[u8],
+        others: &[u8],
+    ) -> Self {
         let mut payload = Vec::with_capacity(ghost.len() + others.len());
         payload.extend_from_slice(ghost);
         payload.extend_from_slice(others);
@@ -172,8 +177,18 @@ impl SyncEmitter {
         entity.encode_change(kind, Audience::OwnClient, &mut self.own);
         entity.clear_dirty();
         self.version += 1;
-        let msg = SyncMsg::new(entity.core().id, self.version, kind, now, &self.ghost, &self.others);
-        Some(ChangeSet { msg, own: &self.own })
+        let msg = SyncMsg::new(
+            entity.core().id,
+            self.version,
+            kind,
+            now,
+            &self.ghost,
+            &self.others,
+        );
+        Some(ChangeSet {
+            msg,
+            own: &self.own,
+        })
     }
 
     /// A ghost snapshot at the current version (ghost creation or resync).
@@ -186,6 +201,13 @@ impl SyncEmitter {
         assert!(entity.pending_kind().is_none(), "flush before a snapshot");
         self.ghost.clear();
         entity.encode_snapshot(Audience::Ghost, &mut self.ghost);
-        SyncMsg::new(entity.core().id, self.version, SyncKind::Snapshot, now, &self.ghost, &[])
+        SyncMsg::new(
+            entity.core().id,
+            self.version,
+            SyncKind::Snapshot,
+            now,
+            &self.ghost,
+            &[],
+        )
     }
 }

@@ -144,7 +144,10 @@ impl ObserverTracker {
             *last = version;
             Delivery::Deliver
         } else {
-            Delivery::Gap { last: *last, got: version }
+            Delivery::Gap {
+                last: *last,
+                got: version,
+            }
         }
     }
 
@@ -191,13 +194,24 @@ mod tests {
 
     #[test]
     fn catch_up_fills_from_cache_or_asks_for_resync() {
-        let mut cache = SyncCache::new(SyncCacheParams { cache_msgs_max: 3, ..Default::default() }, 0);
+        let mut cache = SyncCache::new(
+            SyncCacheParams {
+                cache_msgs_max: 3,
+                ..Default::default()
+            },
+            0,
+        );
         for v in 1..=6 {
-            cache.push(Time::ZERO, SyncMsg::new(E, v, SyncKind::Props, Time::ZERO, &[], &[]));
+            cache.push(
+                Time::ZERO,
+                SyncMsg::new(E, v, SyncKind::Props, Time::ZERO, &[], &[]),
+            );
         }
         let mut t = ObserverTracker::new(TrackerParams::default());
         t.enter(E, 3).expect("room");
-        let CatchUp::Fill(it) = t.catch_up(E, &cache) else { panic!("fill expected") };
+        let CatchUp::Fill(it) = t.catch_up(E, &cache) else {
+            panic!("fill expected")
+        };
         let vs: Vec<u64> = it.map(|m| m.version).collect();
         assert_eq!(vs, vec![4, 5, 6]);
         t.resync(E, 2);
@@ -208,7 +222,9 @@ mod tests {
 
     #[test]
     fn bound_is_enforced() {
-        let mut t = ObserverTracker::new(TrackerParams { tracked_entities_max: 1 });
+        let mut t = ObserverTracker::new(TrackerParams {
+            tracked_entities_max: 1,
+        });
         t.enter(E, 0).expect("room");
         t.enter(E, 1).expect("re-enter is not growth");
         assert_eq!(t.enter(EntityId(2), 0), Err(TrackerFull { max: 1 }));

@@ -72,9 +72,13 @@ pub fn scalar_default(ty: ScalarType) -> Value {
 pub fn default_of(et: &EntityType, ty: PropType) -> Value {
     match ty {
         PropType::Scalar(s) => scalar_default(s),
-        PropType::Record(r) => {
-            Value::Record(et.record(r).fields.iter().map(|f| scalar_default(f.ty)).collect())
-        }
+        PropType::Record(r) => Value::Record(
+            et.record(r)
+                .fields
+                .iter()
+                .map(|f| scalar_default(f.ty))
+                .collect(),
+        ),
         PropType::Array(_) => Value::Array(Vec::new()),
         PropType::Map(..) => Value::Map(BTreeMap::new()),
     }
@@ -127,7 +131,10 @@ pub fn check(et: &EntityType, ty: PropType, v: &Value) -> Result<(), TypeError> 
             if fields.len() != def.fields.len() {
                 return Err(TypeError::Mismatch);
             }
-            def.fields.iter().zip(fields).try_for_each(|(f, v)| check_scalar(et, f.ty, v))
+            def.fields
+                .iter()
+                .zip(fields)
+                .try_for_each(|(f, v)| check_scalar(et, f.ty, v))
         }
         (PropType::Array(e), Value::Array(items)) => {
             check_len(items.len(), et.limits().container_len_max)?;
@@ -154,15 +161,27 @@ pub fn filtered(et: &EntityType, ty: PropType, v: &Value, aud: Audience) -> Valu
                 def.fields
                     .iter()
                     .zip(fields)
-                    .map(|(f, v)| if f.flags.visible_to(aud) { v.clone() } else { scalar_default(f.ty) })
+                    .map(|(f, v)| {
+                        if f.flags.visible_to(aud) {
+                            v.clone()
+                        } else {
+                            scalar_default(f.ty)
+                        }
+                    })
                     .collect(),
             )
         }
-        (PropType::Array(e), Value::Array(items)) => {
-            Value::Array(items.iter().map(|v| filtered(et, e.into(), v, aud)).collect())
-        }
+        (PropType::Array(e), Value::Array(items)) => Value::Array(
+            items
+                .iter()
+                .map(|v| filtered(et, e.into(), v, aud))
+                .collect(),
+        ),
         (PropType::Map(_, e), Value::Map(items)) => Value::Map(
-            items.iter().map(|(k, v)| (k.clone(), filtered(et, e.into(), v, aud))).collect(),
+            items
+                .iter()
+                .map(|(k, v)| (k.clone(), filtered(et, e.into(), v, aud)))
+                .collect(),
         ),
         _ => v.clone(),
     }
@@ -221,7 +240,11 @@ fn encode_record(out: &mut Vec<u8>, et: &EntityType, r: RecordId, fields: &[Valu
 ///
 /// # Errors
 /// Any [`DecodeError`] the bytes cause.
-pub fn decode_scalar(r: &mut Reader<'_>, et: &EntityType, ty: ScalarType) -> Result<Value, DecodeError> {
+pub fn decode_scalar(
+    r: &mut Reader<'_>,
+    et: &EntityType,
+    ty: ScalarType,
+) -> Result<Value, DecodeError> {
     Ok(match ty {
         ScalarType::Int => Value::Int(r.ivar()?),
         ScalarType::UInt => Value::UInt(r.uvar()?),
@@ -246,7 +269,12 @@ pub fn decode_key(r: &mut Reader<'_>, et: &EntityType, ty: KeyType) -> Result<Ke
 ///
 /// # Errors
 /// Any [`DecodeError`]; map keys must be strictly increasing.
-pub fn decode(r: &mut Reader<'_>, et: &EntityType, ty: PropType, aud: Audience) -> Result<Value, DecodeError> {
+pub fn decode(
+    r: &mut Reader<'_>,
+    et: &EntityType,
+    ty: PropType,
+    aud: Audience,
+) -> Result<Value, DecodeError> {
     match ty {
         PropType::Scalar(s) => decode_scalar(r, et, s),
         PropType::Record(rec) => decode_record(r, et, rec, aud),
@@ -262,7 +290,12 @@ pub fn decode(r: &mut Reader<'_>, et: &EntityType, ty: PropType, aud: Audience) 
     }
 }
 
-fn decode_record(r: &mut Reader<'_>, et: &EntityType, rec: RecordId, aud: Audience) -> Result<Value, DecodeError> {
+fn decode_record(
+    r: &mut Reader<'_>,
+    et: &EntityType,
+    rec: RecordId,
+    aud: Audience,
+) -> Result<Value, DecodeError> {
     let def = et.record(rec);
     let mut fields = Vec::with_capacity(def.fields.len());
     for f in &def.fields {
@@ -275,7 +308,13 @@ fn decode_record(r: &mut Reader<'_>, et: &EntityType, rec: RecordId, aud: Audien
     Ok(Value::Record(fields))
 }
 
-fn decode_map(r: &mut Reader<'_>, et: &EntityType, k: KeyType, e: ElemType, aud: Audience) -> Result<Value, DecodeError> {
+fn decode_map(
+    r: &mut Reader<'_>,
+    et: &EntityType,
+    k: KeyType,
+    e: ElemType,
+    aud: Audience,
+) -> Result<Value, DecodeError> {
     let n = r.len(et.limits().container_len_max)?;
     let mut items = BTreeMap::new();
     for _ in 0..n {
@@ -298,8 +337,15 @@ mod tests {
     fn record_fields_are_filtered_per_audience() {
         let reg = TypeRegistry::with_builtins();
         let et = reg.get(AVATAR).expect("avatar");
-        let buffs = et.prop(et.prop_index("buffs").expect("buffs")).expect("def").ty;
-        let v = Value::Array(vec![Value::Record(vec![Value::UInt(7), Value::Int(2), Value::UInt(900)])]);
+        let buffs = et
+            .prop(et.prop_index("buffs").expect("buffs"))
+            .expect("def")
+            .ty;
+        let v = Value::Array(vec![Value::Record(vec![
+            Value::UInt(7),
+            Value::Int(2),
+            Value::UInt(900),
+        ])]);
         check(et, buffs, &v).expect("valid");
         for aud in [Audience::Ghost, Audience::OwnClient, Audience::OtherClients] {
             let mut buf = Vec::new();
@@ -310,7 +356,14 @@ mod tests {
             assert_eq!(got, filtered(et, buffs, &v, aud), "{aud:?}");
         }
         let others = filtered(et, buffs, &v, Audience::OtherClients);
-        assert_eq!(others, Value::Array(vec![Value::Record(vec![Value::UInt(7), Value::Int(2), Value::UInt(0)])]));
+        assert_eq!(
+            others,
+            Value::Array(vec![Value::Record(vec![
+                Value::UInt(7),
+                Value::Int(2),
+                Value::UInt(0)
+            ])])
+        );
     }
 
     #[test]
@@ -320,7 +373,10 @@ mod tests {
         let name = PropType::Scalar(ScalarType::Str);
         assert_eq!(check(et, name, &Value::Int(1)), Err(TypeError::Mismatch));
         let long = Value::Str("x".repeat(et.limits().str_len_max + 1));
-        assert!(matches!(check(et, name, &long), Err(TypeError::TooLong { .. })));
+        assert!(matches!(
+            check(et, name, &long),
+            Err(TypeError::TooLong { .. })
+        ));
     }
 
     #[test]
@@ -330,6 +386,9 @@ mod tests {
         let ty = PropType::Map(KeyType::Int, ElemType::Scalar(ScalarType::UInt));
         // two entries: key 5 then key 3
         let bytes = [2, 10, 1, 6, 1];
-        assert_eq!(decode(&mut Reader::new(&bytes), et, ty, Audience::OwnClient), Err(DecodeError::BadKey));
+        assert_eq!(
+            decode(&mut Reader::new(&bytes), et, ty, Audience::OwnClient),
+            Err(DecodeError::BadKey)
+        );
     }
 }
