@@ -20,11 +20,11 @@
 
 pub mod cache;
 pub mod codec;
-pub mod state;
 pub mod flags;
 pub mod ops;
 pub mod reorder;
 pub mod schema;
+pub mod state;
 pub mod store;
 pub mod sync;
 pub mod tracker;
@@ -32,7 +32,6 @@ pub mod value;
 
 pub use cache::{Fill, SyncCache, SyncCacheParams};
 pub use codec::DecodeError;
-pub use state::{Entity, EntityCore};
 pub use flags::{Audience, SyncFlags};
 pub use ops::{ArrayOp, MapOp, OpError};
 pub use reorder::{Offered, ReorderBuffer, ReorderParams, ResyncRequest};
@@ -40,6 +39,7 @@ pub use schema::{
     EntityType, EntityTypeBuilder, EntityTypeId, PropLimits, PropType, SchemaError, TypeRegistry,
     AVATAR, NPC,
 };
+pub use state::{Entity, EntityCore};
 pub use store::{PropError, PropertyStore};
 pub use sync::{ChangeSet, SyncEmitter, SyncKind, SyncMsg};
 pub use tracker::{CatchUp, Delivery, ObserverTracker, TrackerFull, TrackerParams};

@@ -26,8 +26,8 @@
 //! audience is empty (a ghost-only change): observers need the version to
 //! stay consecutive, the client layer may skip sending empty payloads.
 
-use super::state::Entity;
 use super::flags::Audience;
+use super::state::Entity;
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
 
@@ -209,5 +209,77 @@ impl SyncEmitter {
             &self.ghost,
             &[],
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::entity::schema::{TypeRegistry, AVATAR};
+    use crate::core::entity::value::Value;
+    use crate::core::geom::Vec3;
+
+    #[test]
+    fn one_version_per_change_set_and_kinds_follow_the_changes() {
+        let reg = TypeRegistry::with_builtins();
+        let ty = reg.get(AVATAR).expect("avatar").clone();
+        let mut real = Entity::new_real(EntityId(1), ty.clone(), Vec3::default(), 0.0);
+        let mut em = SyncEmitter::new();
+        assert!(em.flush(Time::ZERO, &mut real).is_none());
+        real.set_movement(
+            Vec3 {
+                x: 1.0,
+                y: 0.0,
+                z: 2.0,
+            },
+            0.5,
+        );
+        let cs = em.flush(Time::from_millis(1), &mut real).expect("moved");
+        assert_eq!((cs.msg.version, cs.msg.kind), (1, SyncKind::Movement));
+        assert_eq!(cs.msg.ghost_payload().len(), 28);
+        assert_eq!(cs.own.len(), 28);
+        let inv = ty.prop_index("inventory").expect("inventory");
+        let private = ty.prop_index("last_input_seq").expect("private");
+        real.props_mut().set(private, Value::UInt(3)).expect("set");
+        real.props_mut()
+            .set(inv, Value::Map(Default::default()))
+            .expect("set");
+        let cs = em.flush(Time::from_millis(2), &mut real).expect("changed");
+        assert_eq!((cs.msg.version, cs.msg.kind), (2, SyncKind::Props));
+        assert_eq!(
+            cs.msg.ghost_payload(),
+            &[0],
+            "nothing for ghosts, version still counts"
+        );
+        assert_eq!(cs.msg.others_payload(), &[0]);
+        assert_eq!(cs.own[0], 1, "the inventory goes to the owner only");
+        assert!(cs.msg.is_well_formed());
+        let snap = em.ghost_snapshot(Time::from_millis(3), &real);
+        assert_eq!((snap.version, snap.kind), (2, SyncKind::Snapshot));
+        let mut ghost = Entity::new_replica(EntityId(1), ty, Audience::Ghost);
+        ghost
+            .apply_payload(snap.kind, snap.ghost_payload())
+            .expect("snapshot");
+        assert_eq!(ghost.core().pos, real.core().pos);
+        let resumed = SyncEmitter::resume(em.version());
+        assert_eq!(resumed.version(), 2);
+    }
+
+    #[test]
+    fn snapshot_of_another_type_is_rejected() {
+        let reg = TypeRegistry::with_builtins();
+        let avatar = reg.get(AVATAR).expect("avatar").clone();
+        let npc = reg
+            .get(crate::core::entity::schema::NPC)
+            .expect("npc")
+            .clone();
+        let real = Entity::new_real(EntityId(1), npc, Vec3::default(), 0.0);
+        let mut buf = Vec::new();
+        real.encode_snapshot(Audience::Ghost, &mut buf);
+        let mut ghost = Entity::new_replica(EntityId(1), avatar, Audience::Ghost);
+        assert!(matches!(
+            ghost.apply_payload(SyncKind::Snapshot, &buf),
+            Err(crate::core::entity::DecodeError::WrongEntityType { .. })
+        ));
     }
 }
