@@ -99,7 +99,7 @@ impl Default for SpaceParams {
 /// Thresholds of the balancing policy (the seed's `cell_load_balance_param`),
 /// plus the load model's smoothing and bounds.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct BalanceParams {
     /// Weight of a new cell load report in the exponential smoothing,
     /// `smoothed = a * new + (1 - a) * smoothed`. Default 0.5: the weight of a
