@@ -66,8 +66,9 @@ pub struct EntityView {
     pub props: Arc<[u8]>,
 }
 
-/// One cell's state machine.
-#[derive(Debug)]
+/// One cell's state machine. `Clone` lets tests fork a cell to replay
+/// alternative message orders.
+#[derive(Clone, Debug)]
 pub struct Cell {
     pub(super) id: CellId,
     pub(super) params: CellParams,

@@ -95,6 +95,8 @@ mod residency;
 mod seq_buffer;
 mod sync;
 mod table;
+#[cfg(test)]
+mod tests;
 
 pub use machine::{Cell, CellError, EntityView, KIND_MOVE};
 pub use counters::{CellEvent, Counters, DropReason};
