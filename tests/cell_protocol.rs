@@ -474,27 +474,35 @@ fn seeds() -> u64 {
         .unwrap_or(6)
 }
 
-#[test]
-fn random_walkers_keep_every_invariant() {
+/// How rough a random run is.
+struct Storm {
+    entities: u64,
+    speed_max_mps: f64,
+    spike: (f64, u64),
+    params: CellParams,
+}
+
+fn run_random(name: &str, storm: &Storm) {
     for seed in 0..seeds() {
-        let mut w = World::new(0xC0FFEE + seed, 3, 3, 2 + (seed % 3) as u32, test_params());
-        for i in 0..12 {
+        let mut w = World::new(0xC0FFEE + seed, 3, 3, 2 + (seed % 3) as u32, storm.params.clone());
+        w.net.spike = storm.spike;
+        for i in 0..storm.entities {
             let x = 20.0 + w.rng.unit() * 560.0;
             let z = 20.0 + w.rng.unit() * 560.0;
-            let speed = 5.0 + w.rng.unit() * 25.0;
+            let speed = 5.0 + w.rng.unit() * (storm.speed_max_mps - 5.0);
             w.spawn(EntityId(i), Vec3::ground(x, z), speed);
         }
         let run = std::panic::AssertUnwindSafe(|| {
             for _ in 0..400 {
                 w.step(true);
             }
-            for _ in 0..200 {
+            for _ in 0..300 {
                 w.step(false);
             }
             w.check_converged();
         });
         if let Err(e) = std::panic::catch_unwind(run) {
-            eprintln!("failing seed: {seed}");
+            eprintln!("{name}: failing seed {seed}");
             std::panic::resume_unwind(e);
         }
         let migrations: u32 = w.log.migrations.values().sum();
@@ -505,14 +513,214 @@ fn random_walkers_keep_every_invariant() {
             totals.resync_requests += k.resync_requests;
             totals.resyncs_sent += k.resyncs_sent;
             totals.ghosts_created += k.ghosts_created;
+            totals.ghosts_deleted += k.ghosts_deleted;
             totals.ghost_create_timeouts += k.ghost_create_timeouts;
             totals.inputs_applied += k.inputs_applied;
             for r in DropReason::ALL {
                 totals.drops[r.index()] += k.dropped(r);
             }
         }
-        eprintln!("seed {seed}: {migrations} migrations, {} calls, {totals:?}", w.log.calls_sent.len());
+        eprintln!(
+            "{name} seed {seed}: {migrations} migrations, {} calls, forwards {}, ghosts +{} -{} (timeouts {}), resync asks {} sent {}, drops {:?}",
+            w.log.calls_sent.len(),
+            totals.forwards,
+            totals.ghosts_created,
+            totals.ghosts_deleted,
+            totals.ghost_create_timeouts,
+            totals.resync_requests,
+            totals.resyncs_sent,
+            totals.drops
+        );
         assert!(migrations > 10, "seed {seed}: only {migrations} migrations");
-        assert!(w.log.onloads_checked as u32 == migrations);
+        assert_eq!(w.log.onloads_checked, u64::from(migrations));
+    }
+}
+
+#[test]
+fn random_walkers_keep_every_invariant() {
+    let storm = Storm {
+        entities: 12,
+        speed_max_mps: 30.0,
+        spike: (0.01, 300_000),
+        params: test_params(),
+    };
+    run_random("calm", &storm);
+}
+
+/// Fast walkers, frequent long stalls (creation timeouts, big reorders).
+#[test]
+fn stormy_network_keeps_every_invariant() {
+    let storm = Storm {
+        entities: 24,
+        speed_max_mps: 80.0,
+        spike: (0.05, 900_000),
+        params: CellParams {
+            ghost_create_timeout_ms: 700,
+            reorder_buffer_max: 4,
+            sync_cache_max: 8,
+            ..test_params()
+        },
+    };
+    run_random("stormy", &storm);
+}
+
+impl World {
+    /// Moves `e`'s real to `pos` (the test drives it, no bot).
+    fn put(&mut self, e: EntityId, pos: Vec3) {
+        if let Some(c) = self.real_of(e) {
+            self.cells.get_mut(&c).expect("cell").move_real(e, pos).expect("real");
+        }
+    }
+}
+
+/// An entity pacing across a border migrates once per real crossing, never
+/// while it oscillates within the migrate margin.
+#[test]
+fn border_walker_migrates_once_per_crossing() {
+    let mut w = World::new(7, 2, 1, 2, test_params());
+    let e = EntityId(1);
+    w.spawn(e, Vec3::ground(150.0, 100.0), 10.0);
+    let mut walk = |w: &mut World, from: f64, to: f64, secs: f64| {
+        let steps = (secs * 1000.0 / w.step_ms as f64) as usize;
+        for i in 0..=steps {
+            let x = from + (to - from) * i as f64 / steps as f64;
+            w.put(e, Vec3::ground(x, 100.0));
+            w.step(false);
+        }
+    };
+    let migrations = |w: &World| w.log.migrations.get(&e).copied().unwrap_or(0);
+    walk(&mut w, 150.0, 205.0, 3.0);
+    for _ in 0..10 {
+        walk(&mut w, 205.0, 193.0, 1.0);
+        walk(&mut w, 193.0, 205.0, 1.0);
+    }
+    assert_eq!(migrations(&w), 0, "within the margin on either side");
+    walk(&mut w, 205.0, 215.0, 1.0);
+    assert_eq!(migrations(&w), 1, "crossed into cell 1");
+    for _ in 0..10 {
+        walk(&mut w, 215.0, 193.0, 1.0);
+        walk(&mut w, 193.0, 215.0, 1.0);
+    }
+    assert_eq!(migrations(&w), 1, "oscillating around the border");
+    walk(&mut w, 215.0, 185.0, 1.0);
+    for _ in 0..10 {
+        walk(&mut w, 185.0, 207.0, 1.0);
+        walk(&mut w, 207.0, 185.0, 1.0);
+    }
+    assert_eq!(migrations(&w), 2, "crossed back once");
+    for _ in 0..40 {
+        w.step(false);
+    }
+    w.check_converged();
+}
+
+fn permutations<T: Clone>(items: &[T]) -> Vec<Vec<T>> {
+    if items.len() <= 1 {
+        return vec![items.to_vec()];
+    }
+    let mut out = Vec::new();
+    for i in 0..items.len() {
+        let mut rest = items.to_vec();
+        let first = rest.remove(i);
+        for mut p in permutations(&rest) {
+            p.insert(0, first.clone());
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The small ghost chain across a migration: the real at A emits v1 and v2,
+/// migrates to B, B emits v3; the ghost in C gets A's `Sync v1`, `Sync v2`,
+/// `SetNextReal` and B's `Sync v3` in every possible order (24, including
+/// orders FIFO would forbid) and must apply 1, 2, 3 in order and end up
+/// pointing at B, without asking for a resync.
+#[test]
+fn ghost_chain_across_migration_in_every_arrival_order() {
+    let params = CellParams {
+        ghost_min_lifetime_ms: 0,
+        new_real_keep_ghosts_ms: 0,
+        ..test_params()
+    };
+    let layout = GridLayout::new(2, 2, 200.0);
+    let mut cells: Vec<Cell> = layout.cells().map(|c| Cell::new(c, params.clone()).expect("params")).collect();
+    let (a, b, c) = (CellId(0), CellId(1), CellId(2));
+    let e = EntityId(1);
+    let mut held: Vec<(CellId, CellMsg)> = Vec::new();
+    let mut hold = false;
+    let mut run = |cells: &mut Vec<Cell>, now: Time, held: &mut Vec<(CellId, CellMsg)>, hold: bool| {
+        for cell in cells.iter_mut() {
+            cell.tick(now, &layout);
+        }
+        loop {
+            let mut batch = Vec::new();
+            for cell in cells.iter_mut() {
+                while let Some(o) = cell.poll_output() {
+                    batch.push((cell.id(), o));
+                }
+                while cell.poll_event().is_some() {}
+            }
+            if batch.is_empty() {
+                break;
+            }
+            for (from, o) in batch {
+                let (Dest::Cell(to), Msg::Cell(m)) = (o.to, o.msg) else { continue };
+                if hold && to == c {
+                    held.push((from, m));
+                } else {
+                    cells[to.0 as usize].handle(now, Source::Cell(from), m);
+                }
+            }
+        }
+    };
+    let t = Time::from_millis;
+    let props = |v: u8| -> Arc<[u8]> { Arc::from(&[v][..]) };
+    cells[0]
+        .create_real(t(0), e, Vec3::ground(190.0, 190.0), props(0), false, 0)
+        .expect("spawn");
+    run(&mut cells, t(100), &mut held, hold);
+    assert!(matches!(cells[2].residency(e), Some(Residency::Ghost { real_at, .. }) if real_at == a));
+    hold = true;
+    cells[0].change_real(e, 1, props(1)).expect("real");
+    run(&mut cells, t(110), &mut held, hold);
+    cells[0].change_real(e, 1, props(2)).expect("real");
+    cells[0].move_real(e, Vec3::ground(215.0, 190.0)).expect("real");
+    run(&mut cells, t(200), &mut held, hold);
+    assert!(matches!(cells[1].residency(e), Some(Residency::Real { epoch: 1 })));
+    cells[1].change_real(e, 1, props(3)).expect("real");
+    run(&mut cells, t(210), &mut held, hold);
+    let kinds: Vec<String> = held
+        .iter()
+        .map(|(from, m)| match m {
+            CellMsg::Sync { msg, .. } => format!("{from}:v{}", msg.version),
+            CellMsg::SetNextReal { .. } => format!("{from}:next"),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(kinds, ["c0:v1", "c0:v2", "c0:next", "c1:v3"]);
+    let orders = permutations(&held);
+    assert_eq!(orders.len(), 24);
+    for order in orders {
+        let mut ghost = cells[2].clone();
+        let now = t(220);
+        for (from, m) in order.clone() {
+            ghost.handle(now, Source::Cell(from), m);
+        }
+        let mut applied = Vec::new();
+        while let Some(ev) = ghost.poll_event() {
+            match ev {
+                CellEvent::GhostSynced { version, .. } => applied.push(version),
+                CellEvent::Dropped { reason, .. } => assert!(reason.is_benign(), "{reason:?}"),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        let shown: Vec<String> = order.iter().map(|(f, m)| format!("{f}:{m:?}")).collect();
+        assert_eq!(applied, vec![1, 2, 3], "order {shown:?}");
+        let view = ghost.view(e).expect("ghost");
+        assert_eq!(view.version, 3);
+        assert_eq!(&*view.props, &[3u8][..]);
+        assert_eq!(view.residency, Residency::Ghost { real_at: b, epoch: 1 }, "order {shown:?}");
+        ghost.tick(t(2_000), &layout);
+        assert_eq!(ghost.counters().resync_requests, 0);
     }
 }

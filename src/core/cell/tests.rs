@@ -386,3 +386,31 @@ fn the_create_budget_caps_each_check() {
     }
     assert_eq!(bus.cell(0).counters().ghosts_created, 9, "3 reals x 3 neighbours");
 }
+
+#[test]
+fn a_destination_still_being_created_by_an_older_real_is_created_again() {
+    let mut bus = Bus::new(2, 2, params());
+    // Hold everything for cell 3 (the one both reals will ghost to).
+    let to_3 = |o: &Outgoing| o.to == Dest::Cell(CellId(3));
+    bus.spawn(0, 195.0, 195.0);
+    bus.lose = Some(to_3);
+    bus.tick(100);
+    assert_eq!(bus.residency(3), None, "create from cell 0 lost in flight");
+    bus.real_at(210.0, 195.0);
+    bus.tick(100);
+    assert_eq!(bus.where_real(), Some(CellId(1)));
+    let inherited = bus.cell(1).haunts(E).expect("real").iter().find(|h| h.cell == CellId(3)).copied();
+    assert!(matches!(
+        inherited.map(|h| h.state),
+        Some(HauntState::Creating { sent_by: CellId(0), .. })
+    ));
+    bus.lose = None;
+    bus.real_at(215.0, 215.0);
+    bus.tick(100);
+    assert_eq!(bus.where_real(), Some(CellId(3)), "migrated through a fresh ghost");
+    let steps: Vec<Option<Residency>> = bus.cells[3].history(E).into_iter().map(|(_, r)| r).collect();
+    if cfg!(debug_assertions) {
+        assert!(matches!(steps[0], Some(Residency::Ghost { real_at: CellId(1), epoch: 1 })));
+        assert_eq!(steps[1], Some(Residency::Real { epoch: 2 }));
+    }
+}
