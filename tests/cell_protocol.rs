@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tessera::core::cell::{
-    Call, Cell, CellEvent, CellMsg, CellParams, Dest, DropReason, GridLayout, Layout, Msg, Outgoing,
-    Residency, Source, ToReal, ToRealBody,
+    Call, Cell, CellEvent, CellMsg, CellParams, Dest, DropReason, GridLayout, Layout, Msg,
+    Outgoing, Residency, Source, ToReal, ToRealBody,
 };
 use tessera::core::geom::Vec3;
 use tessera::core::ids::{CellId, EntityId};
@@ -207,7 +207,8 @@ impl World {
         let c = self.layout.cell_at(pos).expect("in world");
         let now = self.now;
         let cell = self.cells.get_mut(&c).expect("cell");
-        cell.create_real(now, e, pos, Arc::from(&[][..]), true, 0).expect("spawn");
+        cell.create_real(now, e, pos, Arc::from(&[][..]), true, 0)
+            .expect("spawn");
         let proxy = Proxy::new(e, c, 0, ProxyParams::default()).expect("proxy");
         self.proxies.insert(e, proxy);
         self.bots.insert(
@@ -266,7 +267,11 @@ impl World {
                 let shown = format!("{m:?}");
                 cell.handle(self.now, p.from, m);
                 if cell.counters().harmful_drops() > before {
-                    let knew: Vec<_> = self.cells.iter().map(|(id, c)| (*id, c.history(entity))).collect();
+                    let knew: Vec<_> = self
+                        .cells
+                        .iter()
+                        .map(|(id, c)| (*id, c.history(entity)))
+                        .collect();
                     panic!(
                         "{c} dropped {shown} from {:?} at {:?}; histories {knew:#?}",
                         p.from, self.now
@@ -274,7 +279,11 @@ impl World {
                 }
             }
             (Dest::Proxy(e), Msg::Proxy(m)) => {
-                self.proxies.get_mut(&e).expect("proxy").handle(self.now, m).expect("proxy msg");
+                self.proxies
+                    .get_mut(&e)
+                    .expect("proxy")
+                    .handle(self.now, m)
+                    .expect("proxy msg");
             }
             (to, msg) => panic!("mismatched packet to {to:?}: {msg:?}"),
         }
@@ -343,7 +352,12 @@ impl World {
                 data: Arc::from(&[][..]),
             }),
         });
-        self.net.send(&mut self.rng, self.now, Source::Local, Outgoing::cell(to, msg));
+        self.net.send(
+            &mut self.rng,
+            self.now,
+            Source::Local,
+            Outgoing::cell(to, msg),
+        );
     }
 
     fn drain(&mut self) {
@@ -388,12 +402,22 @@ impl World {
                 log.ghost_version.insert((c, entity), version);
             }
             CellEvent::GhostSynced { entity, version } => {
-                let last = log.ghost_version.get_mut(&(c, entity)).expect("ghost known");
-                assert_eq!(version, *last + 1, "{entity} at {c}: version {version} after {last}");
+                let last = log
+                    .ghost_version
+                    .get_mut(&(c, entity))
+                    .expect("ghost known");
+                assert_eq!(
+                    version,
+                    *last + 1,
+                    "{entity} at {c}: version {version} after {last}"
+                );
                 *last = version;
             }
             CellEvent::GhostResynced { entity, version } => {
-                let last = log.ghost_version.get_mut(&(c, entity)).expect("ghost known");
+                let last = log
+                    .ghost_version
+                    .get_mut(&(c, entity))
+                    .expect("ghost known");
                 assert!(version > *last, "{entity} at {c}: resync back to {version}");
                 *last = version;
             }
@@ -425,12 +449,21 @@ impl World {
         for e in self.bots.keys() {
             let reals = usize::from(self.real_of(*e).is_some());
             let flying = self.net.onloads_in_flight(*e);
-            assert_eq!(reals + flying, 1, "{e}: {reals} reals, {flying} in flight at {:?}", self.now);
+            assert_eq!(
+                reals + flying,
+                1,
+                "{e}: {reals} reals, {flying} in flight at {:?}",
+                self.now
+            );
         }
         for c in self.cells.values() {
             c.verify();
         }
-        assert!(self.log.harmful.is_empty(), "harmful drops: {:?}", self.log.harmful);
+        assert!(
+            self.log.harmful.is_empty(),
+            "harmful drops: {:?}",
+            self.log.harmful
+        );
     }
 
     /// After a quiet phase: everything delivered, ghosts converged.
@@ -444,7 +477,10 @@ impl World {
             assert_eq!(got, sent, "{e}: downstream lost");
             let r = self.real_of(*e).expect("real");
             assert_eq!(p.real_at(), r, "{e}: proxy points at the wrong cell");
-            assert_eq!(Some(Residency::Real { epoch: p.epoch() }), self.cells[&r].residency(*e));
+            assert_eq!(
+                Some(Residency::Real { epoch: p.epoch() }),
+                self.cells[&r].residency(*e)
+            );
         }
         for k in &self.log.calls_sent {
             assert_eq!(self.log.calls_run.get(k), Some(&1), "call {k:?} lost");
@@ -453,12 +489,21 @@ impl World {
             let r = self.real_of(*e).expect("real");
             let real = &self.cells[&r];
             let version = real.view(*e).expect("real").version;
-            let haunts: BTreeSet<CellId> = real.haunts(*e).expect("real").iter().map(|h| h.cell).collect();
+            let haunts: BTreeSet<CellId> = real
+                .haunts(*e)
+                .expect("real")
+                .iter()
+                .map(|h| h.cell)
+                .collect();
             for (id, c) in &self.cells {
                 if let Some(Residency::Ghost { real_at, .. }) = c.residency(*e) {
                     assert!(haunts.contains(id), "{e}: orphan ghost at {id}");
                     assert_eq!(real_at, r, "{e}: ghost at {id} points at {real_at}");
-                    assert_eq!(c.view(*e).expect("ghost").version, version, "{e}: ghost at {id} behind");
+                    assert_eq!(
+                        c.view(*e).expect("ghost").version,
+                        version,
+                        "{e}: ghost at {id} behind"
+                    );
                 } else {
                     assert!(!haunts.contains(id), "{e}: haunt {id} without a ghost");
                 }
@@ -484,7 +529,13 @@ struct Storm {
 
 fn run_random(name: &str, storm: &Storm) {
     for seed in 0..seeds() {
-        let mut w = World::new(0xC0FFEE + seed, 3, 3, 2 + (seed % 3) as u32, storm.params.clone());
+        let mut w = World::new(
+            0xC0FFEE + seed,
+            3,
+            3,
+            2 + (seed % 3) as u32,
+            storm.params.clone(),
+        );
         w.net.spike = storm.spike;
         for i in 0..storm.entities {
             let x = 20.0 + w.rng.unit() * 560.0;
@@ -568,7 +619,11 @@ impl World {
     /// Moves `e`'s real to `pos` (the test drives it, no bot).
     fn put(&mut self, e: EntityId, pos: Vec3) {
         if let Some(c) = self.real_of(e) {
-            self.cells.get_mut(&c).expect("cell").move_real(e, pos).expect("real");
+            self.cells
+                .get_mut(&c)
+                .expect("cell")
+                .move_real(e, pos)
+                .expect("real");
         }
     }
 }
@@ -580,7 +635,7 @@ fn border_walker_migrates_once_per_crossing() {
     let mut w = World::new(7, 2, 1, 2, test_params());
     let e = EntityId(1);
     w.spawn(e, Vec3::ground(150.0, 100.0), 10.0);
-    let mut walk = |w: &mut World, from: f64, to: f64, secs: f64| {
+    let walk = |w: &mut World, from: f64, to: f64, secs: f64| {
         let steps = (secs * 1000.0 / w.step_ms as f64) as usize;
         for i in 0..=steps {
             let x = from + (to - from) * i as f64 / steps as f64;
@@ -643,50 +698,63 @@ fn ghost_chain_across_migration_in_every_arrival_order() {
         ..test_params()
     };
     let layout = GridLayout::new(2, 2, 200.0);
-    let mut cells: Vec<Cell> = layout.cells().map(|c| Cell::new(c, params.clone()).expect("params")).collect();
+    let mut cells: Vec<Cell> = layout
+        .cells()
+        .map(|c| Cell::new(c, params.clone()).expect("params"))
+        .collect();
     let (a, b, c) = (CellId(0), CellId(1), CellId(2));
     let e = EntityId(1);
     let mut held: Vec<(CellId, CellMsg)> = Vec::new();
     let mut hold = false;
-    let mut run = |cells: &mut Vec<Cell>, now: Time, held: &mut Vec<(CellId, CellMsg)>, hold: bool| {
-        for cell in cells.iter_mut() {
-            cell.tick(now, &layout);
-        }
-        loop {
-            let mut batch = Vec::new();
+    let run =
+        |cells: &mut Vec<Cell>, now: Time, held: &mut Vec<(CellId, CellMsg)>, hold: bool| {
             for cell in cells.iter_mut() {
-                while let Some(o) = cell.poll_output() {
-                    batch.push((cell.id(), o));
+                cell.tick(now, &layout);
+            }
+            loop {
+                let mut batch = Vec::new();
+                for cell in cells.iter_mut() {
+                    while let Some(o) = cell.poll_output() {
+                        batch.push((cell.id(), o));
+                    }
+                    while cell.poll_event().is_some() {}
                 }
-                while cell.poll_event().is_some() {}
-            }
-            if batch.is_empty() {
-                break;
-            }
-            for (from, o) in batch {
-                let (Dest::Cell(to), Msg::Cell(m)) = (o.to, o.msg) else { continue };
-                if hold && to == c {
-                    held.push((from, m));
-                } else {
-                    cells[to.0 as usize].handle(now, Source::Cell(from), m);
+                if batch.is_empty() {
+                    break;
+                }
+                for (from, o) in batch {
+                    let (Dest::Cell(to), Msg::Cell(m)) = (o.to, o.msg) else {
+                        continue;
+                    };
+                    if hold && to == c {
+                        held.push((from, m));
+                    } else {
+                        cells[to.0 as usize].handle(now, Source::Cell(from), m);
+                    }
                 }
             }
-        }
-    };
+        };
     let t = Time::from_millis;
     let props = |v: u8| -> Arc<[u8]> { Arc::from(&[v][..]) };
     cells[0]
         .create_real(t(0), e, Vec3::ground(190.0, 190.0), props(0), false, 0)
         .expect("spawn");
     run(&mut cells, t(100), &mut held, hold);
-    assert!(matches!(cells[2].residency(e), Some(Residency::Ghost { real_at, .. }) if real_at == a));
+    assert!(
+        matches!(cells[2].residency(e), Some(Residency::Ghost { real_at, .. }) if real_at == a)
+    );
     hold = true;
     cells[0].change_real(e, 1, props(1)).expect("real");
     run(&mut cells, t(110), &mut held, hold);
     cells[0].change_real(e, 1, props(2)).expect("real");
-    cells[0].move_real(e, Vec3::ground(215.0, 190.0)).expect("real");
+    cells[0]
+        .move_real(e, Vec3::ground(215.0, 190.0))
+        .expect("real");
     run(&mut cells, t(200), &mut held, hold);
-    assert!(matches!(cells[1].residency(e), Some(Residency::Real { epoch: 1 })));
+    assert!(matches!(
+        cells[1].residency(e),
+        Some(Residency::Real { epoch: 1 })
+    ));
     cells[1].change_real(e, 1, props(3)).expect("real");
     run(&mut cells, t(210), &mut held, hold);
     let kinds: Vec<String> = held
@@ -719,7 +787,14 @@ fn ghost_chain_across_migration_in_every_arrival_order() {
         let view = ghost.view(e).expect("ghost");
         assert_eq!(view.version, 3);
         assert_eq!(&*view.props, &[3u8][..]);
-        assert_eq!(view.residency, Residency::Ghost { real_at: b, epoch: 1 }, "order {shown:?}");
+        assert_eq!(
+            view.residency,
+            Residency::Ghost {
+                real_at: b,
+                epoch: 1
+            },
+            "order {shown:?}"
+        );
         ghost.tick(t(2_000), &layout);
         assert_eq!(ghost.counters().resync_requests, 0);
     }

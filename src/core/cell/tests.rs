@@ -104,7 +104,9 @@ impl Bus {
 
     fn real_at(&mut self, x: f64, z: f64) {
         let c = self.where_real().expect("a real");
-        self.cell(c.0).move_real(E, Vec3::ground(x, z)).expect("move");
+        self.cell(c.0)
+            .move_real(E, Vec3::ground(x, z))
+            .expect("move");
     }
 
     fn where_real(&self) -> Option<CellId> {
@@ -131,14 +133,29 @@ fn ghosts_follow_the_rect_rule_with_hysteresis() {
     assert_eq!(bus.residency(1), None, "50 m from the border: no ghost");
     bus.real_at(175.0, 100.0);
     bus.tick(100);
-    assert!(matches!(bus.residency(1), Some(Residency::Ghost { real_at: CellId(0), .. })));
-    assert_eq!(bus.cell(0).haunts(E).expect("real")[0].state, HauntState::Created);
+    assert!(matches!(
+        bus.residency(1),
+        Some(Residency::Ghost {
+            real_at: CellId(0),
+            ..
+        })
+    ));
+    assert_eq!(
+        bus.cell(0).haunts(E).expect("real")[0].state,
+        HauntState::Created
+    );
     bus.real_at(165.0, 100.0);
     bus.tick(100);
-    assert!(matches!(bus.residency(1), Some(Residency::Ghost { .. })), "35 m: kept");
+    assert!(
+        matches!(bus.residency(1), Some(Residency::Ghost { .. })),
+        "35 m: kept"
+    );
     bus.real_at(155.0, 100.0);
     bus.tick(100);
-    assert!(matches!(bus.residency(1), Some(Residency::Gone { .. })), "45 m: deleted");
+    assert!(
+        matches!(bus.residency(1), Some(Residency::Gone { .. })),
+        "45 m: deleted"
+    );
     assert_eq!(bus.cell(0).counters().ghosts_deleted, 1);
 }
 
@@ -168,7 +185,11 @@ fn migration_moves_the_real_once_past_the_margin() {
     bus.tick(100);
     bus.real_at(205.0, 100.0);
     bus.tick(100);
-    assert_eq!(bus.where_real(), Some(CellId(0)), "5 m past: within the margin");
+    assert_eq!(
+        bus.where_real(),
+        Some(CellId(0)),
+        "5 m past: within the margin"
+    );
     bus.real_at(209.0, 100.0);
     bus.tick(100);
     assert_eq!(bus.where_real(), Some(CellId(1)));
@@ -245,9 +266,22 @@ fn forwarding_gives_up_after_the_hop_limit() {
             data: Arc::from(&[][..]),
         }),
     };
-    bus.cell(1).handle(now, Source::Local, CellMsg::ToReal(call.clone()));
-    assert_eq!(bus.cell(1).counters().dropped(DropReason::ForwardHopsExceeded), 1);
-    bus.cell(1).handle(now, Source::Local, CellMsg::ToReal(ToReal { entity: EntityId(7), ..call }));
+    bus.cell(1)
+        .handle(now, Source::Local, CellMsg::ToReal(call.clone()));
+    assert_eq!(
+        bus.cell(1)
+            .counters()
+            .dropped(DropReason::ForwardHopsExceeded),
+        1
+    );
+    bus.cell(1).handle(
+        now,
+        Source::Local,
+        CellMsg::ToReal(ToReal {
+            entity: EntityId(7),
+            ..call
+        }),
+    );
     assert_eq!(bus.cell(1).counters().dropped(DropReason::UnknownEntity), 1);
 }
 
@@ -256,7 +290,14 @@ fn a_tombstone_stops_an_older_create_from_resurrecting_a_ghost() {
     let mut bus = Bus::new(3, 1, params());
     let now = bus.now;
     let c = bus.cell(2);
-    c.handle(now, Source::Cell(CellId(1)), CellMsg::DeleteGhost { entity: E, epoch: 2 });
+    c.handle(
+        now,
+        Source::Cell(CellId(1)),
+        CellMsg::DeleteGhost {
+            entity: E,
+            epoch: 2,
+        },
+    );
     let snapshot = GhostSnapshot {
         version: 3,
         pos: Vec3::ground(390.0, 10.0),
@@ -268,13 +309,26 @@ fn a_tombstone_stops_an_older_create_from_resurrecting_a_ghost() {
         snapshot: snapshot.clone(),
     };
     c.handle(now, Source::Cell(CellId(0)), create(1));
-    assert!(matches!(c.residency(E), Some(Residency::Gone { epoch: 2, .. })));
+    assert!(matches!(
+        c.residency(E),
+        Some(Residency::Gone { epoch: 2, .. })
+    ));
     assert_eq!(c.counters().dropped(DropReason::StaleEpoch), 1);
     // The same (newest) real may re-create it.
     c.handle(now, Source::Cell(CellId(1)), create(2));
-    assert!(matches!(c.residency(E), Some(Residency::Ghost { epoch: 2, .. })));
+    assert!(matches!(
+        c.residency(E),
+        Some(Residency::Ghost { epoch: 2, .. })
+    ));
     // An older delete crossing a newer create is ignored.
-    c.handle(now, Source::Cell(CellId(0)), CellMsg::DeleteGhost { entity: E, epoch: 1 });
+    c.handle(
+        now,
+        Source::Cell(CellId(0)),
+        CellMsg::DeleteGhost {
+            entity: E,
+            epoch: 1,
+        },
+    );
     assert!(matches!(c.residency(E), Some(Residency::Ghost { .. })));
     assert!(c.history(E).len() >= 2 || !cfg!(debug_assertions));
 }
@@ -285,14 +339,19 @@ fn a_lost_sync_is_healed_by_a_resync_from_the_cache() {
     bus.spawn(0, 185.0, 100.0);
     bus.tick(100);
     assert!(matches!(bus.residency(1), Some(Residency::Ghost { .. })));
-    let is_v1 = |o: &Outgoing| matches!(&o.msg, Msg::Cell(CellMsg::Sync { msg, .. }) if msg.version == 1);
+    let is_v1 =
+        |o: &Outgoing| matches!(&o.msg, Msg::Cell(CellMsg::Sync { msg, .. }) if msg.version == 1);
     bus.lose = Some(is_v1);
     bus.real_at(186.0, 100.0);
     bus.tick(10);
     bus.lose = None;
     bus.real_at(187.0, 100.0);
     bus.tick(10);
-    assert_eq!(bus.cells[1].view(E).expect("ghost").version, 0, "v2 waits for v1");
+    assert_eq!(
+        bus.cells[1].view(E).expect("ghost").version,
+        0,
+        "v2 waits for v1"
+    );
     for _ in 0..5 {
         bus.tick(100);
     }
@@ -344,7 +403,10 @@ fn teleport_sends_create_then_onload_on_one_channel() {
             to_2.push(o);
         }
     }
-    assert!(matches!(to_2[0].msg, Msg::Cell(CellMsg::CreateGhost { .. })));
+    assert!(matches!(
+        to_2[0].msg,
+        Msg::Cell(CellMsg::CreateGhost { .. })
+    ));
     assert!(matches!(to_2[1].msg, Msg::Cell(CellMsg::Onload(_))));
     for o in to_2 {
         let Msg::Cell(m) = o.msg else { unreachable!() };
@@ -384,7 +446,11 @@ fn the_create_budget_caps_each_check() {
     for _ in 0..4 {
         bus.tick(100);
     }
-    assert_eq!(bus.cell(0).counters().ghosts_created, 9, "3 reals x 3 neighbours");
+    assert_eq!(
+        bus.cell(0).counters().ghosts_created,
+        9,
+        "3 reals x 3 neighbours"
+    );
 }
 
 #[test]
@@ -399,18 +465,41 @@ fn a_destination_still_being_created_by_an_older_real_is_created_again() {
     bus.real_at(210.0, 195.0);
     bus.tick(100);
     assert_eq!(bus.where_real(), Some(CellId(1)));
-    let inherited = bus.cell(1).haunts(E).expect("real").iter().find(|h| h.cell == CellId(3)).copied();
+    let inherited = bus
+        .cell(1)
+        .haunts(E)
+        .expect("real")
+        .iter()
+        .find(|h| h.cell == CellId(3))
+        .copied();
     assert!(matches!(
         inherited.map(|h| h.state),
-        Some(HauntState::Creating { sent_by: CellId(0), .. })
+        Some(HauntState::Creating {
+            sent_by: CellId(0),
+            ..
+        })
     ));
     bus.lose = None;
     bus.real_at(215.0, 215.0);
     bus.tick(100);
-    assert_eq!(bus.where_real(), Some(CellId(3)), "migrated through a fresh ghost");
-    let steps: Vec<Option<Residency>> = bus.cells[3].history(E).into_iter().map(|(_, r)| r).collect();
+    assert_eq!(
+        bus.where_real(),
+        Some(CellId(3)),
+        "migrated through a fresh ghost"
+    );
+    let steps: Vec<Option<Residency>> = bus.cells[3]
+        .history(E)
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect();
     if cfg!(debug_assertions) {
-        assert!(matches!(steps[0], Some(Residency::Ghost { real_at: CellId(1), epoch: 1 })));
+        assert!(matches!(
+            steps[0],
+            Some(Residency::Ghost {
+                real_at: CellId(1),
+                epoch: 1
+            })
+        ));
         assert_eq!(steps[1], Some(Residency::Real { epoch: 2 }));
     }
 }
