@@ -23,6 +23,7 @@ use tessera::core::cell::{
     Call, Cell, CellEvent, CellMsg, CellParams, Dest, DropReason, GridLayout, Layout, Msg,
     Outgoing, Residency, Source, ToReal, ToRealBody,
 };
+use tessera::core::entity::{Entity, TypeRegistry, Value, AVATAR};
 use tessera::core::geom::Vec3;
 use tessera::core::ids::{CellId, EntityId};
 use tessera::core::proxy::{Proxy, ProxyParams};
@@ -149,7 +150,25 @@ struct Log {
     harmful: Vec<(CellId, EntityId, DropReason)>,
 }
 
+fn types() -> Arc<TypeRegistry> {
+    Arc::new(TypeRegistry::with_builtins())
+}
+
+fn avatar(types: &TypeRegistry, id: EntityId, pos: Vec3) -> Entity {
+    Entity::new_real(id, types.get(AVATAR).expect("avatar").clone(), pos, 0.0)
+}
+
+/// Index of the `hp` property of the built-in avatar.
+fn hp(types: &TypeRegistry) -> usize {
+    types
+        .get(AVATAR)
+        .expect("avatar")
+        .prop_index("hp")
+        .expect("hp")
+}
+
 struct World {
+    types: Arc<TypeRegistry>,
     now: Time,
     rng: Rng,
     layout: GridLayout,
@@ -180,11 +199,18 @@ fn test_params() -> CellParams {
 impl World {
     fn new(seed: u64, nx: u32, nz: u32, shards: u32, params: CellParams) -> World {
         let layout = GridLayout::new(nx, nz, 200.0);
+        let types = types();
         let cells = layout
             .cells()
-            .map(|c| (c, Cell::new(c, params.clone()).expect("params")))
+            .map(|c| {
+                (
+                    c,
+                    Cell::new(c, params.clone(), types.clone()).expect("params"),
+                )
+            })
             .collect();
         World {
+            types,
             now: Time::ZERO,
             rng: Rng(seed),
             layout,
@@ -207,7 +233,7 @@ impl World {
         let c = self.layout.cell_at(pos).expect("in world");
         let now = self.now;
         let cell = self.cells.get_mut(&c).expect("cell");
-        cell.create_real(now, e, pos, Arc::from(&[][..]), true, 0)
+        cell.create_real(now, avatar(&self.types, e, pos), true, 0)
             .expect("spawn");
         let proxy = Proxy::new(e, c, 0, ProxyParams::default()).expect("proxy");
         self.proxies.insert(e, proxy);
@@ -311,6 +337,11 @@ impl World {
             );
             let cell = self.cells.get_mut(&c).expect("cell");
             cell.move_real(e, bot.pos).expect("real moves");
+            if self.rng.chance(0.1) {
+                let v = Value::Int(self.rng.below(1000) as i64);
+                let real = cell.real_mut(e).expect("real");
+                real.props_mut().set(hp(&self.types), v).expect("hp");
+            }
             if self.rng.chance(0.2) {
                 let n = self.log.downstream_sent.entry(e).or_default();
                 *n += 1;
@@ -431,6 +462,7 @@ impl World {
             CellEvent::BecameReal { entity, .. } => {
                 log.ghost_version.remove(&(c, entity));
             }
+            CellEvent::OwnChange { .. } => {}
             CellEvent::Dropped { entity, reason } => {
                 if !reason.is_benign() {
                     log.harmful.push((c, entity, reason));
@@ -698,55 +730,58 @@ fn ghost_chain_across_migration_in_every_arrival_order() {
         ..test_params()
     };
     let layout = GridLayout::new(2, 2, 200.0);
+    let types = types();
     let mut cells: Vec<Cell> = layout
         .cells()
-        .map(|c| Cell::new(c, params.clone()).expect("params"))
+        .map(|c| Cell::new(c, params.clone(), types.clone()).expect("params"))
         .collect();
     let (a, b, c) = (CellId(0), CellId(1), CellId(2));
     let e = EntityId(1);
     let mut held: Vec<(CellId, CellMsg)> = Vec::new();
     let mut hold = false;
-    let run =
-        |cells: &mut Vec<Cell>, now: Time, held: &mut Vec<(CellId, CellMsg)>, hold: bool| {
+    let run = |cells: &mut Vec<Cell>, now: Time, held: &mut Vec<(CellId, CellMsg)>, hold: bool| {
+        for cell in cells.iter_mut() {
+            cell.tick(now, &layout);
+        }
+        loop {
+            let mut batch = Vec::new();
             for cell in cells.iter_mut() {
-                cell.tick(now, &layout);
+                while let Some(o) = cell.poll_output() {
+                    batch.push((cell.id(), o));
+                }
+                while cell.poll_event().is_some() {}
             }
-            loop {
-                let mut batch = Vec::new();
-                for cell in cells.iter_mut() {
-                    while let Some(o) = cell.poll_output() {
-                        batch.push((cell.id(), o));
-                    }
-                    while cell.poll_event().is_some() {}
-                }
-                if batch.is_empty() {
-                    break;
-                }
-                for (from, o) in batch {
-                    let (Dest::Cell(to), Msg::Cell(m)) = (o.to, o.msg) else {
-                        continue;
-                    };
-                    if hold && to == c {
-                        held.push((from, m));
-                    } else {
-                        cells[to.0 as usize].handle(now, Source::Cell(from), m);
-                    }
+            if batch.is_empty() {
+                break;
+            }
+            for (from, o) in batch {
+                let (Dest::Cell(to), Msg::Cell(m)) = (o.to, o.msg) else {
+                    continue;
+                };
+                if hold && to == c {
+                    held.push((from, m));
+                } else {
+                    cells[to.0 as usize].handle(now, Source::Cell(from), m);
                 }
             }
-        };
+        }
+    };
     let t = Time::from_millis;
-    let props = |v: u8| -> Arc<[u8]> { Arc::from(&[v][..]) };
-    cells[0]
-        .create_real(t(0), e, Vec3::ground(190.0, 190.0), props(0), false, 0)
-        .expect("spawn");
+    let hp = hp(&types);
+    let set_hp = |cell: &mut Cell, v: i64| {
+        let real = cell.real_mut(e).expect("real");
+        real.props_mut().set(hp, Value::Int(v)).expect("hp");
+    };
+    let spawn = avatar(&types, e, Vec3::ground(190.0, 190.0));
+    cells[0].create_real(t(0), spawn, false, 0).expect("spawn");
     run(&mut cells, t(100), &mut held, hold);
     assert!(
         matches!(cells[2].residency(e), Some(Residency::Ghost { real_at, .. }) if real_at == a)
     );
     hold = true;
-    cells[0].change_real(e, 1, props(1)).expect("real");
+    set_hp(&mut cells[0], 1);
     run(&mut cells, t(110), &mut held, hold);
-    cells[0].change_real(e, 1, props(2)).expect("real");
+    set_hp(&mut cells[0], 2);
     cells[0]
         .move_real(e, Vec3::ground(215.0, 190.0))
         .expect("real");
@@ -755,7 +790,7 @@ fn ghost_chain_across_migration_in_every_arrival_order() {
         cells[1].residency(e),
         Some(Residency::Real { epoch: 1 })
     ));
-    cells[1].change_real(e, 1, props(3)).expect("real");
+    set_hp(&mut cells[1], 3);
     run(&mut cells, t(210), &mut held, hold);
     let kinds: Vec<String> = held
         .iter()
@@ -786,7 +821,8 @@ fn ghost_chain_across_migration_in_every_arrival_order() {
         assert_eq!(applied, vec![1, 2, 3], "order {shown:?}");
         let view = ghost.view(e).expect("ghost");
         assert_eq!(view.version, 3);
-        assert_eq!(&*view.props, &[3u8][..]);
+        assert_eq!(view.entity.props().get(hp), Some(&Value::Int(3)));
+        assert_eq!(view.pos(), Vec3::ground(215.0, 190.0));
         assert_eq!(
             view.residency,
             Residency::Ghost {

@@ -30,6 +30,7 @@ use crate::core::time::Time;
 use super::layout::Layout;
 use super::machine::Cell;
 use super::msg::{CellMsg, Haunt, HauntState};
+use super::table::Part;
 
 /// What one check may still do.
 #[derive(Clone, Copy, Debug, Default)]
@@ -49,7 +50,7 @@ impl Cell {
         dest: Option<CellId>,
         budget: &mut Budget,
     ) {
-        let pos = self.entities.get(id).expect("real").pos;
+        let pos = self.entities.get(id).expect("real").entity.core().pos;
         let mut required = std::mem::take(&mut self.scratch_cells);
         let mut keep = std::mem::take(&mut self.scratch_keep);
         required.clear();
@@ -115,8 +116,10 @@ impl Cell {
             }
             let me = self.id;
             let e = self.entities.get_mut(id).expect("real");
-            let snapshot = e.snapshot();
-            let r = e.real_mut().expect("real");
+            let type_id = e.entity.core().type_id;
+            let Part::Real(r) = &mut e.part else {
+                unreachable!("real")
+            };
             match r.haunt(c).map(|h| h.state) {
                 // A migration destination whose ghost is still being created
                 // by an older real (another channel) is asked again on ours,
@@ -137,6 +140,7 @@ impl Cell {
                 since: now,
             });
             let epoch = r.epoch;
+            let snapshot = r.emitter.ghost_snapshot(now, &e.entity);
             budget.created += 1;
             self.counters.ghosts_created += 1;
             self.send(
@@ -144,6 +148,7 @@ impl Cell {
                 CellMsg::CreateGhost {
                     entity: id,
                     epoch,
+                    type_id,
                     snapshot,
                 },
             );

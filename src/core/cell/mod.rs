@@ -25,9 +25,12 @@
 //! 1. Forwarding entries past `forward_ttl_ms` expire.
 //! 2. Each real runs its ready client inputs (in sequence order) and queued
 //!    calls ([`CellEvent::InputApplied`], [`CellEvent::CallRun`]).
-//! 3. Each real that changed builds **one** [`SyncMsg`] (version + 1; the
-//!    payload is one shared buffer) and sends it to every haunt that is
-//!    created or being created on this cell's channel; it is also cached.
+//! 3. Each real that changed builds **one** `SyncMsg` (the entity module's
+//!    `SyncEmitter`: version + 1, each audience encoded once) and sends it,
+//!    as one shared `Arc`, to every haunt that is created or being created
+//!    on this cell's channel; it is also cached. Then the catch-ups owed to
+//!    ghosts (resync requests, acks of inherited ghosts) run: cached
+//!    messages, or a snapshot if the cache does not reach back.
 //! 4. Every `check_period_ms`: ghosts with a version gap older than
 //!    `resync_gap_timeout_ms` ask their real for a resync; then each real,
 //!    in id order, gets ghost upkeep (`ghosting.rs`) and maybe migrates
@@ -93,14 +96,13 @@ mod params;
 mod real;
 mod residency;
 mod seq_buffer;
-mod sync;
 mod table;
 #[cfg(test)]
 mod tests;
 
 pub use counters::{CellEvent, Counters, DropReason};
 pub use layout::{GridLayout, Layout};
-pub use machine::{Cell, CellError, EntityView, KIND_MOVE};
+pub use machine::{Cell, CellError, EntityView};
 pub use msg::{
     Call, CellMsg, Dest, Haunt, HauntState, Input, Msg, Onload, Outgoing, ProxyMsg, Source, ToReal,
     ToRealBody,
@@ -108,4 +110,3 @@ pub use msg::{
 pub use params::{CellParams, CellParamsError};
 pub use residency::{IllegalTransition, Residency, HISTORY_MAX};
 pub use seq_buffer::{SeqBuffer, SeqPush};
-pub use sync::{GhostSnapshot, Push, ReorderBuffer, SyncCache, SyncMsg};

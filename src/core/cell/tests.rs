@@ -5,11 +5,21 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::core::entity::{Entity, SyncEmitter, TypeRegistry, Value, AVATAR};
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 
 const E: EntityId = EntityId(42);
+
+fn types() -> Arc<TypeRegistry> {
+    Arc::new(TypeRegistry::with_builtins())
+}
+
+fn avatar(id: EntityId, x: f64, z: f64) -> Entity {
+    let ty = types().get(AVATAR).expect("avatar").clone();
+    Entity::new_real(id, ty, Vec3::ground(x, z), 0.0)
+}
 
 fn params() -> CellParams {
     CellParams {
@@ -39,7 +49,7 @@ impl Bus {
         let layout = GridLayout::new(nx, nz, 200.0);
         let cells = layout
             .cells()
-            .map(|c| Cell::new(c, p.clone()).expect("params"))
+            .map(|c| Cell::new(c, p.clone(), types()).expect("params"))
             .collect();
         Bus {
             cells,
@@ -97,7 +107,7 @@ impl Bus {
     fn spawn(&mut self, c: u32, x: f64, z: f64) {
         let now = self.now;
         self.cell(c)
-            .create_real(now, E, Vec3::ground(x, z), Arc::from(&[][..]), true, 0)
+            .create_real(now, avatar(E, x, z), true, 0)
             .expect("spawn");
         self.pump();
     }
@@ -298,14 +308,11 @@ fn a_tombstone_stops_an_older_create_from_resurrecting_a_ghost() {
             epoch: 2,
         },
     );
-    let snapshot = GhostSnapshot {
-        version: 3,
-        pos: Vec3::ground(390.0, 10.0),
-        props: Arc::from(&[][..]),
-    };
+    let snapshot = SyncEmitter::resume(3).ghost_snapshot(now, &avatar(E, 390.0, 10.0));
     let create = |epoch| CellMsg::CreateGhost {
         entity: E,
         epoch,
+        type_id: AVATAR,
         snapshot: snapshot.clone(),
     };
     c.handle(now, Source::Cell(CellId(0)), create(1));
@@ -352,10 +359,24 @@ fn a_lost_sync_is_healed_by_a_resync_from_the_cache() {
         0,
         "v2 waits for v1"
     );
+    let hp = types()
+        .get(AVATAR)
+        .expect("avatar")
+        .prop_index("hp")
+        .expect("hp");
+    bus.cell(0)
+        .real_mut(E)
+        .expect("real")
+        .props_mut()
+        .set(hp, Value::Int(7))
+        .expect("hp");
     for _ in 0..5 {
         bus.tick(100);
     }
-    assert_eq!(bus.cells[1].view(E).expect("ghost").version, 2);
+    let ghost = bus.cells[1].view(E).expect("ghost");
+    assert_eq!(ghost.version, 3);
+    assert_eq!(ghost.pos(), Vec3::ground(187.0, 100.0));
+    assert_eq!(ghost.entity.props().get(hp), Some(&Value::Int(7)));
     assert_eq!(bus.cells[1].counters().resync_requests, 1);
     let synced: Vec<u64> = bus
         .events
@@ -365,7 +386,7 @@ fn a_lost_sync_is_healed_by_a_resync_from_the_cache() {
             _ => None,
         })
         .collect();
-    assert_eq!(synced, vec![1, 2]);
+    assert_eq!(synced, vec![1, 2, 3]);
 }
 
 #[test]
@@ -433,10 +454,8 @@ fn the_create_budget_caps_each_check() {
     let mut bus = Bus::new(2, 2, p);
     let now = bus.now;
     for i in 0..3 {
-        let e = EntityId(i);
-        let pos = Vec3::ground(190.0, 190.0);
         bus.cell(0)
-            .create_real(now, e, pos, Arc::from(&[][..]), false, 0)
+            .create_real(now, avatar(EntityId(i), 190.0, 190.0), false, 0)
             .expect("spawn");
     }
     bus.tick(100);
