@@ -875,3 +875,55 @@ fn inputs_survive_many_migrations_exactly_once_in_order() {
         assert_eq!(w.log.inputs_applied.get(&e), Some(&600));
     }
 }
+
+/// Rough cost of one cell's tick with many moving reals (run with
+/// `cargo test --release --test cell_protocol tick_cost -- --ignored --nocapture`).
+#[test]
+#[ignore = "measurement, not a check"]
+fn tick_cost() {
+    let types = types();
+    let layout = GridLayout::new(3, 3, 200.0);
+    let mut cell = Cell::new(CellId(4), test_params(), types.clone()).expect("cell");
+    let mut rng = Rng(1);
+    let n = 2_000u64;
+    let pos = |rng: &mut Rng| Vec3::ground(200.0 + rng.unit() * 200.0, 200.0 + rng.unit() * 200.0);
+    for i in 0..n {
+        let p = pos(&mut rng);
+        cell.create_real(Time::ZERO, avatar(&types, EntityId(i), p), false, 0)
+            .expect("spawn");
+    }
+    let (mut ticks, mut checks) = (Duration::ZERO, Duration::ZERO);
+    let (mut out, mut nt, mut nc) = (0usize, 0u32, 0u32);
+    for step in 1..=200u64 {
+        let now = Time::from_millis(step * 50);
+        for i in 0..n {
+            let e = EntityId(i);
+            if let Ok(real) = cell.real_mut(e) {
+                let p = real.core().pos;
+                let q = Vec3::ground(p.x + rng.unit() - 0.5, p.z + rng.unit() - 0.5);
+                real.set_movement(q, 0.0);
+            }
+        }
+        let check = now >= cell.next_check();
+        let t = std::time::Instant::now();
+        cell.tick(now, &layout);
+        let dt = t.elapsed();
+        if check {
+            checks += dt;
+            nc += 1;
+        } else {
+            ticks += dt;
+            nt += 1;
+        }
+        while cell.poll_output().is_some() {
+            out += 1;
+        }
+        while cell.poll_event().is_some() {}
+    }
+    eprintln!(
+        "{n} moving reals: tick {:?}, tick with check {:?}, {} messages out per tick",
+        ticks / nt,
+        checks / nc,
+        out / 200
+    );
+}
