@@ -89,35 +89,11 @@ impl Cell {
                 old
             }
             None => {
-                let Some(ty) = self.types.get(type_id).cloned() else {
+                let Some(entry) = self.new_ghost(now, from, epoch, type_id, &snapshot) else {
                     self.drop_msg(entity, DropReason::BadPayload);
                     return;
                 };
-                let mut replica = Entity::new_replica(entity, ty, Audience::Ghost);
-                if replica
-                    .apply_payload(SyncKind::Snapshot, snapshot.ghost_payload())
-                    .is_err()
-                {
-                    self.drop_msg(entity, DropReason::BadPayload);
-                    return;
-                }
-                let history = self
-                    .forward
-                    .remove(entity)
-                    .map(|f| f.history)
-                    .unwrap_or_default();
-                Entry {
-                    id: entity,
-                    entity: replica,
-                    version,
-                    part: Part::Ghost(GhostPart {
-                        real_at: from,
-                        epoch,
-                        reorder: ReorderBuffer::new(self.params.reorder(), version),
-                        since: now,
-                    }),
-                    history,
-                }
+                entry
             }
         };
         let to = entry.residency();
@@ -137,6 +113,41 @@ impl Cell {
             },
         };
         self.send(from, CellMsg::ToReal(ack));
+    }
+
+    /// A ghost entry built from `snapshot`, or `None` if the type is unknown
+    /// or the snapshot does not decode.
+    fn new_ghost(
+        &mut self,
+        now: Time,
+        from: CellId,
+        epoch: u64,
+        type_id: EntityTypeId,
+        snapshot: &SyncMsg,
+    ) -> Option<Entry> {
+        let entity = snapshot.entity;
+        let ty = self.types.get(type_id)?.clone();
+        let mut replica = Entity::new_replica(entity, ty, Audience::Ghost);
+        replica
+            .apply_payload(SyncKind::Snapshot, snapshot.ghost_payload())
+            .ok()?;
+        let history = self
+            .forward
+            .remove(entity)
+            .map(|f| f.history)
+            .unwrap_or_default();
+        Some(Entry {
+            id: entity,
+            entity: replica,
+            version: snapshot.version,
+            part: Part::Ghost(GhostPart {
+                real_at: from,
+                epoch,
+                reorder: ReorderBuffer::new(self.params.reorder(), snapshot.version),
+                since: now,
+            }),
+            history,
+        })
     }
 
     pub(super) fn on_delete_ghost(
