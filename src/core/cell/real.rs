@@ -1,0 +1,266 @@
+//! The real side of the protocol: real-bound messages (inputs, calls, ghost
+//! acks, resync requests), forwarding them when the real is elsewhere, running
+//! queued inputs and calls, and emitting one sync message per changed real.
+//!
+//! # Forwarding
+//!
+//! A real-bound message that reaches a cell where the entity is a ghost goes
+//! to the ghost's `real_at`; where it is `Gone`, to the forwarding entry's
+//! `forward_to`; where it is unknown, it is dropped (`UnknownEntity`). Each
+//! hop counts; past `forward_hops_max` it is dropped. A ghost's `real_at` can
+//! lag (a `SetNextReal` still in flight), but every cell the real left knows
+//! where it went next, and the old real's `Onload` precedes anything it
+//! forwards on the same channel, so a message always catches up.
+//!
+//! Owns nothing beyond the `impl Cell` handlers.
+
+use std::sync::Arc;
+
+use crate::core::entity::{Fill, SyncMsg};
+use crate::core::ids::{CellId, EntityId};
+use crate::core::time::Time;
+
+use super::counters::{CellEvent, DropReason};
+use super::machine::{CatchUp, Cell};
+use super::msg::{CellMsg, HauntState, Outgoing, Source, ToReal, ToRealBody};
+use super::seq_buffer::SeqPush;
+use super::table::Part;
+
+impl Cell {
+    pub(super) fn on_to_real(&mut self, _now: Time, _from: Source, msg: ToReal) {
+        let entity = msg.entity;
+        let next_hop = match self.entities.get(entity).map(|e| &e.part) {
+            Some(Part::Real(_)) => None,
+            Some(Part::Ghost(g)) => Some(g.real_at),
+            None => match self.forward.get(entity) {
+                Some(f) => Some(f.forward_to),
+                None => {
+                    self.drop_msg(entity, DropReason::UnknownEntity);
+                    return;
+                }
+            },
+        };
+        if let Some(to) = next_hop {
+            self.forward_to_real(to, msg);
+            return;
+        }
+        match msg.body {
+            ToRealBody::Input(input) => self.queue_input(entity, input.seq, input.data),
+            ToRealBody::Call(call) => {
+                let max = self.params.pending_calls_max;
+                let r = self.real_part(entity);
+                if r.calls.len() >= max {
+                    self.drop_msg(entity, DropReason::CallQueueFull);
+                } else {
+                    r.calls.push_back(call);
+                }
+            }
+            ToRealBody::GhostCreated { cell, version, .. } => {
+                self.on_ghost_created(entity, cell, version)
+            }
+            ToRealBody::ResyncRequest {
+                cell,
+                applied,
+                full,
+            } => {
+                if self.real_part(entity).haunt(cell).is_none() {
+                    self.drop_msg(entity, DropReason::StaleAck);
+                } else {
+                    self.owe_catch_up(entity, cell, applied, full);
+                }
+            }
+        }
+    }
+
+    fn real_part(&mut self, entity: EntityId) -> &mut super::table::RealPart {
+        self.entities
+            .get_mut(entity)
+            .and_then(|e| e.real_mut())
+            .expect("real")
+    }
+
+    fn forward_to_real(&mut self, to: CellId, mut msg: ToReal) {
+        if msg.hops >= self.params.forward_hops_max {
+            self.drop_msg(msg.entity, DropReason::ForwardHopsExceeded);
+            return;
+        }
+        debug_assert_ne!(to, self.id, "forwarding to itself");
+        msg.hops += 1;
+        self.counters.forwards += 1;
+        self.send(to, CellMsg::ToReal(msg));
+    }
+
+    fn queue_input(&mut self, entity: EntityId, seq: u64, data: Arc<[u8]>) {
+        let max = self.params.input_buffer_max;
+        let r = self.real_part(entity);
+        match r.inputs.push(seq, data.clone(), max) {
+            SeqPush::Held => {}
+            SeqPush::Duplicate => self.drop_msg(entity, DropReason::DuplicateInput),
+            SeqPush::Full => {
+                // Never stall: give up on the missing inputs (the held ones
+                // become ready and drain next tick) and keep this one, within
+                // a hard cap of twice the bound.
+                r.inputs.skip_gap();
+                let _ = r.inputs.push(seq, data, max.saturating_mul(2));
+                self.drop_msg(entity, DropReason::InputBufferFull);
+            }
+        }
+    }
+
+    fn on_ghost_created(&mut self, entity: EntityId, cell: CellId, version: u64) {
+        let me = self.id;
+        let queue_full = self.catch_ups.len() >= self.params.catch_up_queue_max;
+        let r = self.real_part(entity);
+        let Some(h) = r.haunt_mut(cell) else {
+            self.drop_msg(entity, DropReason::StaleAck);
+            return;
+        };
+        let HauntState::Creating { sent_by, .. } = h.state else {
+            self.drop_msg(entity, DropReason::StaleAck);
+            return;
+        };
+        if sent_by == me {
+            h.state = HauntState::Created;
+            return;
+        }
+        // Created by an older real on another channel: it got none of our
+        // syncs (held back until this ack), so it is caught up at the next
+        // tick. If that cannot be queued, the haunt stays `Creating` and is
+        // re-created after the timeout.
+        if queue_full {
+            self.drop_msg(entity, DropReason::CatchUpQueueFull);
+            return;
+        }
+        h.state = HauntState::Created;
+        self.owe_catch_up(entity, cell, version, false);
+    }
+
+    fn owe_catch_up(&mut self, entity: EntityId, cell: CellId, have: u64, full: bool) {
+        if let Some(c) = self
+            .catch_ups
+            .iter_mut()
+            .find(|c| c.entity == entity && c.cell == cell)
+        {
+            c.have = c.have.min(have);
+            c.full |= full;
+            return;
+        }
+        if self.catch_ups.len() >= self.params.catch_up_queue_max {
+            self.drop_msg(entity, DropReason::CatchUpQueueFull);
+            return;
+        }
+        self.catch_ups.push(CatchUp {
+            entity,
+            cell,
+            have,
+            full,
+        });
+    }
+
+    /// Runs the owed catch-ups (after this tick's syncs, so the real has no
+    /// unflushed change): the cached messages after `have` if the cache
+    /// reaches back that far, else a snapshot. A catch-up for an entity that
+    /// left or a haunt it dropped is skipped (the ghost asks again).
+    pub(super) fn run_catch_ups(&mut self, now: Time) {
+        let owed = std::mem::take(&mut self.catch_ups);
+        for c in &owed {
+            let Some(e) = self.entities.get_mut(c.entity) else {
+                continue;
+            };
+            let Part::Real(r) = &mut e.part else { continue };
+            if r.haunt(c.cell).is_none() {
+                continue;
+            }
+            let epoch = r.epoch;
+            let fill = if c.full {
+                Fill::ResyncNeeded
+            } else {
+                r.cache.fill(c.have)
+            };
+            match fill {
+                Fill::UpToDate => {}
+                Fill::Msgs(msgs) => {
+                    for m in msgs {
+                        let sync = CellMsg::Sync {
+                            epoch,
+                            msg: Arc::new(m.clone()),
+                        };
+                        self.out.push_back(Outgoing::cell(c.cell, sync));
+                    }
+                }
+                Fill::ResyncNeeded => {
+                    let snapshot = r.emitter.ghost_snapshot(now, &e.entity);
+                    self.counters.resyncs_sent += 1;
+                    let sync = CellMsg::Sync {
+                        epoch,
+                        msg: Arc::new(snapshot),
+                    };
+                    self.out.push_back(Outgoing::cell(c.cell, sync));
+                }
+            }
+        }
+        self.catch_ups = owed;
+        self.catch_ups.clear();
+    }
+
+    /// Runs every real's ready inputs (in sequence order) and queued calls.
+    pub(super) fn run_reals(&mut self) {
+        for e in self.entities.iter_mut() {
+            let Part::Real(r) = &mut e.part else { continue };
+            while let Some((seq, data)) = r.inputs.pop_ready() {
+                self.counters.inputs_applied += 1;
+                self.events.push_back(CellEvent::InputApplied {
+                    entity: e.id,
+                    seq,
+                    data,
+                });
+            }
+            while let Some(call) = r.calls.pop_front() {
+                self.counters.calls_run += 1;
+                self.events.push_back(CellEvent::CallRun {
+                    entity: e.id,
+                    id: call.id,
+                    data: call.data,
+                });
+            }
+        }
+    }
+
+    /// One sync message per changed real, built once and sent (one shared
+    /// allocation) to every haunt that can take it: created, or being created
+    /// on this cell's channel. Haunts inherited while still being created by
+    /// an older real wait for their ack (then a catch-up).
+    pub(super) fn emit_syncs(&mut self, now: Time) {
+        let me = self.id;
+        for e in self.entities.iter_mut() {
+            let Part::Real(r) = &mut e.part else { continue };
+            let Some(cs) = r.emitter.flush(now, &mut e.entity) else {
+                continue;
+            };
+            if r.has_proxy && !cs.own.is_empty() {
+                self.events.push_back(CellEvent::OwnChange {
+                    entity: e.id,
+                    version: cs.msg.version,
+                    payload: Arc::from(cs.own),
+                });
+            }
+            let msg: Arc<SyncMsg> = Arc::new(cs.msg);
+            e.version = msg.version;
+            self.counters.syncs_built += 1;
+            for h in &r.haunts {
+                let reachable = match h.state {
+                    HauntState::Created => true,
+                    HauntState::Creating { sent_by, .. } => sent_by == me,
+                };
+                if reachable {
+                    let sync = CellMsg::Sync {
+                        epoch: r.epoch,
+                        msg: msg.clone(),
+                    };
+                    self.out.push_back(Outgoing::cell(h.cell, sync));
+                }
+            }
+            r.cache.push(now, SyncMsg::clone(&msg));
+        }
+    }
+}
