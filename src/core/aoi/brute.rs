@@ -79,7 +79,7 @@ impl BruteAoi {
             let passes = spec.filter.accepts(e.flags)
                 && spec.height.is_none_or(|h| h.accepts(owner.pos.y, e.pos.y));
             let d2 = dist2(owner.pos, e.pos);
-            let inside = d2 <= re2 || (area.members.contains(&key) && d2 <= rl2);
+            let inside = d2 <= re2 || (d2 <= rl2 && area.members.contains(&key));
             if passes && inside {
                 others.push((d2, id, e.incarnation));
             }
