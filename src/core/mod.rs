@@ -11,3 +11,4 @@ pub mod geom;
 pub mod ids;
 pub mod space;
 pub mod time;
+pub mod view;
