@@ -369,7 +369,9 @@ mod tests {
 
     #[test]
     fn bad_bytes_are_typed_errors() {
-        let one = |b: &[u8]| BatchReader::new(b).next().expect("one item");
+        fn one(b: &[u8]) -> Result<ClientEvent<'_>, DecodeError> {
+            BatchReader::new(b).next().expect("one item")
+        }
         assert_eq!(one(&[0]), Err(DecodeError::BadTag(0)));
         assert_eq!(one(&[9]), Err(DecodeError::BadTag(9)));
         assert_eq!(one(&[TAG_MOVE, 1, 1, 0]), Err(DecodeError::Truncated));

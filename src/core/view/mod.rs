@@ -76,3 +76,6 @@ pub use codec::{decode_event, encode_event, BatchReader, DecodeError};
 pub use event::{ClientEvent, Handle};
 pub use host::{LocalCopy, ObserverHost};
 pub use observer::{Observer, ObserverParams, ObserverStats};
+
+#[cfg(test)]
+mod tests;
