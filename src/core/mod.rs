@@ -6,6 +6,7 @@
 
 pub mod aoi;
 pub mod cell;
+pub mod combat;
 pub mod entity;
 pub mod geom;
 pub mod ids;

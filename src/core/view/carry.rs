@@ -121,7 +121,10 @@ impl Observer {
             read_slot(&mut r, &mut o, &mut used)?;
         }
         r.finish()?;
-        o.free = (0..o.next_handle).rev().filter(|&h| !used[h as usize]).collect();
+        o.free = (0..o.next_handle)
+            .rev()
+            .filter(|&h| !used[h as usize])
+            .collect();
         o.needs_view = true;
         o.verify();
         Ok(o)
@@ -145,12 +148,10 @@ fn read_slot(r: &mut Reader<'_>, o: &mut Observer, used: &mut [bool]) -> Result<
         _ => return Err(BlobError::Handle(handle)),
     }
     let last = r.uvar()?;
-    o.tracker
-        .enter(e, last)
-        .map_err(|_| BlobError::TooMany {
-            n: o.slots.len() as u64 + 1,
-            max: o.params.view_entities_max,
-        })?;
+    o.tracker.enter(e, last).map_err(|_| BlobError::TooMany {
+        n: o.slots.len() as u64 + 1,
+        max: o.params.view_entities_max,
+    })?;
     o.slots.insert(
         e,
         Slot {

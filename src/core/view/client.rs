@@ -201,9 +201,9 @@ impl ClientView {
             ClientEvent::Move {
                 handle, version, ..
             } => self.update(handle, version, SyncKind::Movement, ev),
-            ClientEvent::Props { handle, version, .. } => {
-                self.update(handle, version, SyncKind::Props, ev)
-            }
+            ClientEvent::Props {
+                handle, version, ..
+            } => self.update(handle, version, SyncKind::Props, ev),
             ClientEvent::MoveProps {
                 handle, version, ..
             } => self.update(handle, version, SyncKind::MovementAndProps, ev),

@@ -540,13 +540,19 @@ impl Observer {
         assert!(handles.iter().all(|&h| h < self.next_handle));
         for (e, s) in &self.slots {
             assert_eq!(s.handle.is_some(), s.state != SlotState::EnterPending);
-            assert_eq!(s.handle.is_some(), self.tracker.last_delivered(*e).is_some());
+            assert_eq!(
+                s.handle.is_some(),
+                self.tracker.last_delivered(*e).is_some()
+            );
             let queued = self.queue.iter().filter(|&&q| q == *e).count();
             assert_eq!(queued, usize::from(s.state != SlotState::Live), "{e} queue");
         }
         assert_eq!(
             self.queue.len(),
-            self.slots.values().filter(|s| s.state != SlotState::Live).count()
+            self.slots
+                .values()
+                .filter(|s| s.state != SlotState::Live)
+                .count()
         );
         assert!(self.slots.len() <= self.params.view_entities_max);
     }

@@ -316,7 +316,10 @@ fn the_client_view_names_every_broken_rule() {
     let cases: Vec<(Vec<ClientEvent<'_>>, Rule)> = vec![
         (vec![mv(0, 1)], Rule::UpdateBeforeEnter),
         (vec![enter(0, 0), enter(0, 0)], Rule::DoubleEnter),
-        (vec![enter(0, 0), enter(1, 0)], Rule::EntityTwice { other: 0 }),
+        (
+            vec![enter(0, 0), enter(1, 0)],
+            Rule::EntityTwice { other: 0 },
+        ),
         (
             vec![enter(0, 3), mv(0, 5)],
             Rule::VersionGap {
@@ -346,5 +349,8 @@ fn the_client_view_names_every_broken_rule() {
     }
     let mut cv = client(&w);
     cv.handle_batch(&[42]);
-    assert_eq!(cv.violations()[0].rule, Rule::Decode(DecodeError::BadTag(42)));
+    assert_eq!(
+        cv.violations()[0].rule,
+        Rule::Decode(DecodeError::BadTag(42))
+    );
 }
