@@ -67,7 +67,13 @@ pub enum BlobError {
 impl Observer {
     /// Appends the migration blob (call when the owner's real offloads; put
     /// the bytes in `Onload::observer`).
+    ///
+    /// # Panics
+    /// If events were produced since the last [`Observer::flush`]: they
+    /// would be lost while the blob says the client has them. Flush (and
+    /// send) first.
     pub fn encode_blob(&self, out: &mut Vec<u8>) {
+        assert!(!self.has_unflushed(), "flush the observer before its blob");
         out.push(BLOB_FORMAT);
         put_uvar(out, self.owner.0);
         put_uvar(out, self.own_version.map_or(0, |v| v + 1));

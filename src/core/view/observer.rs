@@ -182,6 +182,11 @@ impl Observer {
         self.slots.keys().copied()
     }
 
+    /// True if events were produced since the last [`Observer::flush`].
+    pub fn has_unflushed(&self) -> bool {
+        !self.flushed && !self.batch.is_empty()
+    }
+
     fn start(&mut self) {
         if self.flushed {
             self.batch.clear();
