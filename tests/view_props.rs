@@ -15,6 +15,9 @@
 //!   properties, version), and its own entity equals the truth filtered to
 //!   `OwnClient`; handles never changed across migrations.
 //!
+//! Half the cases feed the observer sloppily (reordered, duplicated and
+//! dropped messages, as a buggy cell might): it must heal from the caches.
+//!
 //! A second group checks that a broken observer is caught: a skipped
 //! version, and a migration that forgets the handle map.
 //!
@@ -225,16 +228,17 @@ impl World {
     /// Delivers what is due to cell `ci`'s copies (in arrival order through
     /// each copy's reorder buffer), answers due resync requests with a fresh
     /// snapshot, and feeds every released message to `obs` if it lives here.
-    fn deliver(&mut self, ci: usize, mut obs: Option<&mut Observer>) {
+    fn deliver(&mut self, ci: usize, obs: Option<&mut Observer>, chaos: bool) {
         let now = self.now;
         let cell = &mut self.cells[ci];
         let (due, later): (Vec<_>, Vec<_>) =
             cell.inflight.drain(..).partition(|(at, _)| *at <= now);
         cell.inflight = later;
+        let mut feed = Vec::new();
         for (_, m) in due {
             let id = m.entity;
             cell.reorder.get_mut(&id).expect("rb").handle_msg(now, m);
-            release(cell, id, now, obs.as_deref_mut());
+            release(cell, id, now, &mut feed);
         }
         let ids: Vec<EntityId> = cell.reorder.keys().copied().collect();
         for id in ids {
@@ -243,10 +247,27 @@ impl World {
                     let (e, em) = self.reals.get_mut(&id).expect("real");
                     let snap = em.ghost_snapshot(now, e);
                     cell.reorder.get_mut(&id).expect("rb").handle_msg(now, snap);
-                    release(cell, id, now, obs.as_deref_mut());
+                    release(cell, id, now, &mut feed);
                 }
             }
             cell.copies.get_mut(&id).expect("copy").cache.expire(now);
+        }
+        let Some(o) = obs else {
+            return;
+        };
+        if chaos {
+            scramble(&mut self.rng, &mut feed);
+        }
+        for m in &feed {
+            if o.sees(m.entity) {
+                o.handle_sync(
+                    &cell.copies,
+                    m.entity,
+                    m.version,
+                    m.kind,
+                    m.others_payload(),
+                );
+            }
         }
     }
 
@@ -271,21 +292,40 @@ fn in_range(o: Vec3, p: Vec3) -> bool {
     tessera::core::aoi::dist2(o, p) <= RADIUS_M * RADIUS_M
 }
 
-fn release(cell: &mut Cell, id: EntityId, now: Time, mut obs: Option<&mut Observer>) {
+/// Applies what `id`'s reorder buffer releases to the copy and its cache;
+/// the released messages are appended to `feed` (for the observer).
+fn release(cell: &mut Cell, id: EntityId, now: Time, feed: &mut Vec<SyncMsg>) {
     while let Some(m) = cell.reorder.get_mut(&id).expect("rb").poll_ready() {
         let c = cell.copies.get_mut(&id).expect("copy");
         c.entity
             .apply_payload(m.kind, m.ghost_payload())
             .expect("ghost applies");
         c.version = m.version;
-        let (v, kind) = (m.version, m.kind);
         c.cache.push(now, m.clone());
-        if let Some(o) = obs.as_deref_mut() {
-            if o.sees(id) {
-                o.handle_sync(&cell.copies, id, v, kind, m.others_payload());
-            }
+        feed.push(m);
+    }
+}
+
+/// A sloppy cell: the observer's feed is reordered, some messages are fed
+/// twice and some not at all (the observer must heal from the caches).
+fn scramble(rng: &mut Rng, feed: &mut Vec<SyncMsg>) {
+    for i in 1..feed.len() {
+        if rng.below(3) == 0 {
+            feed.swap(i - 1, i);
         }
     }
+    let mut out = Vec::with_capacity(feed.len());
+    for m in feed.drain(..) {
+        match rng.below(12) {
+            0 => {}
+            1 => {
+                out.push(m.clone());
+                out.push(m);
+            }
+            _ => out.push(m),
+        }
+    }
+    *feed = out;
 }
 
 /// The observer, where it lives, and its client.
@@ -295,6 +335,8 @@ struct Session {
     prev: Vec<EntityId>,
     cv: ClientView,
     handles: BTreeMap<EntityId, Handle>,
+    /// Feed the observer sloppily (see [`scramble`]).
+    chaos: bool,
 }
 
 impl Session {
@@ -305,6 +347,7 @@ impl Session {
             prev: Vec::new(),
             cv: ClientView::new(OWNER, w.reg.clone(), ClientViewParams::default()),
             handles: BTreeMap::new(),
+            chaos: false,
         }
     }
 
@@ -325,7 +368,7 @@ impl Session {
         }
         for ci in 0..2 {
             let here = (ci == self.host).then_some(&mut self.obs);
-            w.deliver(ci, here);
+            w.deliver(ci, here, self.chaos);
         }
         if p.migrate {
             self.migrate(w, fresh_after_migrate);
@@ -417,11 +460,13 @@ impl Session {
     }
 }
 
+/// A tick without changes; the pull (`refresh`) heals what a sloppy feed
+/// dropped last.
 fn quiet() -> TickPlan {
     TickPlan {
         changes: Vec::new(),
         migrate: false,
-        refresh: false,
+        refresh: true,
     }
 }
 
@@ -432,6 +477,7 @@ struct Case {
     seed: u64,
     cache: SyncCacheParams,
     lags: [u64; 2],
+    chaos: bool,
     plans: Vec<TickPlan>,
 }
 
@@ -441,9 +487,10 @@ fn case() -> impl Strategy<Value = Case> {
         any::<u64>(),
         (1usize..10, 50u64..2000),
         (0u64..3, 0u64..14),
+        any::<bool>(),
         prop::collection::vec(plan(7), 10..120),
     )
-        .prop_map(|(n, seed, (msgs, age), lags, plans)| Case {
+        .prop_map(|(n, seed, (msgs, age), lags, chaos, plans)| Case {
             n,
             seed,
             cache: SyncCacheParams {
@@ -452,6 +499,7 @@ fn case() -> impl Strategy<Value = Case> {
                 ..Default::default()
             },
             lags: [lags.0, lags.1],
+            chaos,
             plans,
         })
 }
@@ -461,6 +509,7 @@ fn case() -> impl Strategy<Value = Case> {
 fn run(c: &Case) -> Result<[u64; 5], TestCaseError> {
     let mut w = World::new(c.n, c.seed, c.cache, c.lags);
     let mut s = Session::new(&w);
+    s.chaos = c.chaos;
     let mut total = [0u64; 5];
     let mut add = |st: &ObserverStats, migrated: bool| {
         total[0] += st.filled;
