@@ -1,0 +1,372 @@
+//! The per-tick work of [`GridAoi`]: deciding which areas to recompute,
+//! recomputing one area against the grid cells within its leave radius,
+//! emitting the events in order, and the shape queries. Also the
+//! [`AoiIndex`] impl that routes to `grid.rs`.
+//!
+//! Recompute of one area, with a per-entity scratch `mark` and a fresh
+//! `base` (old members `base`, forced `base + 1`, old members seen qualifying
+//! `base + 2`, members of a capped selection `base + 3`): one pass over the
+//! candidate cells finds the kept members and the newcomers; when neither a
+//! member left nor one came the set is untouched (the common case), otherwise
+//! it is rebuilt and the changes are reported leaves first, each group by
+//! entity id.
+
+use super::grid::{Area, GridAoi, GridCell};
+use super::types::{AoiError, AoiEvent, AreaId, AreaSpec, EventKind, FlagFilter};
+use super::AoiIndex;
+use crate::core::geom::{Shape, Vec3};
+use crate::core::ids::EntityId;
+
+/// Reused buffers of the recompute (no allocation per update once warm).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Scratch {
+    enters: Vec<u32>,
+    qual: Vec<(f64, u32)>,
+    ids: Vec<EntityId>,
+}
+
+/// Inclusive cell ranges `(col0, col1, row0, row1)` and the padded radius.
+type Range = (usize, usize, usize, usize);
+
+/// Squared distance from `p` to grid cell `(cx, cz)` of `g`; edge cells
+/// reach out to infinity (they hold the clamped outsiders).
+#[inline]
+fn cell_dist2(g: &GridGeom, cx: usize, cz: usize, p: Vec3) -> f64 {
+    let axis = |c: usize, n: usize, min: f64, v: f64| {
+        let lo = if c == 0 {
+            f64::NEG_INFINITY
+        } else {
+            min + c as f64 * g.cell_m
+        };
+        let hi = if c + 1 == n {
+            f64::INFINITY
+        } else {
+            min + (c + 1) as f64 * g.cell_m
+        };
+        (lo - v).max(0.0).max(v - hi)
+    };
+    let dx = axis(cx, g.cols, g.min_x, p.x);
+    let dz = axis(cz, g.rows, g.min_z, p.z);
+    dx * dx + dz * dz
+}
+
+/// The grid's shape, copied out so the scan can borrow the rest mutably.
+struct GridGeom {
+    cols: usize,
+    rows: usize,
+    min_x: f64,
+    min_z: f64,
+    cell_m: f64,
+}
+
+impl GridAoi {
+    fn geom(&self) -> GridGeom {
+        GridGeom {
+            cols: self.cols,
+            rows: self.rows,
+            min_x: self.params.world.min_x,
+            min_z: self.params.world.min_z,
+            cell_m: self.params.grid_cell_m,
+        }
+    }
+
+    fn next_mark_base(&mut self) -> u32 {
+        if self.mark_base > u32::MAX - 8 {
+            self.mark.fill(0);
+            self.mark_base = 0;
+        }
+        self.mark_base += 4;
+        self.mark_base
+    }
+
+    /// Cells that may hold a point within `r` of `p` (padded against
+    /// rounding so a point exactly on the rim is never missed).
+    #[inline]
+    fn cell_range(&self, p: Vec3, r: f64) -> (Range, f64) {
+        let pad = r + (p.x.abs().max(p.z.abs()) + r) * 1e-12;
+        let range = (
+            self.col(p.x - pad),
+            self.col(p.x + pad),
+            self.row(p.z - pad),
+            self.row(p.z + pad),
+        );
+        (range, pad)
+    }
+
+    fn needs_recompute(&self, area: &Area) -> bool {
+        let owner = area.owner as usize;
+        if area.dirty || self.ent_stamp[owner] == self.tick {
+            return true;
+        }
+        let ((c0, c1, r0, r1), _) = self.cell_range(self.pos[owner], area.rl);
+        (r0..=r1).any(|r| (c0..=c1).any(|c| self.cell_stamp[r * self.cols + c] == self.tick))
+    }
+
+    pub(super) fn do_update(&mut self, out: &mut Vec<AoiEvent>) {
+        out.clear();
+        for k in 0..self.order.len() {
+            let a = self.order[k] as usize;
+            let area = &self.areas[a];
+            if area.alive && self.needs_recompute(area) {
+                self.recompute(a, out);
+            }
+            self.areas[a].dirty = false;
+        }
+        self.reclaim();
+        self.tick += 1;
+    }
+
+    /// Marks the old members and forced entities; returns the newly forced
+    /// ones in `scratch.enters`.
+    fn mark_members(&mut self, a: usize, base: u32) {
+        let area = &self.areas[a];
+        let (mark, enters) = (&mut self.mark, &mut self.scratch.enters);
+        enters.clear();
+        for &m in &area.members {
+            mark[m as usize] = base;
+        }
+        for &f in &area.forced {
+            if mark[f as usize] != base {
+                enters.push(f);
+            }
+            mark[f as usize] = base + 1;
+        }
+    }
+
+    /// One pass over the candidate cells: marks kept members `base + 2`,
+    /// appends newcomers to `scratch.enters` and, for capped areas, every
+    /// qualifying non-forced entity to `scratch.qual`. Returns the kept count.
+    fn scan(&mut self, a: usize, base: u32) -> usize {
+        let area = &self.areas[a];
+        let owner = area.owner;
+        let p = self.pos[owner as usize];
+        let ((c0, c1, r0, r1), pad) = self.cell_range(p, area.rl);
+        let pad2 = pad * pad;
+        let (re2, rl2, filter) = (area.re2, area.rl2, area.spec.filter);
+        let band = area.spec.height;
+        let capped = area.cap != usize::MAX;
+        let g = self.geom();
+        let (cells, pos) = (&self.cells, &self.pos);
+        let (sc, mark) = (&mut self.scratch, &mut self.mark);
+        sc.qual.clear();
+        let mut kept = 0;
+        for r in r0..=r1 {
+            for c in c0..=c1 {
+                if cell_dist2(&g, c, r, p) > pad2 {
+                    continue;
+                }
+                let cell: &GridCell = &cells[r * g.cols + c];
+                let xz = cell.xs.iter().zip(&cell.zs);
+                for ((&x, &z), (&j, &f)) in xz.zip(cell.slots.iter().zip(&cell.flags)) {
+                    let (dx, dz) = (p.x - x, p.z - z);
+                    let d2 = dx * dx + dz * dz;
+                    if d2 > rl2 {
+                        continue;
+                    }
+                    let m = mark[j as usize];
+                    if m == base + 1 || j == owner || !filter.accepts(f) {
+                        continue;
+                    }
+                    if band.is_some_and(|b| !b.accepts(p.y, pos[j as usize].y)) {
+                        continue;
+                    }
+                    if m == base {
+                        mark[j as usize] = base + 2;
+                        kept += 1;
+                    } else if d2 <= re2 {
+                        sc.enters.push(j);
+                    } else {
+                        continue;
+                    }
+                    if capped {
+                        sc.qual.push((d2, j));
+                    }
+                }
+            }
+        }
+        kept
+    }
+
+    fn recompute(&mut self, a: usize, out: &mut Vec<AoiEvent>) {
+        let base = self.next_mark_base();
+        self.mark_members(a, base);
+        let newly_forced = self.scratch.enters.len();
+        let kept = self.scan(a, base);
+        let area = &self.areas[a];
+        let forced_n = area.forced.len();
+        let qualifying = forced_n + kept + self.scratch.enters.len() - newly_forced;
+        let kept = if qualifying > area.cap {
+            self.select_capped(a, base, newly_forced)
+        } else {
+            kept
+        };
+        let area = &mut self.areas[a];
+        let old_plain = area.members.len() - (forced_n - newly_forced);
+        let (leaves, enters) = (old_plain - kept, self.scratch.enters.len());
+        if leaves == 0 && enters == 0 {
+            return;
+        }
+        let (mark, ids, ent_id) = (&self.mark, &mut self.scratch.ids, &self.ent_id);
+        let (aid, owner) = (area.id, ent_id[area.owner as usize]);
+        let ev = |kind, entity| AoiEvent {
+            area: aid,
+            owner,
+            entity,
+            kind,
+        };
+        ids.clear();
+        ids.extend(
+            area.members
+                .iter()
+                .filter(|&&m| mark[m as usize] == base)
+                .map(|&m| ent_id[m as usize]),
+        );
+        ids.sort_unstable();
+        out.extend(ids.iter().map(|&e| ev(EventKind::Leave, e)));
+        area.members.retain(|&m| mark[m as usize] != base);
+        ids.clear();
+        for &j in &self.scratch.enters {
+            ids.push(ent_id[j as usize]);
+            area.members.push(j);
+        }
+        ids.sort_unstable();
+        out.extend(ids.iter().map(|&e| ev(EventKind::Enter, e)));
+    }
+
+    /// More qualify than the cap: keeps the forced, then the nearest
+    /// (ties to the lower id). Rewrites the marks so that `recompute` sees
+    /// dropped old members as unseen (`base`) and `scratch.enters` as the
+    /// newly forced plus the selected newcomers. Returns the kept count.
+    fn select_capped(&mut self, a: usize, base: u32, newly_forced: usize) -> usize {
+        let area = &self.areas[a];
+        let room = area.cap.saturating_sub(area.forced.len());
+        let (sc, mark, ent_id) = (&mut self.scratch, &mut self.mark, &self.ent_id);
+        let key = |e: &(f64, u32)| (e.0, ent_id[e.1 as usize]);
+        let cmp = |x: &(f64, u32), y: &(f64, u32)| {
+            let (a, b) = (key(x), key(y));
+            a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
+        };
+        if sc.qual.len() > room {
+            if room > 0 {
+                sc.qual.select_nth_unstable_by(room - 1, cmp);
+            }
+            // Old members that were seen but are now out of the selection
+            // go back to `base` (leaving).
+            for &(_, j) in &sc.qual[room..] {
+                if mark[j as usize] == base + 2 {
+                    mark[j as usize] = base;
+                }
+            }
+            sc.qual.truncate(room);
+        }
+        sc.enters.truncate(newly_forced);
+        let mut kept = 0;
+        for &(_, j) in &sc.qual {
+            if mark[j as usize] == base + 2 {
+                kept += 1;
+            } else {
+                sc.enters.push(j);
+            }
+        }
+        kept
+    }
+
+    fn do_query(
+        &self,
+        shape: &Shape,
+        filter: &FlagFilter,
+        out: &mut Vec<EntityId>,
+    ) -> Result<(), AoiError> {
+        shape.validate()?;
+        out.clear();
+        let b = shape.bounds();
+        let pad = (b.min_x.abs() + b.max_x.abs() + b.min_z.abs() + b.max_z.abs()) * 1e-12 + 1e-9;
+        let (c0, c1) = (self.col(b.min_x - pad), self.col(b.max_x + pad));
+        let (r0, r1) = (self.row(b.min_z - pad), self.row(b.max_z + pad));
+        for r in r0..=r1 {
+            for cell in &self.cells[r * self.cols + c0..=r * self.cols + c1] {
+                for (&j, &f) in cell.slots.iter().zip(&cell.flags) {
+                    let j = j as usize;
+                    if filter.accepts(f) && shape.contains(self.pos[j]) {
+                        out.push(self.ent_id[j]);
+                    }
+                }
+            }
+        }
+        out.sort_unstable();
+        Ok(())
+    }
+}
+
+impl AoiIndex for GridAoi {
+    fn add_entity(&mut self, id: EntityId, pos: Vec3, flags: u64) -> Result<(), AoiError> {
+        self.do_add_entity(id, pos, flags)
+    }
+
+    fn remove_entity(&mut self, id: EntityId) -> Result<(), AoiError> {
+        self.do_remove_entity(id)
+    }
+
+    #[inline]
+    fn set_position(&mut self, id: EntityId, pos: Vec3) -> Result<(), AoiError> {
+        self.do_set_position(id, pos)
+    }
+
+    fn set_flags(&mut self, id: EntityId, flags: u64) -> Result<(), AoiError> {
+        self.do_set_flags(id, flags)
+    }
+
+    fn add_area(&mut self, owner: EntityId, spec: AreaSpec) -> Result<AreaId, AoiError> {
+        self.do_add_area(owner, spec)
+    }
+
+    fn remove_area(&mut self, area: AreaId) -> Result<(), AoiError> {
+        self.do_remove_area(area)
+    }
+
+    fn set_area_spec(&mut self, area: AreaId, spec: AreaSpec) -> Result<(), AoiError> {
+        self.do_set_area_spec(area, spec)
+    }
+
+    fn force(&mut self, area: AreaId, entity: EntityId) -> Result<(), AoiError> {
+        self.do_force(area, entity)
+    }
+
+    fn unforce(&mut self, area: AreaId, entity: EntityId) -> Result<bool, AoiError> {
+        self.do_unforce(area, entity)
+    }
+
+    fn update(&mut self, out: &mut Vec<AoiEvent>) {
+        self.do_update(out);
+    }
+
+    fn interest(&self, area: AreaId, out: &mut Vec<EntityId>) -> Result<(), AoiError> {
+        let a = self.area_index(area)?;
+        out.clear();
+        out.extend(
+            self.areas[a]
+                .members
+                .iter()
+                .map(|&m| self.ent_id[m as usize]),
+        );
+        out.sort_unstable();
+        Ok(())
+    }
+
+    fn query(
+        &self,
+        shape: &Shape,
+        filter: &FlagFilter,
+        out: &mut Vec<EntityId>,
+    ) -> Result<(), AoiError> {
+        self.do_query(shape, filter, out)
+    }
+
+    fn position(&self, id: EntityId) -> Option<Vec3> {
+        self.ids.get(id).map(|s| self.pos[s as usize])
+    }
+
+    fn entity_count(&self) -> usize {
+        self.live_ents
+    }
+}
