@@ -11,7 +11,7 @@
 
 use tessera::core::aoi::{BruteAoi, GridAoi};
 use tessera_bench::{
-    close, drive, params_for, setup, RunStats, Walkers, Workload, CONFIGS, REFERENCES,
+    close, drive, params_for, setup, walk_only, RunStats, Walkers, Workload, CONFIGS, REFERENCES,
 };
 
 fn env_f64(name: &str) -> Option<f64> {
@@ -109,6 +109,8 @@ fn main() {
         let runs: Vec<RunStats> = (0..reps).map(|_| grid_run(w, cell_m)).collect();
         let rates: Vec<f64> = runs.iter().map(|s| moves / s.secs).collect();
         let best = rates.iter().copied().fold(0.0, f64::max);
+        let cpu_best = runs.iter().map(|s| moves / s.cpu_secs).fold(0.0, f64::max);
+        let (walk_wall, walk_cpu) = walk_only(w, w.ticks);
         let worst = rates.iter().copied().fold(f64::INFINITY, f64::min);
         let st = &runs[0];
         let events: u64 = st.enters.iter().chain(&st.leaves).sum();
@@ -118,9 +120,11 @@ fn main() {
         let base_ticks = ((4.0e7 / (w.n as f64 * w.n as f64)).ceil() as u32).clamp(1, 20);
         let base = baseline_run(w, base_ticks, st);
         println!(
-            "aoi {}: N={} L={} R={} T={} cell={}m | grid {:.2} M moves/s (best of {reps}, worst {:.2}) | \
+            "aoi {}: N={} L={} R={} T={} cell={}m | grid {:.2} M moves/s wall (best of {reps}, worst {:.2}), \
+             {:.2} M/s per CPU-second | walk alone {:.2} M/s wall, {:.2} M/s CPU | \
              {:.1} events/tick | mean interest {:.2} | baseline brute force {:.3} M moves/s ({base_ticks} ticks) | x{:.0}",
             w.name, w.n, w.side_m, w.radius_m, w.ticks, cell_m, best / 1e6, worst / 1e6,
+            cpu_best / 1e6, moves / walk_wall / 1e6, moves / walk_cpu / 1e6,
             events_per_tick, mean_interest, base / 1e6, best / base
         );
         json.push(format!(

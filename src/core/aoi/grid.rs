@@ -26,16 +26,53 @@ use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use std::collections::BTreeMap;
 
-pub(super) const NONE: u32 = u32::MAX;
-
-/// One grid cell: its entities' ground coordinates and slots, in step.
+/// Entities sorted by grid cell, in contiguous arrays (rebuilt at the start
+/// of an update when anything changed cell; patched in place otherwise).
 #[derive(Clone, Debug, Default)]
-pub(super) struct GridCell {
-    pub xs: Vec<f64>,
-    pub zs: Vec<f64>,
-    pub flags: Vec<u64>,
-    pub slots: Vec<u32>,
+pub(super) struct Layout {
+    pub cell_start: Vec<u32>,
+    pub sx: Vec<f64>,
+    pub sz: Vec<f64>,
+    pub sflags: Vec<u64>,
+    pub sslot: Vec<u32>,
+    /// Entities whose entry is missing or stale since the last rebuild.
+    pub relocated: Relocated,
+    /// A rebuild is due.
+    pub dirty: bool,
 }
+
+/// The slots without a current layout entry (each listed once).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Relocated {
+    pub slots: Vec<u32>,
+    /// Per slot: listed in `slots` (reset at rebuild).
+    pub listed: Vec<bool>,
+}
+
+impl Relocated {
+    fn push(&mut self, s: u32) {
+        if self.listed.len() <= s as usize {
+            self.listed.resize(s as usize + 1, false);
+        }
+        if !self.listed[s as usize] {
+            self.listed[s as usize] = true;
+            self.slots.push(s);
+        }
+    }
+
+    pub fn clear(&mut self) {
+        for &s in &self.slots {
+            self.listed[s as usize] = false;
+        }
+        self.slots.clear();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+}
+
+pub(super) const NONE: u32 = u32::MAX;
 
 /// One area ("radius entity").
 #[derive(Clone, Debug)]
@@ -64,16 +101,20 @@ pub struct GridAoi {
     pub(super) cols: usize,
     pub(super) rows: usize,
     pub(super) inv_cell: f64,
-    pub(super) cells: Vec<GridCell>,
     /// Tick at which the cell last changed.
     pub(super) cell_stamp: Vec<u64>,
+    /// The layout: entities sorted by grid cell, cell `c` at
+    /// `cell_start[c]..cell_start[c + 1]` of `sx`, `sz`, `sflags`, `sslot`.
+    pub(super) layout: Layout,
 
     pub(super) ids: IdMap,
     pub(super) ent_id: Vec<EntityId>,
     pub(super) pos: Vec<Vec3>,
     pub(super) flags: Vec<u64>,
     pub(super) cell_of: Vec<u32>,
-    pub(super) index_in_cell: Vec<u32>,
+    /// Index of the entity's entry in the layout, `NONE` when it has none
+    /// or it is stale (the entity changed cell since the last rebuild).
+    pub(super) arr_pos: Vec<u32>,
     /// Tick at which the entity last moved or changed flags.
     pub(super) ent_stamp: Vec<u64>,
     pub(super) alive: Vec<bool>,
@@ -113,14 +154,17 @@ impl GridAoi {
             cols,
             rows,
             inv_cell: 1.0 / params.grid_cell_m,
-            cells: vec![GridCell::default(); cols * rows],
             cell_stamp: vec![0; cols * rows],
+            layout: Layout {
+                cell_start: vec![0; cols * rows + 1],
+                ..Layout::default()
+            },
             ids: IdMap::default(),
             ent_id: Vec::new(),
             pos: Vec::new(),
             flags: Vec::new(),
             cell_of: Vec::new(),
-            index_in_cell: Vec::new(),
+            arr_pos: Vec::new(),
             ent_stamp: Vec::new(),
             alive: Vec::new(),
             owned: Vec::new(),
@@ -149,15 +193,25 @@ impl GridAoi {
     /// Column of `x`, clamped into the grid (monotone in `x`).
     #[inline]
     pub(super) fn col(&self, x: f64) -> usize {
-        let c = ((x - self.params.world.min_x) * self.inv_cell).floor();
-        (c.max(0.0) as usize).min(self.cols - 1)
+        // Truncation is floor for t >= 0 (and cheaper than a libm call);
+        // negatives clamp to 0, huge values saturate then clamp.
+        let t = (x - self.params.world.min_x) * self.inv_cell;
+        if t > 0.0 {
+            (t as usize).min(self.cols - 1)
+        } else {
+            0
+        }
     }
 
     /// Row of `z`, clamped into the grid (monotone in `z`).
     #[inline]
     pub(super) fn row(&self, z: f64) -> usize {
-        let r = ((z - self.params.world.min_z) * self.inv_cell).floor();
-        (r.max(0.0) as usize).min(self.rows - 1)
+        let t = (z - self.params.world.min_z) * self.inv_cell;
+        if t > 0.0 {
+            (t as usize).min(self.rows - 1)
+        } else {
+            0
+        }
     }
 
     #[inline]
@@ -180,31 +234,26 @@ impl GridAoi {
             .ok_or(AoiError::UnknownArea(id))
     }
 
+    /// Puts entity `s` into cell `c` (its layout entry goes stale until the
+    /// next rebuild; queries look at it through `layout.relocated`).
     fn cell_insert(&mut self, s: usize, c: usize) {
-        let cell = &mut self.cells[c];
-        self.index_in_cell[s] = cell.slots.len() as u32;
-        cell.xs.push(self.pos[s].x);
-        cell.zs.push(self.pos[s].z);
-        cell.flags.push(self.flags[s]);
-        cell.slots.push(s as u32);
         self.cell_of[s] = c as u32;
         self.cell_stamp[c] = self.tick;
+        self.unlay(s);
     }
 
     fn cell_remove(&mut self, s: usize) {
         let c = self.cell_of[s] as usize;
-        let i = self.index_in_cell[s] as usize;
-        let cell = &mut self.cells[c];
-        debug_assert_eq!(cell.slots[i] as usize, s);
-        cell.xs.swap_remove(i);
-        cell.zs.swap_remove(i);
-        cell.flags.swap_remove(i);
-        cell.slots.swap_remove(i);
-        if let Some(&moved) = cell.slots.get(i) {
-            self.index_in_cell[moved as usize] = i as u32;
-        }
         self.cell_of[s] = NONE;
         self.cell_stamp[c] = self.tick;
+        self.unlay(s);
+    }
+
+    /// Marks `s`'s layout entry stale.
+    fn unlay(&mut self, s: usize) {
+        self.layout.relocated.push(s as u32);
+        self.arr_pos[s] = NONE;
+        self.layout.dirty = true;
     }
 
     fn alloc_entity(&mut self, id: EntityId, pos: Vec3, flags: u64) -> usize {
@@ -221,7 +270,7 @@ impl GridAoi {
             self.pos.push(pos);
             self.flags.push(flags);
             self.cell_of.push(NONE);
-            self.index_in_cell.push(0);
+            self.arr_pos.push(NONE);
             self.ent_stamp.push(0);
             self.alive.push(true);
             self.owned.push(Vec::new());
@@ -308,6 +357,7 @@ impl GridAoi {
         Ok(())
     }
 
+    #[inline]
     pub(super) fn do_set_position(&mut self, id: EntityId, pos: Vec3) -> Result<(), AoiError> {
         check_position(pos)?;
         let s = self.slot(id)?;
@@ -315,25 +365,30 @@ impl GridAoi {
         let c_new = self.cell_index(pos);
         self.pos[s] = pos;
         self.ent_stamp[s] = self.tick;
-        if c_old == c_new {
-            let i = self.index_in_cell[s] as usize;
-            let cell = &mut self.cells[c_old];
-            cell.xs[i] = pos.x;
-            cell.zs[i] = pos.z;
-            self.cell_stamp[c_old] = self.tick;
-        } else {
-            self.cell_remove(s);
+        self.cell_stamp[c_old] = self.tick;
+        if c_old != c_new {
             self.cell_insert(s, c_new);
+        } else if let Some(k) = self.live_entry(s) {
+            self.layout.sx[k] = pos.x;
+            self.layout.sz[k] = pos.z;
         }
         Ok(())
+    }
+
+    /// The entity's layout entry, if it has a current one.
+    #[inline]
+    pub(super) fn live_entry(&self, s: usize) -> Option<usize> {
+        let k = self.arr_pos[s];
+        (k != NONE).then_some(k as usize)
     }
 
     pub(super) fn do_set_flags(&mut self, id: EntityId, flags: u64) -> Result<(), AoiError> {
         let s = self.slot(id)?;
         if self.flags[s] != flags {
             self.flags[s] = flags;
-            let (c, i) = (self.cell_of[s] as usize, self.index_in_cell[s] as usize);
-            self.cells[c].flags[i] = flags;
+            if let Some(k) = self.live_entry(s) {
+                self.layout.sflags[k] = flags;
+            }
             self.ent_stamp[s] = self.tick;
             self.cell_stamp[self.cell_of[s] as usize] = self.tick;
         }
@@ -472,25 +527,29 @@ impl GridAoi {
     /// On any broken invariant.
     pub fn verify(&self) {
         use std::collections::BTreeSet;
-        let mut in_cells = 0;
-        for (c, cell) in self.cells.iter().enumerate() {
-            assert!(cell.xs.len() == cell.slots.len() && cell.zs.len() == cell.slots.len());
-            assert_eq!(cell.flags.len(), cell.slots.len());
-            for (i, &s) in cell.slots.iter().enumerate() {
-                let s = s as usize;
-                assert!(self.alive[s], "dead entity in a cell");
-                assert_eq!(
-                    (self.cell_of[s] as usize, self.index_in_cell[s] as usize),
-                    (c, i)
-                );
+        let l = &self.layout;
+        assert!(
+            !l.dirty && l.relocated.is_empty(),
+            "layout rebuilt at update"
+        );
+        assert_eq!(
+            *l.cell_start.last().expect("sentinel") as usize,
+            l.sslot.len()
+        );
+        for c in 0..self.cols * self.rows {
+            for k in l.cell_start[c] as usize..l.cell_start[c + 1] as usize {
+                let s = l.sslot[k] as usize;
+                assert!(self.alive[s], "dead entity in the layout");
+                assert_eq!((self.cell_of[s] as usize, self.arr_pos[s] as usize), (c, k));
                 assert_eq!(self.cell_index(self.pos[s]), c, "entity in the wrong cell");
-                assert_eq!((cell.xs[i], cell.zs[i]), (self.pos[s].x, self.pos[s].z));
-                assert_eq!(cell.flags[i], self.flags[s]);
+                assert_eq!(
+                    (l.sx[k], l.sz[k], l.sflags[k]),
+                    (self.pos[s].x, self.pos[s].z, self.flags[s])
+                );
                 assert_eq!(self.ids.get(self.ent_id[s]), Some(s as u32));
-                in_cells += 1;
             }
         }
-        assert_eq!(in_cells, self.live_ents);
+        assert_eq!(l.sslot.len(), self.live_ents);
         assert_eq!(self.ids.len(), self.live_ents);
         assert!(self.dead_ents.is_empty() && self.dead_areas.is_empty());
         let mut forced_by = vec![0u32; self.pos.len()];

@@ -11,7 +11,7 @@
 //! it is rebuilt and the changes are reported leaves first, each group by
 //! entity id.
 
-use super::grid::{Area, GridAoi, GridCell};
+use super::grid::{Area, GridAoi, NONE};
 use super::types::{AoiError, AoiEvent, AreaId, AreaSpec, EventKind, FlagFilter};
 use super::AoiIndex;
 use crate::core::geom::{Shape, Vec3};
@@ -20,6 +20,11 @@ use crate::core::ids::EntityId;
 /// Reused buffers of the recompute (no allocation per update once warm).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Scratch {
+    /// Layout indices within the leave radius, and their `d2`.
+    hits: Vec<u32>,
+    hit_d2: Vec<f64>,
+    /// Rebuild cursor per cell.
+    cursor: Vec<u32>,
     enters: Vec<u32>,
     qual: Vec<(f64, u32)>,
     ids: Vec<EntityId>,
@@ -28,46 +33,82 @@ pub(super) struct Scratch {
 /// Inclusive cell ranges `(col0, col1, row0, row1)` and the padded radius.
 type Range = (usize, usize, usize, usize);
 
-/// Squared distance from `p` to grid cell `(cx, cz)` of `g`; edge cells
-/// reach out to infinity (they hold the clamped outsiders).
-#[inline]
-fn cell_dist2(g: &GridGeom, cx: usize, cz: usize, p: Vec3) -> f64 {
-    let axis = |c: usize, n: usize, min: f64, v: f64| {
-        let lo = if c == 0 {
+impl GridAoi {
+    /// Distance along z from `z` to row `r` (0 inside; edge rows reach out
+    /// to infinity, they hold the clamped outsiders).
+    #[inline]
+    fn row_gap(&self, r: usize, z: f64) -> f64 {
+        let (s, min) = (self.params.grid_cell_m, self.params.world.min_z);
+        let lo = if r == 0 {
             f64::NEG_INFINITY
         } else {
-            min + c as f64 * g.cell_m
+            min + r as f64 * s
         };
-        let hi = if c + 1 == n {
+        let hi = if r + 1 == self.rows {
             f64::INFINITY
         } else {
-            min + (c + 1) as f64 * g.cell_m
+            min + (r + 1) as f64 * s
         };
-        (lo - v).max(0.0).max(v - hi)
-    };
-    let dx = axis(cx, g.cols, g.min_x, p.x);
-    let dz = axis(cz, g.rows, g.min_z, p.z);
-    dx * dx + dz * dz
-}
+        (lo - z).max(0.0).max(z - hi)
+    }
 
-/// The grid's shape, copied out so the scan can borrow the rest mutably.
-struct GridGeom {
-    cols: usize,
-    rows: usize,
-    min_x: f64,
-    min_z: f64,
-    cell_m: f64,
-}
-
-impl GridAoi {
-    fn geom(&self) -> GridGeom {
-        GridGeom {
-            cols: self.cols,
-            rows: self.rows,
-            min_x: self.params.world.min_x,
-            min_z: self.params.world.min_z,
-            cell_m: self.params.grid_cell_m,
+    /// The layout range of row `r` holding every entity within `pad` of `p`
+    /// (columns narrowed to the circle's chord over the row), or `None`.
+    #[inline]
+    fn row_span(&self, r: usize, p: Vec3, pad: f64) -> Option<(usize, usize)> {
+        let dz = self.row_gap(r, p.z);
+        let h2 = pad * pad - dz * dz;
+        if h2 < 0.0 {
+            return None;
         }
+        // Widen the chord a hair so rounding never drops a rim point.
+        let hw = h2.sqrt() * (1.0 + 1e-12) + pad * 1e-12;
+        let base = r * self.cols;
+        let start = &self.layout.cell_start;
+        let (c0, c1) = (self.col(p.x - hw), self.col(p.x + hw));
+        Some((start[base + c0] as usize, start[base + c1 + 1] as usize))
+    }
+
+    /// Re-sorts the entities by cell when anything changed cell, was added
+    /// or removed since the last rebuild (a counting sort, O(N + cells)).
+    fn rebuild_layout(&mut self) {
+        if !self.layout.dirty {
+            return;
+        }
+        let l = &mut self.layout;
+        l.cell_start.fill(0);
+        for (s, &c) in self.cell_of.iter().enumerate() {
+            if self.alive[s] {
+                l.cell_start[c as usize + 1] += 1;
+            }
+        }
+        for c in 1..l.cell_start.len() {
+            l.cell_start[c] += l.cell_start[c - 1];
+        }
+        let n = self.live_ents;
+        l.sx.resize(n, 0.0);
+        l.sz.resize(n, 0.0);
+        l.sflags.resize(n, 0);
+        l.sslot.resize(n, 0);
+        let cursor = &mut self.scratch.cursor;
+        cursor.clear();
+        cursor.extend_from_slice(&l.cell_start);
+        for (s, &c) in self.cell_of.iter().enumerate() {
+            if self.alive[s] {
+                let k = cursor[c as usize] as usize;
+                cursor[c as usize] += 1;
+                l.sx[k] = self.pos[s].x;
+                l.sz[k] = self.pos[s].z;
+                l.sflags[k] = self.flags[s];
+                l.sslot[k] = s as u32;
+                self.arr_pos[s] = k as u32;
+            }
+        }
+        l.relocated.clear();
+        l.dirty = false;
+        let sc = &mut self.scratch;
+        sc.hits.resize(n, 0);
+        sc.hit_d2.resize(n, 0.0);
     }
 
     fn next_mark_base(&mut self) -> u32 {
@@ -104,6 +145,7 @@ impl GridAoi {
 
     pub(super) fn do_update(&mut self, out: &mut Vec<AoiEvent>) {
         out.clear();
+        self.rebuild_layout();
         for k in 0..self.order.len() {
             let a = self.order[k] as usize;
             let area = &self.areas[a];
@@ -133,55 +175,62 @@ impl GridAoi {
         }
     }
 
-    /// One pass over the candidate cells: marks kept members `base + 2`,
+    /// Collects the layout entries within the (padded) leave radius of the
+    /// owner into `scratch.hits` / `hit_d2`, branch-free; returns the count.
+    fn gather(&mut self, p: Vec3, rl: f64, rl2: f64) -> usize {
+        let ((_, _, r0, r1), pad) = self.cell_range(p, rl);
+        let mut n = 0;
+        for r in r0..=r1 {
+            let Some((k0, k1)) = self.row_span(r, p, pad) else {
+                continue;
+            };
+            let l = &self.layout;
+            let (hits, hit_d2) = (&mut self.scratch.hits, &mut self.scratch.hit_d2);
+            for (k, (&x, &z)) in (k0..k1).zip(l.sx[k0..k1].iter().zip(&l.sz[k0..k1])) {
+                let (dx, dz) = (p.x - x, p.z - z);
+                let d2 = dx * dx + dz * dz;
+                hits[n] = k as u32;
+                hit_d2[n] = d2;
+                n += (d2 <= rl2) as usize;
+            }
+        }
+        n
+    }
+
+    /// One pass over the gathered entries: marks kept members `base + 2`,
     /// appends newcomers to `scratch.enters` and, for capped areas, every
     /// qualifying non-forced entity to `scratch.qual`. Returns the kept count.
     fn scan(&mut self, a: usize, base: u32) -> usize {
         let area = &self.areas[a];
         let owner = area.owner;
         let p = self.pos[owner as usize];
-        let ((c0, c1, r0, r1), pad) = self.cell_range(p, area.rl);
-        let pad2 = pad * pad;
-        let (re2, rl2, filter) = (area.re2, area.rl2, area.spec.filter);
-        let band = area.spec.height;
+        let (re2, filter, band) = (area.re2, area.spec.filter, area.spec.height);
         let capped = area.cap != usize::MAX;
-        let g = self.geom();
-        let (cells, pos) = (&self.cells, &self.pos);
+        let n = self.gather(p, area.rl, area.rl2);
+        let (l, pos) = (&self.layout, &self.pos);
         let (sc, mark) = (&mut self.scratch, &mut self.mark);
         sc.qual.clear();
         let mut kept = 0;
-        for r in r0..=r1 {
-            for c in c0..=c1 {
-                if cell_dist2(&g, c, r, p) > pad2 {
-                    continue;
-                }
-                let cell: &GridCell = &cells[r * g.cols + c];
-                let xz = cell.xs.iter().zip(&cell.zs);
-                for ((&x, &z), (&j, &f)) in xz.zip(cell.slots.iter().zip(&cell.flags)) {
-                    let (dx, dz) = (p.x - x, p.z - z);
-                    let d2 = dx * dx + dz * dz;
-                    if d2 > rl2 {
-                        continue;
-                    }
-                    let m = mark[j as usize];
-                    if m == base + 1 || j == owner || !filter.accepts(f) {
-                        continue;
-                    }
-                    if band.is_some_and(|b| !b.accepts(p.y, pos[j as usize].y)) {
-                        continue;
-                    }
-                    if m == base {
-                        mark[j as usize] = base + 2;
-                        kept += 1;
-                    } else if d2 <= re2 {
-                        sc.enters.push(j);
-                    } else {
-                        continue;
-                    }
-                    if capped {
-                        sc.qual.push((d2, j));
-                    }
-                }
+        for i in 0..n {
+            let (k, d2) = (sc.hits[i] as usize, sc.hit_d2[i]);
+            let j = l.sslot[k];
+            let m = mark[j as usize];
+            if m == base + 1 || j == owner || !filter.accepts(l.sflags[k]) {
+                continue;
+            }
+            if band.is_some_and(|b| !b.accepts(p.y, pos[j as usize].y)) {
+                continue;
+            }
+            if m == base {
+                mark[j as usize] = base + 2;
+                kept += 1;
+            } else if d2 <= re2 {
+                sc.enters.push(j);
+            } else {
+                continue;
+            }
+            if capped {
+                sc.qual.push((d2, j));
             }
         }
         kept
@@ -271,6 +320,8 @@ impl GridAoi {
         kept
     }
 
+    /// Shape query over the layout (skipping stale entries) plus the
+    /// entities relocated since the last rebuild.
     fn do_query(
         &self,
         shape: &Shape,
@@ -283,14 +334,28 @@ impl GridAoi {
         let pad = (b.min_x.abs() + b.max_x.abs() + b.min_z.abs() + b.max_z.abs()) * 1e-12 + 1e-9;
         let (c0, c1) = (self.col(b.min_x - pad), self.col(b.max_x + pad));
         let (r0, r1) = (self.row(b.min_z - pad), self.row(b.max_z + pad));
+        let l = &self.layout;
+        let mut consider = |s: usize| {
+            if filter.accepts(self.flags[s]) && shape.contains(self.pos[s]) {
+                out.push(self.ent_id[s]);
+            }
+        };
         for r in r0..=r1 {
-            for cell in &self.cells[r * self.cols + c0..=r * self.cols + c1] {
-                for (&j, &f) in cell.slots.iter().zip(&cell.flags) {
-                    let j = j as usize;
-                    if filter.accepts(f) && shape.contains(self.pos[j]) {
-                        out.push(self.ent_id[j]);
-                    }
+            let (k0, k1) = (
+                l.cell_start[r * self.cols + c0],
+                l.cell_start[r * self.cols + c1 + 1],
+            );
+            for k in k0 as usize..k1 as usize {
+                let s = l.sslot[k] as usize;
+                if self.arr_pos[s] as usize == k {
+                    consider(s);
                 }
+            }
+        }
+        for &s in &l.relocated.slots {
+            let s = s as usize;
+            if self.alive[s] && self.arr_pos[s] == NONE {
+                consider(s);
             }
         }
         out.sort_unstable();
