@@ -6,10 +6,11 @@
 //!
 //! Environment: `AOI_BENCH_REPS` (default 3) repetitions of each grid run,
 //! best reported with the spread; `AOI_BENCH_CELL` overrides the grid cell
-//! (default: the area radius); `AOI_BENCH_ONLY=a,c` picks configurations.
+//! (default: the area radius); `AOI_BENCH_SKIN` overrides the watch-list skin
+//! (default [`AoiParams::skin_m`]); `AOI_BENCH_ONLY=a,c` picks configurations.
 //! The last line of output is one JSON object.
 
-use tessera::core::aoi::{BruteAoi, GridAoi};
+use tessera::core::aoi::{AoiParams, BruteAoi, GridAoi};
 use tessera_bench::{
     close, drive, params_for, setup, walk_only, RunStats, Walkers, Workload, CONFIGS, REFERENCES,
 };
@@ -37,7 +38,11 @@ fn grid_run(w: &Workload, cell_m: f64) -> RunStats {
             w.name
         );
     }
-    let mut aoi = GridAoi::new(params_for(w, cell_m)).expect("params");
+    let mut params = params_for(w, cell_m);
+    if let Some(skin) = env_f64("AOI_BENCH_SKIN") {
+        params.skin_m = skin;
+    }
+    let mut aoi = GridAoi::new(params).expect("params");
     let pairs0 = setup(&mut aoi, &walkers, w, &mut ev);
     assert_eq!(pairs0, r.pairs_tick0, "{}: tick-0 pairs", w.name);
     let st = drive(&mut aoi, &mut walkers, w.ticks, pairs0, &mut ev);

@@ -92,6 +92,26 @@ pub(super) struct Area {
     pub forced: Vec<u32>,
     pub dirty: bool,
     pub alive: bool,
+    /// The watch list (see `grid_kinetic.rs`).
+    pub watch: Vec<Watch>,
+    /// Area clock at the last full recompute.
+    pub g_build: f64,
+    /// Clock advance of the ticks this area sat idle (its clock is
+    /// `g_clock - g_idle`).
+    pub g_idle: f64,
+    /// Smallest deadline in `watch`.
+    pub min_deadline: f64,
+    /// The watch list may be used (false while the cap limits the set).
+    pub kinetic_ok: bool,
+}
+
+/// One watched entity of an area: re-check it once the area clock reaches
+/// `deadline`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Watch {
+    pub deadline: f64,
+    pub slot: u32,
+    pub member: bool,
 }
 
 /// The production AOI index (see the module doc).
@@ -138,6 +158,22 @@ pub struct GridAoi {
 
     /// The current tick (changes since the last update carry it).
     pub(super) tick: u64,
+    /// Entity positions at the last update (to measure each step).
+    pub(super) last_pos: Vec<Vec3>,
+    /// Tick of the entity's last structural change (added, jumped, height
+    /// or flags changed).
+    pub(super) ent_struct: Vec<u64>,
+    /// Tick of the last structural change in the cell.
+    pub(super) cell_struct: Vec<u64>,
+    /// Any structural change in this tick.
+    pub(super) any_struct: bool,
+    /// Entities moved since the last update (each once, see `moved_tick`).
+    pub(super) movers: Vec<u32>,
+    pub(super) moved_tick: Vec<u64>,
+    /// The movement clock: sum over updates of the longest ordinary step.
+    pub(super) g_clock: f64,
+    /// This update's advance of the clock.
+    pub(super) dg: f64,
     pub(super) scratch: super::grid_update::Scratch,
 }
 
@@ -181,6 +217,14 @@ impl GridAoi {
             dead_areas: Vec::new(),
             next_area: 1,
             tick: 1,
+            last_pos: Vec::new(),
+            ent_struct: Vec::new(),
+            cell_struct: vec![0; cols * rows],
+            any_struct: false,
+            movers: Vec::new(),
+            moved_tick: Vec::new(),
+            g_clock: 0.0,
+            dg: 0.0,
             scratch: Default::default(),
         })
     }
@@ -249,6 +293,13 @@ impl GridAoi {
         self.unlay(s);
     }
 
+    /// Records a structural change of entity `s` in cell `c`.
+    pub(super) fn mark_struct(&mut self, s: usize, c: usize) {
+        self.ent_struct[s] = self.tick;
+        self.cell_struct[c] = self.tick;
+        self.any_struct = true;
+    }
+
     /// Marks `s`'s layout entry stale.
     fn unlay(&mut self, s: usize) {
         self.layout.relocated.push(s as u32);
@@ -263,6 +314,7 @@ impl GridAoi {
             self.pos[s] = pos;
             self.flags[s] = flags;
             self.alive[s] = true;
+            self.last_pos[s] = pos;
             debug_assert!(self.owned[s].is_empty());
             s
         } else {
@@ -272,6 +324,9 @@ impl GridAoi {
             self.cell_of.push(NONE);
             self.arr_pos.push(NONE);
             self.ent_stamp.push(0);
+            self.last_pos.push(pos);
+            self.ent_struct.push(0);
+            self.moved_tick.push(0);
             self.alive.push(true);
             self.owned.push(Vec::new());
             self.forced_by.push(0);
@@ -329,6 +384,7 @@ impl GridAoi {
         self.ent_stamp[s] = self.tick;
         let c = self.cell_index(pos);
         self.cell_insert(s, c);
+        self.mark_struct(s, c);
         Ok(())
     }
 
@@ -336,6 +392,9 @@ impl GridAoi {
         let s = self.slot(id)?;
         self.ids.remove(id);
         self.live_ents -= 1;
+        // Structural where it is and where the areas last saw it.
+        self.mark_struct(s, self.cell_of[s] as usize);
+        self.mark_struct(s, self.cell_index(self.last_pos[s]));
         self.cell_remove(s);
         self.alive[s] = false;
         self.ent_stamp[s] = self.tick;
@@ -365,6 +424,10 @@ impl GridAoi {
         let c_new = self.cell_index(pos);
         self.pos[s] = pos;
         self.ent_stamp[s] = self.tick;
+        if self.moved_tick[s] != self.tick {
+            self.moved_tick[s] = self.tick;
+            self.movers.push(s as u32);
+        }
         self.cell_stamp[c_old] = self.tick;
         if c_old != c_new {
             self.cell_insert(s, c_new);
@@ -389,6 +452,7 @@ impl GridAoi {
             if let Some(k) = self.live_entry(s) {
                 self.layout.sflags[k] = flags;
             }
+            self.mark_struct(s, self.cell_of[s] as usize);
             self.ent_stamp[s] = self.tick;
             self.cell_stamp[self.cell_of[s] as usize] = self.tick;
         }
@@ -429,6 +493,11 @@ impl GridAoi {
             forced: Vec::new(),
             dirty: true,
             alive: true,
+            watch: Vec::new(),
+            g_build: 0.0,
+            g_idle: 0.0,
+            min_deadline: 0.0,
+            kinetic_ok: false,
         };
         set_spec(&mut area, spec);
         let a = match self.free_areas.pop() {
@@ -438,6 +507,8 @@ impl GridAoi {
                 let fresh = &mut self.areas[a as usize];
                 fresh.members = old.members;
                 fresh.forced = old.forced;
+                fresh.watch = old.watch;
+                fresh.watch.clear();
                 a as usize
             }
             None => {
@@ -520,7 +591,8 @@ fn set_spec(area: &mut Area, spec: AreaSpec) {
 }
 
 impl GridAoi {
-    /// Checks the whole structure (slots, cells, id map, areas); costly, for
+    /// Checks the whole structure (slots, cells, id map, areas, watch lists);
+    /// costly, for
     /// tests and the `verify` feature. Call it right after an update.
     ///
     /// # Panics
@@ -571,6 +643,24 @@ impl GridAoi {
             assert!(area.members.len() <= area.cap.max(area.forced.len()));
             for &m in &area.members {
                 assert!(self.alive[m as usize], "member is dead after update");
+            }
+            if area.kinetic_ok {
+                // Every plain member is watched as a member, nothing else is.
+                let watched: BTreeSet<u32> = area
+                    .watch
+                    .iter()
+                    .filter(|w| w.member)
+                    .map(|w| w.slot)
+                    .collect();
+                let forced: BTreeSet<u32> = area.forced.iter().copied().collect();
+                let plain: BTreeSet<u32> = members.difference(&forced).copied().collect();
+                assert_eq!(watched, plain, "watch list out of step with the set");
+                let min = area
+                    .watch
+                    .iter()
+                    .map(|w| w.deadline)
+                    .fold(f64::INFINITY, f64::min);
+                assert!(area.min_deadline <= min, "stale min deadline");
             }
         }
         assert_eq!(self.order.len(), self.area_slot.len());

@@ -20,14 +20,17 @@ use crate::core::ids::EntityId;
 /// Reused buffers of the recompute (no allocation per update once warm).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Scratch {
-    /// Layout indices within the leave radius, and their `d2`.
+    /// Layout indices within the watch radius, and their `d2`.
     hits: Vec<u32>,
     hit_d2: Vec<f64>,
     /// Rebuild cursor per cell.
     cursor: Vec<u32>,
-    enters: Vec<u32>,
+    pub enters: Vec<u32>,
+    pub leaves: Vec<u32>,
     qual: Vec<(f64, u32)>,
-    ids: Vec<EntityId>,
+    /// Entities passing the filters within the watch radius, with `d2`.
+    pub cands: Vec<(u32, f64)>,
+    pub ids: Vec<EntityId>,
 }
 
 /// Inclusive cell ranges `(col0, col1, row0, row1)` and the padded radius.
@@ -111,7 +114,7 @@ impl GridAoi {
         sc.hit_d2.resize(n, 0.0);
     }
 
-    fn next_mark_base(&mut self) -> u32 {
+    pub(super) fn next_mark_base(&mut self) -> u32 {
         if self.mark_base > u32::MAX - 8 {
             self.mark.fill(0);
             self.mark_base = 0;
@@ -134,27 +137,61 @@ impl GridAoi {
         (range, pad)
     }
 
-    fn needs_recompute(&self, area: &Area) -> bool {
-        let owner = area.owner as usize;
-        if area.dirty || self.ent_stamp[owner] == self.tick {
-            return true;
-        }
-        let ((c0, c1, r0, r1), _) = self.cell_range(self.pos[owner], area.rl);
-        (r0..=r1).any(|r| (c0..=c1).any(|c| self.cell_stamp[r * self.cols + c] == self.tick))
+    /// True when some cell within `r` of `p` has a stamp of this tick.
+    fn stamped_near(&self, stamps: &[u64], p: Vec3, r: f64) -> bool {
+        let ((c0, c1, r0, r1), _) = self.cell_range(p, r);
+        (r0..=r1).any(|r| (c0..=c1).any(|c| stamps[r * self.cols + c] == self.tick))
     }
 
+    /// False when nothing within the watch radius changed this tick (the
+    /// area then sits the tick out and its clock does not advance).
+    fn needs_recompute(&self, area: &Area) -> bool {
+        let owner = area.owner as usize;
+        area.dirty
+            || self.ent_stamp[owner] == self.tick
+            || self.stamped_near(
+                &self.cell_stamp,
+                self.pos[owner],
+                area.rl + self.params.skin_m,
+            )
+    }
+
+    /// True when the watch list cannot be trusted at area clock `g`.
+    fn needs_full(&self, area: &Area, g: f64) -> bool {
+        let owner = area.owner as usize;
+        let skin = self.params.skin_m;
+        area.dirty
+            || !area.kinetic_ok
+            || self.ent_struct[owner] == self.tick
+            || g - area.g_build >= 0.5 * skin * (1.0 - 1e-9)
+            || (self.any_struct
+                && self.stamped_near(&self.cell_struct, self.pos[owner], area.rl + 2.0 * skin))
+    }
+
+    /// Updates every area: idle ones sit out, the others re-check their due
+    /// watched pairs or rescan in full (see `grid_kinetic.rs`).
     pub(super) fn do_update(&mut self, out: &mut Vec<AoiEvent>) {
         out.clear();
+        self.classify_movers();
         self.rebuild_layout();
         for k in 0..self.order.len() {
             let a = self.order[k] as usize;
             let area = &self.areas[a];
-            if area.alive && self.needs_recompute(area) {
-                self.recompute(a, out);
+            if !area.alive {
+                continue;
+            }
+            if !self.needs_recompute(area) {
+                self.areas[a].g_idle += self.dg;
+                continue;
+            }
+            let g = self.g_clock - area.g_idle;
+            if self.needs_full(area, g) || !self.kinetic(a, g, out) {
+                self.recompute(a, g, out);
             }
             self.areas[a].dirty = false;
         }
         self.reclaim();
+        self.any_struct = false;
         self.tick += 1;
     }
 
@@ -206,10 +243,13 @@ impl GridAoi {
         let p = self.pos[owner as usize];
         let (re2, filter, band) = (area.re2, area.spec.filter, area.spec.height);
         let capped = area.cap != usize::MAX;
-        let n = self.gather(p, area.rl, area.rl2);
+        let rl2 = area.rl2;
+        let outer = area.rl + self.params.skin_m;
+        let n = self.gather(p, outer, outer * outer);
         let (l, pos) = (&self.layout, &self.pos);
         let (sc, mark) = (&mut self.scratch, &mut self.mark);
         sc.qual.clear();
+        sc.cands.clear();
         let mut kept = 0;
         for i in 0..n {
             let (k, d2) = (sc.hits[i] as usize, sc.hit_d2[i]);
@@ -219,6 +259,10 @@ impl GridAoi {
                 continue;
             }
             if band.is_some_and(|b| !b.accepts(p.y, pos[j as usize].y)) {
+                continue;
+            }
+            sc.cands.push((j, d2));
+            if d2 > rl2 {
                 continue;
             }
             if m == base {
@@ -236,7 +280,15 @@ impl GridAoi {
         kept
     }
 
-    fn recompute(&mut self, a: usize, out: &mut Vec<AoiEvent>) {
+    /// Full recompute of area `a` at area clock `g`: rescans the cells,
+    /// reports the changes and rebuilds the watch list.
+    fn recompute(&mut self, a: usize, g: f64, out: &mut Vec<AoiEvent>) {
+        let limited = self.recompute_set(a, out);
+        self.build_watch(a, g, limited);
+    }
+
+    /// Rescans and reports; returns whether the cap cut the set.
+    fn recompute_set(&mut self, a: usize, out: &mut Vec<AoiEvent>) -> bool {
         let base = self.next_mark_base();
         self.mark_members(a, base);
         let newly_forced = self.scratch.enters.len();
@@ -244,7 +296,8 @@ impl GridAoi {
         let area = &self.areas[a];
         let forced_n = area.forced.len();
         let qualifying = forced_n + kept + self.scratch.enters.len() - newly_forced;
-        let kept = if qualifying > area.cap {
+        let limited = qualifying > area.cap;
+        let kept = if limited {
             self.select_capped(a, base, newly_forced)
         } else {
             kept
@@ -253,7 +306,7 @@ impl GridAoi {
         let old_plain = area.members.len() - (forced_n - newly_forced);
         let (leaves, enters) = (old_plain - kept, self.scratch.enters.len());
         if leaves == 0 && enters == 0 {
-            return;
+            return limited;
         }
         let (mark, ids, ent_id) = (&self.mark, &mut self.scratch.ids, &self.ent_id);
         let (aid, owner) = (area.id, ent_id[area.owner as usize]);
@@ -280,6 +333,7 @@ impl GridAoi {
         }
         ids.sort_unstable();
         out.extend(ids.iter().map(|&e| ev(EventKind::Enter, e)));
+        limited
     }
 
     /// More qualify than the cap: keeps the forced, then the nearest

@@ -47,6 +47,7 @@
 
 mod brute;
 mod grid;
+mod grid_kinetic;
 mod grid_update;
 mod idmap;
 mod types;

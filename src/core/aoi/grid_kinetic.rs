@@ -1,0 +1,181 @@
+//! The watch lists of [`GridAoi`]: Verlet lists with a deadline per pair,
+//! so a tick re-checks only the pairs that could have crossed a rim.
+//!
+//! # The movement clock
+//!
+//! At each update every entity's step (ground distance since the previous
+//! update) is measured. A step longer than `skin_m / 2`, or any height
+//! change, is a *jump*: it stamps the cells at both ends as structural, and
+//! every area within `leave + 2 * skin` of such a cell rescans in full. The
+//! longest ordinary step advances the clock `g_clock`. An area whose
+//! neighbourhood (`leave + skin`) saw no change in a tick does not advance its
+//! own clock (`g_idle` holds what it skipped).
+//!
+//! # Deadlines
+//!
+//! A full rescan lists every entity within `leave + skin` that passes the
+//! filters (the *watch list*) and gives each a deadline: its area clock now
+//! plus half its *slack*, the distance it must cover relative to the owner
+//! before its status can change (`leave - d` for a member,
+//! `min(d, leave + skin) - enter` otherwise). Owner and entity each cover at
+//! most the clock's advance, so before the deadline nothing can have changed.
+//! An entity outside the list was farther than `leave + skin`; it cannot reach
+//! the enter radius before the owner's clock advanced `skin / 2` since the
+//! rescan, when the list expires and the area rescans. Every slack is padded
+//! against rounding. Flag changes, additions, removals and forcing are
+//! structural (rescans), so the filters checked at the rescan hold.
+//!
+//! This file owns the clock, the deadline rule and the watch-list pass; it
+//! must not touch the layout or the id maps.
+
+use super::grid::{GridAoi, Watch};
+use super::types::{dist2, AoiEvent, EventKind};
+use crate::core::geom::Vec3;
+
+/// Rounding allowance for slacks computed around `p` at clock `g`.
+#[inline]
+pub(super) fn slack_eps(p: Vec3, outer: f64, g: f64) -> f64 {
+    1e-9 * (1.0 + p.x.abs() + p.z.abs() + outer) + g * 1e-14
+}
+
+/// The deadline of a pair at squared distance `d2`, checked at clock `g`.
+#[inline]
+pub(super) fn deadline(g: f64, member: bool, d2: f64, radii: (f64, f64, f64), eps: f64) -> f64 {
+    let (re, rl, outer) = radii;
+    let d = d2.sqrt();
+    let slack = if member { rl - d } else { d.min(outer) - re };
+    g + 0.5 * slack - eps
+}
+
+impl GridAoi {
+    /// Measures the steps since the last update, stamps the jumps and
+    /// advances the movement clock.
+    pub(super) fn classify_movers(&mut self) {
+        let tau = self.params.skin_m * 0.5;
+        let mut dg = 0.0f64;
+        for i in 0..self.movers.len() {
+            let s = self.movers[i] as usize;
+            if !self.alive[s] {
+                continue;
+            }
+            let (from, to) = (self.last_pos[s], self.pos[s]);
+            self.last_pos[s] = to;
+            let step = dist2(from, to).sqrt();
+            if step > tau || from.y != to.y {
+                let c_from = self.cell_index(from);
+                self.mark_struct(s, c_from);
+                self.mark_struct(s, self.cell_of[s] as usize);
+            } else {
+                dg = dg.max(step);
+            }
+        }
+        self.movers.clear();
+        self.dg = if dg > 0.0 {
+            dg * (1.0 + 1e-9) + 1e-12
+        } else {
+            0.0
+        };
+        self.g_clock += self.dg;
+    }
+
+    /// Rebuilds area `a`'s watch list from `scratch.cands` after a full
+    /// recompute at area clock `g`; `limited` says the cap cut the set.
+    pub(super) fn build_watch(&mut self, a: usize, g: f64, limited: bool) {
+        let base = self.next_mark_base();
+        let area = &mut self.areas[a];
+        for &m in &area.members {
+            self.mark[m as usize] = base;
+        }
+        let p = self.pos[area.owner as usize];
+        let outer = area.rl + self.params.skin_m;
+        let radii = (area.spec.radius_m, area.rl, outer);
+        let eps = slack_eps(p, outer, g);
+        area.watch.clear();
+        let mut min_deadline = f64::INFINITY;
+        for &(j, d2) in &self.scratch.cands {
+            let member = self.mark[j as usize] == base;
+            let deadline = deadline(g, member, d2, radii, eps);
+            min_deadline = min_deadline.min(deadline);
+            area.watch.push(Watch {
+                deadline,
+                slot: j,
+                member,
+            });
+        }
+        area.min_deadline = min_deadline;
+        area.g_build = g;
+        area.kinetic_ok = !limited;
+    }
+
+    /// Re-checks the due entries of area `a`'s watch list at area clock `g`
+    /// and reports the changes. Returns false, having reported nothing, when
+    /// the changes would break the cap (the caller then rescans in full).
+    pub(super) fn kinetic(&mut self, a: usize, g: f64, out: &mut Vec<AoiEvent>) -> bool {
+        let area = &mut self.areas[a];
+        if g < area.min_deadline {
+            return true;
+        }
+        let p = self.pos[area.owner as usize];
+        let outer = area.rl + self.params.skin_m;
+        let radii = (area.spec.radius_m, area.rl, outer);
+        let (re2, rl2, filter, band) = (area.re2, area.rl2, area.spec.filter, area.spec.height);
+        let eps = slack_eps(p, outer, g);
+        let sc = &mut self.scratch;
+        sc.leaves.clear();
+        sc.enters.clear();
+        let mut min_deadline = f64::INFINITY;
+        for w in area.watch.iter_mut() {
+            if w.deadline <= g {
+                let j = w.slot as usize;
+                let e = self.pos[j];
+                let passes = self.alive[j]
+                    && filter.accepts(self.flags[j])
+                    && band.is_none_or(|b| b.accepts(p.y, e.y));
+                if passes {
+                    let d2 = dist2(p, e);
+                    if w.member && d2 > rl2 {
+                        w.member = false;
+                        sc.leaves.push(w.slot);
+                    } else if !w.member && d2 <= re2 {
+                        w.member = true;
+                        sc.enters.push(w.slot);
+                    }
+                    w.deadline = deadline(g, w.member, d2, radii, eps);
+                } else {
+                    // A removed entity or a reused slot: never a member here
+                    // (members are structural neighbours, rescanned in full).
+                    debug_assert!(!w.member, "a watched member vanished without a rescan");
+                    w.deadline = f64::INFINITY;
+                }
+            }
+            min_deadline = min_deadline.min(w.deadline);
+        }
+        area.min_deadline = min_deadline;
+        let (leaves, enters) = (sc.leaves.len(), sc.enters.len());
+        if leaves == 0 && enters == 0 {
+            return true;
+        }
+        if area.cap != usize::MAX && area.members.len() - leaves + enters > area.cap {
+            return false;
+        }
+        let (aid, owner) = (area.id, self.ent_id[area.owner as usize]);
+        let ev = |kind, entity| AoiEvent {
+            area: aid,
+            owner,
+            entity,
+            kind,
+        };
+        let ids = &mut sc.ids;
+        ids.clear();
+        ids.extend(sc.leaves.iter().map(|&j| self.ent_id[j as usize]));
+        ids.sort_unstable();
+        out.extend(ids.iter().map(|&e| ev(EventKind::Leave, e)));
+        area.members.retain(|m| !sc.leaves.contains(m));
+        ids.clear();
+        ids.extend(sc.enters.iter().map(|&j| self.ent_id[j as usize]));
+        ids.sort_unstable();
+        out.extend(ids.iter().map(|&e| ev(EventKind::Enter, e)));
+        area.members.extend_from_slice(&sc.enters);
+        true
+    }
+}
