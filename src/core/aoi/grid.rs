@@ -99,19 +99,55 @@ pub(super) struct Area {
     /// Clock advance of the ticks this area sat idle (its clock is
     /// `g_clock - g_idle`).
     pub g_idle: f64,
-    /// Smallest deadline in `watch`.
-    pub min_deadline: f64,
+    /// Smallest `rel` in `watch`.
+    pub min_rel: f64,
     /// The watch list may be used (false while the cap limits the set).
     pub kinetic_ok: bool,
 }
 
-/// One watched entity of an area: re-check it once the area clock reaches
-/// `deadline`.
+/// One watched entity of an area, 8 bytes: re-check it once the area clock
+/// reaches `g_build + rel` (`rel` rounded down, so never late).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Watch {
-    pub deadline: f64,
-    pub slot: u32,
-    pub member: bool,
+    pub rel: f32,
+    /// `slot << 1 | member`.
+    pub key: u32,
+}
+
+impl Watch {
+    /// A watch on `slot` due at `g_build + rel`.
+    pub fn new(rel: f64, slot: u32, member: bool) -> Self {
+        debug_assert!(slot < 1 << 31);
+        Watch {
+            rel: f32_at_most(rel),
+            key: slot << 1 | member as u32,
+        }
+    }
+
+    #[inline]
+    pub fn slot(self) -> u32 {
+        self.key >> 1
+    }
+
+    #[inline]
+    pub fn member(self) -> bool {
+        self.key & 1 == 1
+    }
+}
+
+/// The largest `f32` not above `v` (NaN never occurs here).
+#[inline]
+pub(super) fn f32_at_most(v: f64) -> f32 {
+    let r = v as f32;
+    if (r as f64) <= v {
+        r
+    } else if r > 0.0 {
+        f32::from_bits(r.to_bits() - 1)
+    } else if r == 0.0 {
+        -f32::from_bits(1)
+    } else {
+        f32::from_bits(r.to_bits() + 1)
+    }
 }
 
 /// The production AOI index (see the module doc).
@@ -496,7 +532,7 @@ impl GridAoi {
             watch: Vec::new(),
             g_build: 0.0,
             g_idle: 0.0,
-            min_deadline: 0.0,
+            min_rel: 0.0,
             kinetic_ok: false,
         };
         set_spec(&mut area, spec);
@@ -649,8 +685,8 @@ impl GridAoi {
                 let watched: BTreeSet<u32> = area
                     .watch
                     .iter()
-                    .filter(|w| w.member)
-                    .map(|w| w.slot)
+                    .filter(|w| w.member())
+                    .map(|w| w.slot())
                     .collect();
                 let forced: BTreeSet<u32> = area.forced.iter().copied().collect();
                 let plain: BTreeSet<u32> = members.difference(&forced).copied().collect();
@@ -658,9 +694,9 @@ impl GridAoi {
                 let min = area
                     .watch
                     .iter()
-                    .map(|w| w.deadline)
+                    .map(|w| w.rel as f64)
                     .fold(f64::INFINITY, f64::min);
-                assert!(area.min_deadline <= min, "stale min deadline");
+                assert!(area.min_rel <= min, "stale min deadline");
             }
         }
         assert_eq!(self.order.len(), self.area_slot.len());

@@ -91,18 +91,14 @@ impl GridAoi {
         let radii = (area.spec.radius_m, area.rl, outer);
         let eps = slack_eps(p, outer, g);
         area.watch.clear();
-        let mut min_deadline = f64::INFINITY;
+        let mut min_rel = f64::INFINITY;
         for &(j, d2) in &self.scratch.cands {
             let member = self.mark[j as usize] == base;
-            let deadline = deadline(g, member, d2, radii, eps);
-            min_deadline = min_deadline.min(deadline);
-            area.watch.push(Watch {
-                deadline,
-                slot: j,
-                member,
-            });
+            let w = Watch::new(deadline(0.0, member, d2, radii, eps), j, member);
+            min_rel = min_rel.min(w.rel as f64);
+            area.watch.push(w);
         }
-        area.min_deadline = min_deadline;
+        area.min_rel = min_rel;
         area.g_build = g;
         area.kinetic_ok = !limited;
     }
@@ -112,7 +108,7 @@ impl GridAoi {
     /// the changes would break the cap (the caller then rescans in full).
     pub(super) fn kinetic(&mut self, a: usize, g: f64, out: &mut Vec<AoiEvent>) -> bool {
         let area = &mut self.areas[a];
-        if g < area.min_deadline {
+        if g - area.g_build < area.min_rel {
             return true;
         }
         let p = self.pos[area.owner as usize];
@@ -123,34 +119,37 @@ impl GridAoi {
         let sc = &mut self.scratch;
         sc.leaves.clear();
         sc.enters.clear();
-        let mut min_deadline = f64::INFINITY;
+        // Deadlines are stored relative to the last rescan.
+        let t = g - area.g_build;
+        let mut min_rel = f64::INFINITY;
         for w in area.watch.iter_mut() {
-            if w.deadline <= g {
-                let j = w.slot as usize;
+            if w.rel as f64 <= t {
+                let j = w.slot() as usize;
                 let e = self.pos[j];
                 let passes = self.alive[j]
                     && filter.accepts(self.flags[j])
                     && band.is_none_or(|b| b.accepts(p.y, e.y));
                 if passes {
                     let d2 = dist2(p, e);
-                    if w.member && d2 > rl2 {
-                        w.member = false;
-                        sc.leaves.push(w.slot);
-                    } else if !w.member && d2 <= re2 {
-                        w.member = true;
-                        sc.enters.push(w.slot);
+                    let mut member = w.member();
+                    if member && d2 > rl2 {
+                        member = false;
+                        sc.leaves.push(j as u32);
+                    } else if !member && d2 <= re2 {
+                        member = true;
+                        sc.enters.push(j as u32);
                     }
-                    w.deadline = deadline(g, w.member, d2, radii, eps);
+                    *w = Watch::new(deadline(t, member, d2, radii, eps), j as u32, member);
                 } else {
                     // A removed entity or a reused slot: never a member here
                     // (members are structural neighbours, rescanned in full).
-                    debug_assert!(!w.member, "a watched member vanished without a rescan");
-                    w.deadline = f64::INFINITY;
+                    debug_assert!(!w.member(), "a watched member vanished without a rescan");
+                    w.rel = f32::INFINITY;
                 }
             }
-            min_deadline = min_deadline.min(w.deadline);
+            min_rel = min_rel.min(w.rel as f64);
         }
-        area.min_deadline = min_deadline;
+        area.min_rel = min_rel;
         let (leaves, enters) = (sc.leaves.len(), sc.enters.len());
         if leaves == 0 && enters == 0 {
             return true;

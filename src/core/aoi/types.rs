@@ -270,6 +270,9 @@ impl AoiParams {
         if !(self.skin_m.is_finite() && self.skin_m >= 0.0) {
             return bad("skin_m", "must be finite and non-negative");
         }
+        if self.max_entities > 1 << 30 {
+            return bad("max_entities", "above 2^30");
+        }
         let (cols, rows) = self.grid_dims();
         if cols.saturating_mul(rows) > self.grid_cells_max {
             return bad("grid_cell_m", "too many cells (grid_cells_max)");
