@@ -99,7 +99,10 @@ pub(super) struct Area {
     /// Clock advance of the ticks this area sat idle (its clock is
     /// `g_clock - g_idle`).
     pub g_idle: f64,
-    /// Smallest `rel` in `watch`.
+    /// Entries `..live` of `watch` may fall due before the list expires;
+    /// the rest cannot and are not scanned.
+    pub live: u32,
+    /// Smallest `rel` in `watch[..live]`.
     pub min_rel: f64,
     /// The watch list may be used (false while the cap limits the set).
     pub kinetic_ok: bool,
@@ -532,6 +535,7 @@ impl GridAoi {
             watch: Vec::new(),
             g_build: 0.0,
             g_idle: 0.0,
+            live: 0,
             min_rel: 0.0,
             kinetic_ok: false,
         };
@@ -694,6 +698,7 @@ impl GridAoi {
                 let min = area
                     .watch
                     .iter()
+                    .take(area.live as usize)
                     .map(|w| w.rel as f64)
                     .fold(f64::INFINITY, f64::min);
                 assert!(area.min_rel <= min, "stale min deadline");

@@ -78,10 +78,17 @@ impl GridAoi {
         self.g_clock += self.dg;
     }
 
+    /// The area-clock advance after which a watch list expires.
+    #[inline]
+    pub(super) fn expiry(&self) -> f64 {
+        0.5 * self.params.skin_m * (1.0 - 1e-9)
+    }
+
     /// Rebuilds area `a`'s watch list from `scratch.cands` after a full
     /// recompute at area clock `g`; `limited` says the cap cut the set.
     pub(super) fn build_watch(&mut self, a: usize, g: f64, limited: bool) {
         let base = self.next_mark_base();
+        let cutoff = self.expiry();
         let area = &mut self.areas[a];
         for &m in &area.members {
             self.mark[m as usize] = base;
@@ -91,13 +98,20 @@ impl GridAoi {
         let radii = (area.spec.radius_m, area.rl, outer);
         let eps = slack_eps(p, outer, g);
         area.watch.clear();
-        let mut min_rel = f64::INFINITY;
+        // Entries due only after the list expires go behind `live`.
+        let (mut min_rel, mut live) = (f64::INFINITY, 0);
         for &(j, d2) in &self.scratch.cands {
             let member = self.mark[j as usize] == base;
             let w = Watch::new(deadline(0.0, member, d2, radii, eps), j, member);
-            min_rel = min_rel.min(w.rel as f64);
             area.watch.push(w);
+            if (w.rel as f64) < cutoff {
+                min_rel = min_rel.min(w.rel as f64);
+                let last = area.watch.len() - 1;
+                area.watch.swap(live, last);
+                live += 1;
+            }
         }
+        area.live = live as u32;
         area.min_rel = min_rel;
         area.g_build = g;
         area.kinetic_ok = !limited;
@@ -107,6 +121,7 @@ impl GridAoi {
     /// and reports the changes. Returns false, having reported nothing, when
     /// the changes would break the cap (the caller then rescans in full).
     pub(super) fn kinetic(&mut self, a: usize, g: f64, out: &mut Vec<AoiEvent>) -> bool {
+        let cutoff = self.expiry();
         let area = &mut self.areas[a];
         if g - area.g_build < area.min_rel {
             return true;
@@ -121,8 +136,9 @@ impl GridAoi {
         sc.enters.clear();
         // Deadlines are stored relative to the last rescan.
         let t = g - area.g_build;
-        let mut min_rel = f64::INFINITY;
-        for w in area.watch.iter_mut() {
+        let (mut min_rel, mut live, mut i) = (f64::INFINITY, area.live as usize, 0);
+        while i < live {
+            let w = &mut area.watch[i];
             if w.rel as f64 <= t {
                 let j = w.slot() as usize;
                 let e = self.pos[j];
@@ -146,9 +162,17 @@ impl GridAoi {
                     debug_assert!(!w.member(), "a watched member vanished without a rescan");
                     w.rel = f32::INFINITY;
                 }
+                if w.rel as f64 >= cutoff {
+                    // Not due again before the list expires: park it.
+                    live -= 1;
+                    area.watch.swap(i, live);
+                    continue;
+                }
             }
-            min_rel = min_rel.min(w.rel as f64);
+            min_rel = min_rel.min(area.watch[i].rel as f64);
+            i += 1;
         }
+        area.live = live as u32;
         area.min_rel = min_rel;
         let (leaves, enters) = (sc.leaves.len(), sc.enters.len());
         if leaves == 0 && enters == 0 {

@@ -163,7 +163,7 @@ impl GridAoi {
         area.dirty
             || !area.kinetic_ok
             || self.ent_struct[owner] == self.tick
-            || g - area.g_build >= 0.5 * skin * (1.0 - 1e-9)
+            || g - area.g_build >= self.expiry()
             || (self.any_struct
                 && self.stamped_near(&self.cell_struct, self.pos[owner], area.rl + 2.0 * skin))
     }
