@@ -101,7 +101,40 @@ fn baseline_run(w: &Workload, ticks: u32, grid: &RunStats) -> f64 {
     (w.n as f64 * ticks as f64) / st.secs
 }
 
+/// Profiling mode (`AOI_BENCH_PROFILE_TICKS=n`): the grid alone for `n`
+/// ticks of each selected workload, no reference checks, no baseline (for
+/// `valgrind --tool=callgrind`, whose instruction counts ignore the load of
+/// this shared machine).
+fn profile(ticks: u32, only: &str) {
+    for w in CONFIGS
+        .iter()
+        .filter(|w| only.is_empty() || only.split(',').any(|o| o == w.name))
+    {
+        let mut params = params_for(w, env_f64("AOI_BENCH_CELL").unwrap_or(w.radius_m));
+        if let Some(skin) = env_f64("AOI_BENCH_SKIN") {
+            params.skin_m = skin;
+        }
+        let (mut ev, mut walkers) = (Vec::new(), Walkers::place(w));
+        let mut aoi = GridAoi::new(params).expect("params");
+        let pairs0 = setup(&mut aoi, &walkers, w, &mut ev);
+        let st = drive(&mut aoi, &mut walkers, ticks, pairs0, &mut ev);
+        let moves = w.n as f64 * ticks as f64;
+        println!(
+            "profile {}: {ticks} ticks, {:.2} M moves/s per CPU-second",
+            w.name,
+            moves / st.cpu_secs / 1e6
+        );
+    }
+}
+
 fn main() {
+    if let Some(t) = env_f64("AOI_BENCH_PROFILE_TICKS") {
+        profile(
+            t as u32,
+            &std::env::var("AOI_BENCH_ONLY").unwrap_or_default(),
+        );
+        return;
+    }
     let reps = env_f64("AOI_BENCH_REPS").map_or(3, |v| v.max(1.0) as usize);
     let only = std::env::var("AOI_BENCH_ONLY").unwrap_or_default();
     let mut json = Vec::new();
