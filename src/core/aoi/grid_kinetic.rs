@@ -193,7 +193,11 @@ impl GridAoi {
         ids.extend(sc.leaves.iter().map(|&j| self.ent_id[j as usize]));
         ids.sort_unstable();
         out.extend(ids.iter().map(|&e| ev(EventKind::Leave, e)));
-        area.members.retain(|m| !sc.leaves.contains(m));
+        for &j in &sc.leaves {
+            let i = area.members.iter().position(|&m| m == j);
+            area.members
+                .swap_remove(i.expect("a leaving member is in the set"));
+        }
         ids.clear();
         ids.extend(sc.enters.iter().map(|&j| self.ent_id[j as usize]));
         ids.sort_unstable();

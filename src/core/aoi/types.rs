@@ -227,7 +227,8 @@ pub struct AoiParams {
     /// watch list is rebuilt after the entities moved up to `skin_m / 2`.
     /// A single step longer than `skin_m / 2` (or any height change) counts as
     /// a jump and makes every area near its ends rescan. Best around 4 to 10
-    /// steps of an ordinary walker. 0 rescans on every move. Default 4.
+    /// steps of an ordinary walker. 0 rescans on every move. Default 8
+    /// (16 steps of a 5 m/s walker at 10 Hz).
     pub skin_m: f64,
     /// Most entities at once. Default 65 536.
     pub max_entities: usize,
@@ -245,7 +246,7 @@ impl Default for AoiParams {
             world: Rect::new(0.0, 0.0, 2000.0, 2000.0),
             grid_cell_m: 50.0,
             grid_cells_max: 1 << 20,
-            skin_m: 4.0,
+            skin_m: 8.0,
             max_entities: 65_536,
             max_areas: 65_536,
             max_areas_per_entity: 8,
