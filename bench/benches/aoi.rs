@@ -7,10 +7,10 @@
 //! Environment: `AOI_BENCH_REPS` (default 3) repetitions of each grid run,
 //! best reported with the spread; `AOI_BENCH_CELL` overrides the grid cell
 //! (default: the area radius); `AOI_BENCH_SKIN` overrides the watch-list skin
-//! (default [`AoiParams::skin_m`]); `AOI_BENCH_ONLY=a,c` picks configurations.
+//! (default `AoiParams::skin_m`); `AOI_BENCH_ONLY=a,c` picks configurations.
 //! The last line of output is one JSON object.
 
-use tessera::core::aoi::{AoiParams, BruteAoi, GridAoi};
+use tessera::core::aoi::{BruteAoi, GridAoi};
 use tessera_bench::{
     close, drive, params_for, setup, walk_only, RunStats, Walkers, Workload, CONFIGS, REFERENCES,
 };

@@ -48,8 +48,8 @@ impl SplitMix64 {
 
 /// The step of one entity per tick, `S * dt` (exactly 0.5 m).
 pub const STEP_M: f64 = 5.0 * 0.1;
-/// `2 * PI` as the workload writes it.
-pub const TAU: f64 = 6.283185307179586;
+/// `2 * PI`; the workload writes it `6.283185307179586`, the same `f64`.
+pub const TAU: f64 = std::f64::consts::TAU;
 
 /// One configuration of the reference workload.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -128,7 +128,8 @@ const PLACED_500: [(f64, f64); 2] = [
     (139.300565127569, 172.095358261819),
 ];
 
-/// Reference values of [`CONFIGS`], same order.
+/// Reference values of [`CONFIGS`], same order, digits as published.
+#[allow(clippy::excessive_precision)]
 pub const REFERENCES: [Reference; 3] = [
     Reference {
         checksum: 20175328.012219001,
@@ -369,6 +370,12 @@ pub fn close(a: f64, b: f64, tol: f64) -> bool {
 mod tests {
     use super::*;
     use tessera::core::aoi::{AreaId, BruteAoi, GridAoi};
+
+    #[test]
+    #[allow(clippy::approx_constant)]
+    fn tau_is_the_published_constant() {
+        assert_eq!(TAU.to_bits(), 6.283185307179586f64.to_bits());
+    }
 
     #[test]
     fn placement_matches_the_reference() {
