@@ -1,18 +1,23 @@
 //! [`GridAoi`]: the production AOI index. A uniform grid over the world
-//! rectangle; each grid cell keeps its entities' ground coordinates in
-//! contiguous arrays (`xs`, `zs`, `slots`), entities and areas live in dense
-//! slot arrays, and an id -> slot map with a fixed hash finds them.
+//! rectangle; the entities sit sorted by grid cell in one contiguous layout
+//! (`sx`, `sz`, `sflags`, `sslot`, patched in place on moves within a cell,
+//! re-sorted by a counting sort at the next update when anything changed
+//! cell); entities and areas live in dense slot arrays, and an id -> slot map
+//! with a fixed hash finds them.
 //!
 //! This file owns the state and the mutators; `grid_update.rs` owns the
-//! per-tick recompute and the shape queries.
+//! per-tick recompute and the shape queries, `grid_kinetic.rs` the watch
+//! lists that let a tick re-check only the pairs near a rim.
 //!
 //! # Incremental updates
 //!
 //! Every change stamps the tick: a moved entity stamps itself and the grid
 //! cells it left and entered; adds, removals and flag changes stamp their
-//! cell; spec changes, new areas and forcing mark the area dirty. An update
-//! recomputes an area only when it is dirty, its owner changed, or a grid cell
-//! within its leave radius was stamped; every other set is provably unchanged.
+//! cell (and count as structural); spec changes, new areas and forcing mark
+//! the area dirty. An area with no stamp within its leave radius plus the skin
+//! sits the update out; the others re-check their due watched pairs, or rescan
+//! in full when dirty, after a structural change nearby, or when their watch
+//! list expired.
 //!
 //! # Slot lifetime
 //!
@@ -628,83 +633,4 @@ fn set_spec(area: &mut Area, spec: AreaSpec) {
     area.has_height = spec.height.is_some();
     area.cap = spec.max_interest.map_or(usize::MAX, |c| c as usize);
     area.dirty = true;
-}
-
-impl GridAoi {
-    /// Checks the whole structure (slots, cells, id map, areas, watch lists);
-    /// costly, for
-    /// tests and the `verify` feature. Call it right after an update.
-    ///
-    /// # Panics
-    /// On any broken invariant.
-    pub fn verify(&self) {
-        use std::collections::BTreeSet;
-        let l = &self.layout;
-        assert!(
-            !l.dirty && l.relocated.is_empty(),
-            "layout rebuilt at update"
-        );
-        assert_eq!(
-            *l.cell_start.last().expect("sentinel") as usize,
-            l.sslot.len()
-        );
-        for c in 0..self.cols * self.rows {
-            for k in l.cell_start[c] as usize..l.cell_start[c + 1] as usize {
-                let s = l.sslot[k] as usize;
-                assert!(self.alive[s], "dead entity in the layout");
-                assert_eq!((self.cell_of[s] as usize, self.arr_pos[s] as usize), (c, k));
-                assert_eq!(self.cell_index(self.pos[s]), c, "entity in the wrong cell");
-                assert_eq!(
-                    (l.sx[k], l.sz[k], l.sflags[k]),
-                    (self.pos[s].x, self.pos[s].z, self.flags[s])
-                );
-                assert_eq!(self.ids.get(self.ent_id[s]), Some(s as u32));
-            }
-        }
-        assert_eq!(l.sslot.len(), self.live_ents);
-        assert_eq!(self.ids.len(), self.live_ents);
-        assert!(self.dead_ents.is_empty() && self.dead_areas.is_empty());
-        let mut forced_by = vec![0u32; self.pos.len()];
-        let mut last = AreaId(0);
-        for &a in &self.order {
-            let area = &self.areas[a as usize];
-            assert!(area.alive && area.id > last, "order broken");
-            last = area.id;
-            assert_eq!(self.area_slot.get(&area.id), Some(&a));
-            let owner = area.owner as usize;
-            assert!(self.alive[owner] && self.owned[owner].contains(&a));
-            let members: BTreeSet<u32> = area.members.iter().copied().collect();
-            assert_eq!(members.len(), area.members.len(), "duplicate member");
-            assert!(!members.contains(&area.owner), "an area sees its owner");
-            for &f in &area.forced {
-                assert!(members.contains(&f), "forced entity not in the set");
-                forced_by[f as usize] += 1;
-            }
-            assert!(area.members.len() <= area.cap.max(area.forced.len()));
-            for &m in &area.members {
-                assert!(self.alive[m as usize], "member is dead after update");
-            }
-            if area.kinetic_ok {
-                // Every plain member is watched as a member, nothing else is.
-                let watched: BTreeSet<u32> = area
-                    .watch
-                    .iter()
-                    .filter(|w| w.member())
-                    .map(|w| w.slot())
-                    .collect();
-                let forced: BTreeSet<u32> = area.forced.iter().copied().collect();
-                let plain: BTreeSet<u32> = members.difference(&forced).copied().collect();
-                assert_eq!(watched, plain, "watch list out of step with the set");
-                let min = area
-                    .watch
-                    .iter()
-                    .take(area.live as usize)
-                    .map(|w| w.rel as f64)
-                    .fold(f64::INFINITY, f64::min);
-                assert!(area.min_rel <= min, "stale min deadline");
-            }
-        }
-        assert_eq!(self.order.len(), self.area_slot.len());
-        assert_eq!(forced_by, self.forced_by);
-    }
 }

@@ -181,6 +181,15 @@ impl GridAoi {
         if area.cap != usize::MAX && area.members.len() - leaves + enters > area.cap {
             return false;
         }
+        self.apply_watch_changes(a, out);
+        true
+    }
+
+    /// Applies `scratch.leaves` / `scratch.enters` to area `a`'s set and
+    /// reports them, leaves first, each by entity id.
+    fn apply_watch_changes(&mut self, a: usize, out: &mut Vec<AoiEvent>) {
+        let area = &mut self.areas[a];
+        let sc = &mut self.scratch;
         let (aid, owner) = (area.id, self.ent_id[area.owner as usize]);
         let ev = |kind, entity| AoiEvent {
             area: aid,
@@ -203,6 +212,43 @@ impl GridAoi {
         ids.sort_unstable();
         out.extend(ids.iter().map(|&e| ev(EventKind::Enter, e)));
         area.members.extend_from_slice(&sc.enters);
-        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::grid::f32_at_most;
+    use super::*;
+
+    #[test]
+    fn f32_deadlines_round_down() {
+        for v in [
+            0.0,
+            1e-30,
+            -1e-30,
+            0.1,
+            -0.1,
+            1.0 / 3.0,
+            12345.678,
+            -7.25,
+            1e30,
+        ] {
+            let r = f32_at_most(v);
+            assert!(r as f64 <= v, "{v} -> {r}");
+            assert!((v - r as f64).abs() <= v.abs() * 1e-6 + 1e-37, "{v} -> {r}");
+        }
+        assert_eq!(f32_at_most(f64::INFINITY), f32::INFINITY);
+    }
+
+    #[test]
+    fn deadlines_use_half_the_slack() {
+        let radii = (10.0, 12.0, 20.0);
+        // A member 9 m out must move 3 m (relative) to leave: due in 1.5.
+        assert_eq!(deadline(1.0, true, 81.0, radii, 0.0), 2.5);
+        // An outsider at 15 m is 5 m from the enter rim.
+        assert_eq!(deadline(0.0, false, 225.0, radii, 0.0), 2.5);
+        // Beyond the watch radius the slack stops growing.
+        assert_eq!(deadline(0.0, false, 900.0, radii, 0.0), 5.0);
+        assert!(deadline(0.0, false, 900.0, radii, 1e-9) < 5.0);
     }
 }
