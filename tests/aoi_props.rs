@@ -141,19 +141,25 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn params() -> impl Strategy<Value = AoiParams> {
-    (
-        prop_oneof![Just(5.0), Just(13.0), Just(40.0), Just(500.0)],
-        1usize..4,
-    )
-        .prop_map(|(cell, per)| AoiParams {
-            world: Rect::new(0.0, 0.0, 200.0, 200.0),
-            grid_cell_m: cell,
-            max_entities: 12,
-            max_areas: 10,
-            max_areas_per_entity: per,
-            max_forced_per_area: 3,
-            ..AoiParams::default()
-        })
+    let cell = prop_oneof![Just(5.0), Just(13.0), Just(40.0), Just(500.0)];
+    let skin = prop_oneof![
+        Just(0.0),
+        Just(1.0),
+        Just(2.5),
+        Just(4.0),
+        Just(10.0),
+        0.0..20.0f64
+    ];
+    (cell, skin, 1usize..4).prop_map(|(cell, skin, per)| AoiParams {
+        world: Rect::new(0.0, 0.0, 200.0, 200.0),
+        grid_cell_m: cell,
+        skin_m: skin,
+        max_entities: 12,
+        max_areas: 10,
+        max_areas_per_entity: per,
+        max_forced_per_area: 3,
+        ..AoiParams::default()
+    })
 }
 
 /// Applies `op` to one index; returns a comparable transcript line.

@@ -6,12 +6,13 @@
 //!
 //! Environment: `AOI_BENCH_REPS` (default 3) repetitions of each grid run,
 //! best reported with the spread; `AOI_BENCH_CELL` overrides the grid cell
-//! (default: the area radius); `AOI_BENCH_ONLY=a,c` picks configurations.
+//! (default: the area radius); `AOI_BENCH_SKIN` overrides the watch-list skin
+//! (default `AoiParams::skin_m`); `AOI_BENCH_ONLY=a,c` picks configurations.
 //! The last line of output is one JSON object.
 
 use tessera::core::aoi::{BruteAoi, GridAoi};
 use tessera_bench::{
-    close, drive, params_for, setup, RunStats, Walkers, Workload, CONFIGS, REFERENCES,
+    close, drive, params_for, setup, walk_only, RunStats, Walkers, Workload, CONFIGS, REFERENCES,
 };
 
 fn env_f64(name: &str) -> Option<f64> {
@@ -37,7 +38,11 @@ fn grid_run(w: &Workload, cell_m: f64) -> RunStats {
             w.name
         );
     }
-    let mut aoi = GridAoi::new(params_for(w, cell_m)).expect("params");
+    let mut params = params_for(w, cell_m);
+    if let Some(skin) = env_f64("AOI_BENCH_SKIN") {
+        params.skin_m = skin;
+    }
+    let mut aoi = GridAoi::new(params).expect("params");
     let pairs0 = setup(&mut aoi, &walkers, w, &mut ev);
     assert_eq!(pairs0, r.pairs_tick0, "{}: tick-0 pairs", w.name);
     let st = drive(&mut aoi, &mut walkers, w.ticks, pairs0, &mut ev);
@@ -96,7 +101,40 @@ fn baseline_run(w: &Workload, ticks: u32, grid: &RunStats) -> f64 {
     (w.n as f64 * ticks as f64) / st.secs
 }
 
+/// Profiling mode (`AOI_BENCH_PROFILE_TICKS=n`): the grid alone for `n`
+/// ticks of each selected workload, no reference checks, no baseline (for
+/// `valgrind --tool=callgrind`, whose instruction counts ignore the load of
+/// this shared machine).
+fn profile(ticks: u32, only: &str) {
+    for w in CONFIGS
+        .iter()
+        .filter(|w| only.is_empty() || only.split(',').any(|o| o == w.name))
+    {
+        let mut params = params_for(w, env_f64("AOI_BENCH_CELL").unwrap_or(w.radius_m));
+        if let Some(skin) = env_f64("AOI_BENCH_SKIN") {
+            params.skin_m = skin;
+        }
+        let (mut ev, mut walkers) = (Vec::new(), Walkers::place(w));
+        let mut aoi = GridAoi::new(params).expect("params");
+        let pairs0 = setup(&mut aoi, &walkers, w, &mut ev);
+        let st = drive(&mut aoi, &mut walkers, ticks, pairs0, &mut ev);
+        let moves = w.n as f64 * ticks as f64;
+        println!(
+            "profile {}: {ticks} ticks, {:.2} M moves/s per CPU-second",
+            w.name,
+            moves / st.cpu_secs / 1e6
+        );
+    }
+}
+
 fn main() {
+    if let Some(t) = env_f64("AOI_BENCH_PROFILE_TICKS") {
+        profile(
+            t as u32,
+            &std::env::var("AOI_BENCH_ONLY").unwrap_or_default(),
+        );
+        return;
+    }
     let reps = env_f64("AOI_BENCH_REPS").map_or(3, |v| v.max(1.0) as usize);
     let only = std::env::var("AOI_BENCH_ONLY").unwrap_or_default();
     let mut json = Vec::new();
@@ -109,6 +147,8 @@ fn main() {
         let runs: Vec<RunStats> = (0..reps).map(|_| grid_run(w, cell_m)).collect();
         let rates: Vec<f64> = runs.iter().map(|s| moves / s.secs).collect();
         let best = rates.iter().copied().fold(0.0, f64::max);
+        let cpu_best = runs.iter().map(|s| moves / s.cpu_secs).fold(0.0, f64::max);
+        let (walk_wall, walk_cpu) = walk_only(w, w.ticks);
         let worst = rates.iter().copied().fold(f64::INFINITY, f64::min);
         let st = &runs[0];
         let events: u64 = st.enters.iter().chain(&st.leaves).sum();
@@ -118,9 +158,11 @@ fn main() {
         let base_ticks = ((4.0e7 / (w.n as f64 * w.n as f64)).ceil() as u32).clamp(1, 20);
         let base = baseline_run(w, base_ticks, st);
         println!(
-            "aoi {}: N={} L={} R={} T={} cell={}m | grid {:.2} M moves/s (best of {reps}, worst {:.2}) | \
+            "aoi {}: N={} L={} R={} T={} cell={}m | grid {:.2} M moves/s wall (best of {reps}, worst {:.2}), \
+             {:.2} M/s per CPU-second | walk alone {:.2} M/s wall, {:.2} M/s CPU | \
              {:.1} events/tick | mean interest {:.2} | baseline brute force {:.3} M moves/s ({base_ticks} ticks) | x{:.0}",
             w.name, w.n, w.side_m, w.radius_m, w.ticks, cell_m, best / 1e6, worst / 1e6,
+            cpu_best / 1e6, moves / walk_wall / 1e6, moves / walk_cpu / 1e6,
             events_per_tick, mean_interest, base / 1e6, best / base
         );
         json.push(format!(

@@ -48,8 +48,8 @@ impl SplitMix64 {
 
 /// The step of one entity per tick, `S * dt` (exactly 0.5 m).
 pub const STEP_M: f64 = 5.0 * 0.1;
-/// `2 * PI` as the workload writes it.
-pub const TAU: f64 = 6.283185307179586;
+/// `2 * PI`; the workload writes it `6.283185307179586`, the same `f64`.
+pub const TAU: f64 = std::f64::consts::TAU;
 
 /// One configuration of the reference workload.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -128,7 +128,8 @@ const PLACED_500: [(f64, f64); 2] = [
     (139.300565127569, 172.095358261819),
 ];
 
-/// Reference values of [`CONFIGS`], same order.
+/// Reference values of [`CONFIGS`], same order, digits as published.
+#[allow(clippy::excessive_precision)]
 pub const REFERENCES: [Reference; 3] = [
     Reference {
         checksum: 20175328.012219001,
@@ -275,6 +276,8 @@ pub struct RunStats {
     pub pairs_sum: u64,
     /// Wall time of the ticks, seconds.
     pub secs: f64,
+    /// CPU time of the ticks (this thread), seconds.
+    pub cpu_secs: f64,
 }
 
 /// Runs `ticks` timed ticks: every entity steps and is reported to the index,
@@ -296,7 +299,7 @@ pub fn drive<A: AoiIndex>(
         ..RunStats::default()
     };
     let mut pairs = pairs0;
-    let t0 = Instant::now();
+    let (t0, c0) = (Instant::now(), thread_cpu_secs());
     for _ in 0..ticks {
         for i in 0..n {
             let (x, z) = walkers.step(i);
@@ -312,8 +315,50 @@ pub fn drive<A: AoiIndex>(
         st.leaves.push(leaves);
     }
     st.secs = t0.elapsed().as_secs_f64();
+    st.cpu_secs = thread_cpu_secs() - c0;
     st.pairs_end = pairs;
     st
+}
+
+#[repr(C)]
+struct Timespec {
+    tv_sec: i64,
+    tv_nsec: i64,
+}
+
+extern "C" {
+    fn clock_gettime(clock: i32, tp: *mut Timespec) -> i32;
+}
+
+/// CPU time consumed by the calling thread, seconds (Linux
+/// `CLOCK_THREAD_CPUTIME_ID`). On this shared machine it is steadier than
+/// wall time, which also counts the time other processes hold the core.
+pub fn thread_cpu_secs() -> f64 {
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut ts = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+    let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime");
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// The walk alone (RNG, trig, reflection) for `ticks` ticks, no index:
+/// the floor under any AOI's moves/s. Returns (wall, cpu) seconds.
+pub fn walk_only(w: &Workload, ticks: u32) -> (f64, f64) {
+    let mut walkers = Walkers::place(w);
+    let (t0, c0) = (Instant::now(), thread_cpu_secs());
+    let mut sink = 0.0;
+    for _ in 0..ticks {
+        for i in 0..w.n {
+            let (x, z) = walkers.step(i);
+            sink += x + z;
+        }
+    }
+    std::hint::black_box(sink);
+    (t0.elapsed().as_secs_f64(), thread_cpu_secs() - c0)
 }
 
 /// True when `a` and `b` agree to `tol` (absolute).
@@ -325,6 +370,12 @@ pub fn close(a: f64, b: f64, tol: f64) -> bool {
 mod tests {
     use super::*;
     use tessera::core::aoi::{AreaId, BruteAoi, GridAoi};
+
+    #[test]
+    #[allow(clippy::approx_constant)]
+    fn tau_is_the_published_constant() {
+        assert_eq!(TAU.to_bits(), 6.283185307179586f64.to_bits());
+    }
 
     #[test]
     fn placement_matches_the_reference() {

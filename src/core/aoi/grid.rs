@@ -1,18 +1,23 @@
 //! [`GridAoi`]: the production AOI index. A uniform grid over the world
-//! rectangle; each grid cell keeps its entities' ground coordinates in
-//! contiguous arrays (`xs`, `zs`, `slots`), entities and areas live in dense
-//! slot arrays, and an id -> slot map with a fixed hash finds them.
+//! rectangle; the entities sit sorted by grid cell in one contiguous layout
+//! (`sx`, `sz`, `sflags`, `sslot`, patched in place on moves within a cell,
+//! re-sorted by a counting sort at the next update when anything changed
+//! cell); entities and areas live in dense slot arrays, and an id -> slot map
+//! with a fixed hash finds them.
 //!
 //! This file owns the state and the mutators; `grid_update.rs` owns the
-//! per-tick recompute and the shape queries.
+//! per-tick recompute and the shape queries, `grid_kinetic.rs` the watch
+//! lists that let a tick re-check only the pairs near a rim.
 //!
 //! # Incremental updates
 //!
 //! Every change stamps the tick: a moved entity stamps itself and the grid
 //! cells it left and entered; adds, removals and flag changes stamp their
-//! cell; spec changes, new areas and forcing mark the area dirty. An update
-//! recomputes an area only when it is dirty, its owner changed, or a grid cell
-//! within its leave radius was stamped; every other set is provably unchanged.
+//! cell (and count as structural); spec changes, new areas and forcing mark
+//! the area dirty. An area with no stamp within its leave radius plus the skin
+//! sits the update out; the others re-check their due watched pairs, or rescan
+//! in full when dirty, after a structural change nearby, or when their watch
+//! list expired.
 //!
 //! # Slot lifetime
 //!
@@ -26,16 +31,53 @@ use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use std::collections::BTreeMap;
 
-pub(super) const NONE: u32 = u32::MAX;
-
-/// One grid cell: its entities' ground coordinates and slots, in step.
+/// Entities sorted by grid cell, in contiguous arrays (rebuilt at the start
+/// of an update when anything changed cell; patched in place otherwise).
 #[derive(Clone, Debug, Default)]
-pub(super) struct GridCell {
-    pub xs: Vec<f64>,
-    pub zs: Vec<f64>,
-    pub flags: Vec<u64>,
-    pub slots: Vec<u32>,
+pub(super) struct Layout {
+    pub cell_start: Vec<u32>,
+    pub sx: Vec<f64>,
+    pub sz: Vec<f64>,
+    pub sflags: Vec<u64>,
+    pub sslot: Vec<u32>,
+    /// Entities whose entry is missing or stale since the last rebuild.
+    pub relocated: Relocated,
+    /// A rebuild is due.
+    pub dirty: bool,
 }
+
+/// The slots without a current layout entry (each listed once).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Relocated {
+    pub slots: Vec<u32>,
+    /// Per slot: listed in `slots` (reset at rebuild).
+    pub listed: Vec<bool>,
+}
+
+impl Relocated {
+    fn push(&mut self, s: u32) {
+        if self.listed.len() <= s as usize {
+            self.listed.resize(s as usize + 1, false);
+        }
+        if !self.listed[s as usize] {
+            self.listed[s as usize] = true;
+            self.slots.push(s);
+        }
+    }
+
+    pub fn clear(&mut self) {
+        for &s in &self.slots {
+            self.listed[s as usize] = false;
+        }
+        self.slots.clear();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+}
+
+pub(super) const NONE: u32 = u32::MAX;
 
 /// One area ("radius entity").
 #[derive(Clone, Debug)]
@@ -55,6 +97,65 @@ pub(super) struct Area {
     pub forced: Vec<u32>,
     pub dirty: bool,
     pub alive: bool,
+    /// The watch list (see `grid_kinetic.rs`).
+    pub watch: Vec<Watch>,
+    /// Area clock at the last full recompute.
+    pub g_build: f64,
+    /// Clock advance of the ticks this area sat idle (its clock is
+    /// `g_clock - g_idle`).
+    pub g_idle: f64,
+    /// Entries `..live` of `watch` may fall due before the list expires;
+    /// the rest cannot and are not scanned.
+    pub live: u32,
+    /// Smallest `rel` in `watch[..live]`.
+    pub min_rel: f64,
+    /// The watch list may be used (false while the cap limits the set).
+    pub kinetic_ok: bool,
+}
+
+/// One watched entity of an area, 8 bytes: re-check it once the area clock
+/// reaches `g_build + rel` (`rel` rounded down, so never late).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Watch {
+    pub rel: f32,
+    /// `slot << 1 | member`.
+    pub key: u32,
+}
+
+impl Watch {
+    /// A watch on `slot` due at `g_build + rel`.
+    pub fn new(rel: f64, slot: u32, member: bool) -> Self {
+        debug_assert!(slot < 1 << 31);
+        Watch {
+            rel: f32_at_most(rel),
+            key: slot << 1 | member as u32,
+        }
+    }
+
+    #[inline]
+    pub fn slot(self) -> u32 {
+        self.key >> 1
+    }
+
+    #[inline]
+    pub fn member(self) -> bool {
+        self.key & 1 == 1
+    }
+}
+
+/// The largest `f32` not above `v` (NaN never occurs here).
+#[inline]
+pub(super) fn f32_at_most(v: f64) -> f32 {
+    let r = v as f32;
+    if (r as f64) <= v {
+        r
+    } else if r > 0.0 {
+        f32::from_bits(r.to_bits() - 1)
+    } else if r == 0.0 {
+        -f32::from_bits(1)
+    } else {
+        f32::from_bits(r.to_bits() + 1)
+    }
 }
 
 /// The production AOI index (see the module doc).
@@ -64,16 +165,20 @@ pub struct GridAoi {
     pub(super) cols: usize,
     pub(super) rows: usize,
     pub(super) inv_cell: f64,
-    pub(super) cells: Vec<GridCell>,
     /// Tick at which the cell last changed.
     pub(super) cell_stamp: Vec<u64>,
+    /// The layout: entities sorted by grid cell, cell `c` at
+    /// `cell_start[c]..cell_start[c + 1]` of `sx`, `sz`, `sflags`, `sslot`.
+    pub(super) layout: Layout,
 
     pub(super) ids: IdMap,
     pub(super) ent_id: Vec<EntityId>,
     pub(super) pos: Vec<Vec3>,
     pub(super) flags: Vec<u64>,
     pub(super) cell_of: Vec<u32>,
-    pub(super) index_in_cell: Vec<u32>,
+    /// Index of the entity's entry in the layout, `NONE` when it has none
+    /// or it is stale (the entity changed cell since the last rebuild).
+    pub(super) arr_pos: Vec<u32>,
     /// Tick at which the entity last moved or changed flags.
     pub(super) ent_stamp: Vec<u64>,
     pub(super) alive: Vec<bool>,
@@ -97,6 +202,22 @@ pub struct GridAoi {
 
     /// The current tick (changes since the last update carry it).
     pub(super) tick: u64,
+    /// Entity positions at the last update (to measure each step).
+    pub(super) last_pos: Vec<Vec3>,
+    /// Tick of the entity's last structural change (added, jumped, height
+    /// or flags changed).
+    pub(super) ent_struct: Vec<u64>,
+    /// Tick of the last structural change in the cell.
+    pub(super) cell_struct: Vec<u64>,
+    /// Any structural change in this tick.
+    pub(super) any_struct: bool,
+    /// Entities moved since the last update (each once, see `moved_tick`).
+    pub(super) movers: Vec<u32>,
+    pub(super) moved_tick: Vec<u64>,
+    /// The movement clock: sum over updates of the longest ordinary step.
+    pub(super) g_clock: f64,
+    /// This update's advance of the clock.
+    pub(super) dg: f64,
     pub(super) scratch: super::grid_update::Scratch,
 }
 
@@ -113,14 +234,17 @@ impl GridAoi {
             cols,
             rows,
             inv_cell: 1.0 / params.grid_cell_m,
-            cells: vec![GridCell::default(); cols * rows],
             cell_stamp: vec![0; cols * rows],
+            layout: Layout {
+                cell_start: vec![0; cols * rows + 1],
+                ..Layout::default()
+            },
             ids: IdMap::default(),
             ent_id: Vec::new(),
             pos: Vec::new(),
             flags: Vec::new(),
             cell_of: Vec::new(),
-            index_in_cell: Vec::new(),
+            arr_pos: Vec::new(),
             ent_stamp: Vec::new(),
             alive: Vec::new(),
             owned: Vec::new(),
@@ -137,6 +261,14 @@ impl GridAoi {
             dead_areas: Vec::new(),
             next_area: 1,
             tick: 1,
+            last_pos: Vec::new(),
+            ent_struct: Vec::new(),
+            cell_struct: vec![0; cols * rows],
+            any_struct: false,
+            movers: Vec::new(),
+            moved_tick: Vec::new(),
+            g_clock: 0.0,
+            dg: 0.0,
             scratch: Default::default(),
         })
     }
@@ -149,15 +281,25 @@ impl GridAoi {
     /// Column of `x`, clamped into the grid (monotone in `x`).
     #[inline]
     pub(super) fn col(&self, x: f64) -> usize {
-        let c = ((x - self.params.world.min_x) * self.inv_cell).floor();
-        (c.max(0.0) as usize).min(self.cols - 1)
+        // Truncation is floor for t >= 0 (and cheaper than a libm call);
+        // negatives clamp to 0, huge values saturate then clamp.
+        let t = (x - self.params.world.min_x) * self.inv_cell;
+        if t > 0.0 {
+            (t as usize).min(self.cols - 1)
+        } else {
+            0
+        }
     }
 
     /// Row of `z`, clamped into the grid (monotone in `z`).
     #[inline]
     pub(super) fn row(&self, z: f64) -> usize {
-        let r = ((z - self.params.world.min_z) * self.inv_cell).floor();
-        (r.max(0.0) as usize).min(self.rows - 1)
+        let t = (z - self.params.world.min_z) * self.inv_cell;
+        if t > 0.0 {
+            (t as usize).min(self.rows - 1)
+        } else {
+            0
+        }
     }
 
     #[inline]
@@ -180,31 +322,33 @@ impl GridAoi {
             .ok_or(AoiError::UnknownArea(id))
     }
 
+    /// Puts entity `s` into cell `c` (its layout entry goes stale until the
+    /// next rebuild; queries look at it through `layout.relocated`).
     fn cell_insert(&mut self, s: usize, c: usize) {
-        let cell = &mut self.cells[c];
-        self.index_in_cell[s] = cell.slots.len() as u32;
-        cell.xs.push(self.pos[s].x);
-        cell.zs.push(self.pos[s].z);
-        cell.flags.push(self.flags[s]);
-        cell.slots.push(s as u32);
         self.cell_of[s] = c as u32;
         self.cell_stamp[c] = self.tick;
+        self.unlay(s);
     }
 
     fn cell_remove(&mut self, s: usize) {
         let c = self.cell_of[s] as usize;
-        let i = self.index_in_cell[s] as usize;
-        let cell = &mut self.cells[c];
-        debug_assert_eq!(cell.slots[i] as usize, s);
-        cell.xs.swap_remove(i);
-        cell.zs.swap_remove(i);
-        cell.flags.swap_remove(i);
-        cell.slots.swap_remove(i);
-        if let Some(&moved) = cell.slots.get(i) {
-            self.index_in_cell[moved as usize] = i as u32;
-        }
         self.cell_of[s] = NONE;
         self.cell_stamp[c] = self.tick;
+        self.unlay(s);
+    }
+
+    /// Records a structural change of entity `s` in cell `c`.
+    pub(super) fn mark_struct(&mut self, s: usize, c: usize) {
+        self.ent_struct[s] = self.tick;
+        self.cell_struct[c] = self.tick;
+        self.any_struct = true;
+    }
+
+    /// Marks `s`'s layout entry stale.
+    fn unlay(&mut self, s: usize) {
+        self.layout.relocated.push(s as u32);
+        self.arr_pos[s] = NONE;
+        self.layout.dirty = true;
     }
 
     fn alloc_entity(&mut self, id: EntityId, pos: Vec3, flags: u64) -> usize {
@@ -214,6 +358,7 @@ impl GridAoi {
             self.pos[s] = pos;
             self.flags[s] = flags;
             self.alive[s] = true;
+            self.last_pos[s] = pos;
             debug_assert!(self.owned[s].is_empty());
             s
         } else {
@@ -221,8 +366,11 @@ impl GridAoi {
             self.pos.push(pos);
             self.flags.push(flags);
             self.cell_of.push(NONE);
-            self.index_in_cell.push(0);
+            self.arr_pos.push(NONE);
             self.ent_stamp.push(0);
+            self.last_pos.push(pos);
+            self.ent_struct.push(0);
+            self.moved_tick.push(0);
             self.alive.push(true);
             self.owned.push(Vec::new());
             self.forced_by.push(0);
@@ -280,6 +428,7 @@ impl GridAoi {
         self.ent_stamp[s] = self.tick;
         let c = self.cell_index(pos);
         self.cell_insert(s, c);
+        self.mark_struct(s, c);
         Ok(())
     }
 
@@ -287,6 +436,9 @@ impl GridAoi {
         let s = self.slot(id)?;
         self.ids.remove(id);
         self.live_ents -= 1;
+        // Structural where it is and where the areas last saw it.
+        self.mark_struct(s, self.cell_of[s] as usize);
+        self.mark_struct(s, self.cell_index(self.last_pos[s]));
         self.cell_remove(s);
         self.alive[s] = false;
         self.ent_stamp[s] = self.tick;
@@ -308,6 +460,7 @@ impl GridAoi {
         Ok(())
     }
 
+    #[inline]
     pub(super) fn do_set_position(&mut self, id: EntityId, pos: Vec3) -> Result<(), AoiError> {
         check_position(pos)?;
         let s = self.slot(id)?;
@@ -315,25 +468,35 @@ impl GridAoi {
         let c_new = self.cell_index(pos);
         self.pos[s] = pos;
         self.ent_stamp[s] = self.tick;
-        if c_old == c_new {
-            let i = self.index_in_cell[s] as usize;
-            let cell = &mut self.cells[c_old];
-            cell.xs[i] = pos.x;
-            cell.zs[i] = pos.z;
-            self.cell_stamp[c_old] = self.tick;
-        } else {
-            self.cell_remove(s);
+        if self.moved_tick[s] != self.tick {
+            self.moved_tick[s] = self.tick;
+            self.movers.push(s as u32);
+        }
+        self.cell_stamp[c_old] = self.tick;
+        if c_old != c_new {
             self.cell_insert(s, c_new);
+        } else if let Some(k) = self.live_entry(s) {
+            self.layout.sx[k] = pos.x;
+            self.layout.sz[k] = pos.z;
         }
         Ok(())
+    }
+
+    /// The entity's layout entry, if it has a current one.
+    #[inline]
+    pub(super) fn live_entry(&self, s: usize) -> Option<usize> {
+        let k = self.arr_pos[s];
+        (k != NONE).then_some(k as usize)
     }
 
     pub(super) fn do_set_flags(&mut self, id: EntityId, flags: u64) -> Result<(), AoiError> {
         let s = self.slot(id)?;
         if self.flags[s] != flags {
             self.flags[s] = flags;
-            let (c, i) = (self.cell_of[s] as usize, self.index_in_cell[s] as usize);
-            self.cells[c].flags[i] = flags;
+            if let Some(k) = self.live_entry(s) {
+                self.layout.sflags[k] = flags;
+            }
+            self.mark_struct(s, self.cell_of[s] as usize);
             self.ent_stamp[s] = self.tick;
             self.cell_stamp[self.cell_of[s] as usize] = self.tick;
         }
@@ -374,6 +537,12 @@ impl GridAoi {
             forced: Vec::new(),
             dirty: true,
             alive: true,
+            watch: Vec::new(),
+            g_build: 0.0,
+            g_idle: 0.0,
+            live: 0,
+            min_rel: 0.0,
+            kinetic_ok: false,
         };
         set_spec(&mut area, spec);
         let a = match self.free_areas.pop() {
@@ -383,6 +552,8 @@ impl GridAoi {
                 let fresh = &mut self.areas[a as usize];
                 fresh.members = old.members;
                 fresh.forced = old.forced;
+                fresh.watch = old.watch;
+                fresh.watch.clear();
                 a as usize
             }
             None => {
@@ -462,59 +633,4 @@ fn set_spec(area: &mut Area, spec: AreaSpec) {
     area.has_height = spec.height.is_some();
     area.cap = spec.max_interest.map_or(usize::MAX, |c| c as usize);
     area.dirty = true;
-}
-
-impl GridAoi {
-    /// Checks the whole structure (slots, cells, id map, areas); costly, for
-    /// tests and the `verify` feature. Call it right after an update.
-    ///
-    /// # Panics
-    /// On any broken invariant.
-    pub fn verify(&self) {
-        use std::collections::BTreeSet;
-        let mut in_cells = 0;
-        for (c, cell) in self.cells.iter().enumerate() {
-            assert!(cell.xs.len() == cell.slots.len() && cell.zs.len() == cell.slots.len());
-            assert_eq!(cell.flags.len(), cell.slots.len());
-            for (i, &s) in cell.slots.iter().enumerate() {
-                let s = s as usize;
-                assert!(self.alive[s], "dead entity in a cell");
-                assert_eq!(
-                    (self.cell_of[s] as usize, self.index_in_cell[s] as usize),
-                    (c, i)
-                );
-                assert_eq!(self.cell_index(self.pos[s]), c, "entity in the wrong cell");
-                assert_eq!((cell.xs[i], cell.zs[i]), (self.pos[s].x, self.pos[s].z));
-                assert_eq!(cell.flags[i], self.flags[s]);
-                assert_eq!(self.ids.get(self.ent_id[s]), Some(s as u32));
-                in_cells += 1;
-            }
-        }
-        assert_eq!(in_cells, self.live_ents);
-        assert_eq!(self.ids.len(), self.live_ents);
-        assert!(self.dead_ents.is_empty() && self.dead_areas.is_empty());
-        let mut forced_by = vec![0u32; self.pos.len()];
-        let mut last = AreaId(0);
-        for &a in &self.order {
-            let area = &self.areas[a as usize];
-            assert!(area.alive && area.id > last, "order broken");
-            last = area.id;
-            assert_eq!(self.area_slot.get(&area.id), Some(&a));
-            let owner = area.owner as usize;
-            assert!(self.alive[owner] && self.owned[owner].contains(&a));
-            let members: BTreeSet<u32> = area.members.iter().copied().collect();
-            assert_eq!(members.len(), area.members.len(), "duplicate member");
-            assert!(!members.contains(&area.owner), "an area sees its owner");
-            for &f in &area.forced {
-                assert!(members.contains(&f), "forced entity not in the set");
-                forced_by[f as usize] += 1;
-            }
-            assert!(area.members.len() <= area.cap.max(area.forced.len()));
-            for &m in &area.members {
-                assert!(self.alive[m as usize], "member is dead after update");
-            }
-        }
-        assert_eq!(self.order.len(), self.area_slot.len());
-        assert_eq!(forced_by, self.forced_by);
-    }
 }

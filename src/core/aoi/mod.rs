@@ -38,16 +38,25 @@
 //!   numbers are refused with [`AoiError`] naming the field; unknown ids give
 //!   a typed error and change nothing.
 //!
-//! [`GridAoi`] is the production index (uniform grid, incremental);
-//! [`BruteAoi`] recomputes everything from scratch and is the oracle the
-//! property tests hold the grid to. Both implement [`AoiIndex`].
+//! - Height bands are relative to the owner's height (`y`).
+//!
+//! [`GridAoi`] is the production index: a uniform grid with the entities
+//! sorted by cell in contiguous arrays, incremental (areas whose
+//! neighbourhood did not change are skipped) and kinetic (each area keeps a
+//! watch list of the entities within its leave radius plus a skin and
+//! re-checks a pair only once the movement seen since could have carried it
+//! across a rim; see [`AoiParams::skin_m`]). [`BruteAoi`] recomputes
+//! everything from scratch and is the oracle the property tests hold the grid
+//! to. Both implement [`AoiIndex`].
 //!
 //! This module is sans-IO and deterministic; it knows nothing of cells,
 //! ghosts or clients.
 
 mod brute;
 mod grid;
+mod grid_kinetic;
 mod grid_update;
+mod grid_verify;
 mod idmap;
 mod types;
 
