@@ -33,6 +33,8 @@ struct Plan {
     read_per_tick: Option<usize>,
     /// Sleep this long on this tick (shard 0 only).
     sleep_at: Option<(u64, Duration)>,
+    /// Panic on this shard at this tick.
+    panic_at: Option<(u16, u64)>,
 }
 
 #[derive(Debug)]
@@ -77,6 +79,10 @@ impl ShardApp for Chatter {
         assert!(now >= self.last_now, "time goes forward");
         self.last_now = now;
         self.ticks += 1;
+        if self.plan.panic_at == Some((self.ctx.shard.index, self.ticks)) {
+            // Before reading: what was sent to this shard is lost with it.
+            panic!("test app crashes on purpose");
+        }
         self.take(inbox, self.plan.read_per_tick);
         if let Some((tick, pause)) = self.plan.sleep_at {
             if self.ctx.shard.index == 0 && self.ticks == tick {
@@ -254,6 +260,45 @@ fn stall_alarm_names_the_phase() {
         .find(|l| l.contains("stall") && l.contains("shard=n0/0"))
         .unwrap_or_else(|| panic!("no stall log in:\n{logs}"));
     assert!(line.contains("phase=\"app\""), "{line}");
+}
+
+#[test]
+fn a_crashing_shard_stops_the_runtime_and_losses_are_counted() {
+    let cfg = config(&["runtime.shards=3"]);
+    let plan = Plan {
+        per_dest_per_tick: 4,
+        panic_at: Some((1, 5)),
+        ..Plan::default()
+    };
+    let handle = start(&cfg, plan);
+    let t = Instant::now();
+    while !handle.is_stopping() {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "crash stops the runtime"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stats: Vec<_> = handle.stats().to_vec();
+    match handle.join() {
+        Err(tessera::runtime::RuntimeError::ShardFailed { shard, .. }) => {
+            assert_eq!(shard, ShardId::local(1));
+        }
+        other => panic!("expected ShardFailed, got {:?}", other.map(|a| a.len())),
+    }
+    // What was sent to shard 1 and never read is counted, not silent: held
+    // in its inbox, queued for it, or dropped by a sender after the crash.
+    let sum = |c| stats.iter().map(|s| s.count(c)).sum::<u64>();
+    let lost = sum(Count::DroppedDisconnected);
+    assert!(
+        lost > 0,
+        "messages to the dead shard are counted as dropped"
+    );
+    let unreceived = sum(Count::MessagesSent) - sum(Count::MessagesReceived);
+    assert!(
+        unreceived <= lost,
+        "{unreceived} never drained, {lost} counted"
+    );
 }
 
 fn http_get(addr: std::net::SocketAddr, path: &str) -> String {

@@ -61,7 +61,8 @@ pub enum Count {
     OutboxRefused,
     /// Ticks on which the inbox was at its bound, so queues were not drained.
     InboxFullTicks,
-    /// Envelopes dropped because the destination shard was gone (it crashed).
+    /// Envelopes lost to a crashed shard: held by it, queued for it, or
+    /// dropped by a sender after the crash.
     DroppedDisconnected,
     /// Envelopes still undelivered when the shutdown drain gave up.
     DroppedAtShutdown,
@@ -117,7 +118,7 @@ const COUNTS: [(Count, &str, &str); 12] = [
     (
         Count::DroppedDisconnected,
         "dropped_disconnected",
-        "Envelopes dropped: destination shard gone",
+        "Envelopes lost to a crashed shard",
     ),
     (
         Count::DroppedAtShutdown,

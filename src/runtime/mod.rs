@@ -179,6 +179,8 @@ impl Runtime {
             stop: Arc::new(AtomicBool::new(false)),
             done_sending: AtomicUsize::new(0),
             epoch: Instant::now(),
+            dead: (0..shards).map(|_| AtomicBool::new(false)).collect(),
+            orphans: std::sync::Mutex::new(Vec::new()),
         });
         let factory = Arc::new(factory);
         let links = mesh::build(shards, config.mesh.batch_queue_depth as usize);
@@ -263,6 +265,27 @@ impl<A: ShardApp> RuntimeHandle<A> {
         }
     }
 
+    /// Counts what is left in the queues of crashed shards as dropped (all
+    /// threads have stopped: nothing can be added any more).
+    fn count_orphans(&self) {
+        let mut orphans = self
+            .shared
+            .orphans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        for (index, rx) in orphans.drain(..) {
+            let lost: usize = rx.iter().flat_map(|r| r.try_iter()).map(|b| b.len()).sum();
+            if lost > 0 {
+                tracing::error!(
+                    shard = index,
+                    lost,
+                    "envelopes queued to a crashed shard dropped"
+                );
+            }
+            self.stats[index].add(Count::DroppedDisconnected, lost as u64);
+        }
+    }
+
     /// Shards running.
     pub fn shards(&self) -> usize {
         self.stats.len()
@@ -341,6 +364,7 @@ impl<A: ShardApp> RuntimeHandle<A> {
                 }
             }
         }
+        self.count_orphans();
         if let Some(mut admin) = self.admin.take() {
             admin.stop();
         }

@@ -18,9 +18,10 @@
 //!    to the caller (counted as `outbox_refused`): the application must slow
 //!    down, retry later, or drop with its own counter. [`Outbox::room`] and
 //!    [`Outbox::backlogged`] let it see this coming.
-//! 3. Nothing is ever dropped silently: a destination that disappeared (its
-//!    shard crashed) makes the flush count the lost envelopes as
-//!    `dropped_disconnected` and log an error.
+//! 3. Nothing is ever dropped silently: once a destination's shard has
+//!    crashed (marked dead), the flush drops what its lane holds, counts it
+//!    as `dropped_disconnected` and logs an error; what was already in the
+//!    dead shard's queues is counted by [`crate::runtime::RuntimeHandle::join`].
 //!
 //! # Ordering
 //! FIFO per destination: envelopes are numbered per destination (`seq` from
@@ -31,6 +32,7 @@
 use crate::core::ids::ShardId;
 use crate::wire::{Body, Envelope};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A batch: the envelopes one shard sends another in one flush.
 pub type Batch = Vec<Envelope>;
@@ -182,12 +184,26 @@ impl Outbox {
     }
 
     /// Sends every lane's batches into its queue (`queues[dest index]`) until
-    /// the lane is empty or the queue is full.
-    pub(crate) fn flush(&mut self, queues: &[flume::Sender<Batch>]) -> FlushReport {
+    /// the lane is empty or the queue is full. Lanes to shards marked in
+    /// `dead` are emptied and counted as dropped.
+    pub(crate) fn flush(
+        &mut self,
+        queues: &[flume::Sender<Batch>],
+        dead: &[AtomicBool],
+    ) -> FlushReport {
         debug_assert_eq!(queues.len(), self.lanes.len());
         let mut r = FlushReport::default();
         for (dest, (lane, tx)) in self.lanes.iter_mut().zip(queues).enumerate() {
             Self::seal(lane, self.batch_items_max);
+            if lane.held > 0 && dead[dest].load(Ordering::Acquire) {
+                tracing::error!(
+                    source = %self.source, dest, lost = lane.held,
+                    "destination shard crashed; envelopes dropped"
+                );
+                r.dropped += lane.held as u64;
+                lane.held = 0;
+                lane.pending.clear();
+            }
             while let Some(batch) = lane.pending.pop_front() {
                 let n = batch.len();
                 match tx.try_send(batch) {
@@ -229,6 +245,8 @@ mod tests {
         Body::encode(&n).expect("encode")
     }
 
+    static ALIVE: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+
     fn seqs(batch: &Batch) -> Vec<u64> {
         batch.iter().map(Envelope::seq).collect()
     }
@@ -242,7 +260,7 @@ mod tests {
             out.send(ShardId::local(1), 7, body(n)).expect("room");
         }
         out.send(ShardId::local(0), 7, body(9)).expect("self");
-        let r = out.flush(&[tx0, tx1]);
+        let r = out.flush(&[tx0, tx1], &ALIVE);
         assert_eq!((r.batches, r.messages), (2, 6));
         assert_eq!(seqs(&rx1.try_recv().expect("batch")), [0, 1, 2, 3, 4]);
         assert!(rx1.try_recv().is_err());
@@ -259,7 +277,7 @@ mod tests {
             out.send(me, 0, body(n)).expect("room");
         }
         // Batches of 2: [0,1] sent, [2] held (queue depth 1).
-        let r = out.flush(std::slice::from_ref(&tx));
+        let r = out.flush(std::slice::from_ref(&tx), &ALIVE[..1]);
         assert_eq!((r.batches, r.queue_full), (1, 1));
         assert!(out.backlogged(me));
         out.send(me, 0, body(3)).expect("room");
@@ -275,7 +293,7 @@ mod tests {
         let mut got = Vec::new();
         for _ in 0..4 {
             got.extend(rx.try_iter().flat_map(|b| seqs(&b)));
-            out.flush(std::slice::from_ref(&tx));
+            out.flush(std::slice::from_ref(&tx), &ALIVE[..1]);
         }
         got.extend(rx.try_iter().flat_map(|b| seqs(&b)));
         assert_eq!(got, [0, 1, 2, 3, 4, 5]);
@@ -292,7 +310,12 @@ mod tests {
         let (tx, rx) = flume::bounded(1);
         drop(rx);
         out.send(ShardId::local(0), 0, body(0)).expect("room");
-        let r = out.flush(&[tx]);
+        let r = out.flush(std::slice::from_ref(&tx), &ALIVE[..1]);
         assert_eq!((r.dropped, r.batches), (1, 0));
+        let dead = [AtomicBool::new(true)];
+        out.send(ShardId::local(0), 0, body(0)).expect("room");
+        out.send(ShardId::local(0), 0, body(1)).expect("room");
+        let r = out.flush(std::slice::from_ref(&tx), &dead);
+        assert_eq!((r.dropped, r.batches, out.held()), (2, 0, 0));
     }
 }

@@ -26,10 +26,11 @@ use super::app::{ShardApp, ShardContext};
 use super::inbox::{Inbox, InboxBuf};
 use super::mesh::{DrainReport, ShardLinks};
 use super::metrics::{Count, Hist, Level, LocalHists, MetricSink, ShardStats};
-use super::outbox::{FlushReport, Outbox};
+use super::outbox::{Batch, FlushReport, Outbox};
 use crate::core::time::Time;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A stall is logged at most this often per shard (it is always counted).
@@ -46,6 +47,11 @@ pub(crate) struct Shared {
     pub(crate) done_sending: AtomicUsize,
     /// The instant that maps to `Time::ZERO`.
     pub(crate) epoch: Instant,
+    /// Shards that crashed, by index (their lanes are dropped, counted).
+    pub(crate) dead: Vec<AtomicBool>,
+    /// Inbound queues of crashed shards, kept so that what is in them is
+    /// counted as dropped once every thread has stopped.
+    pub(crate) orphans: Mutex<Vec<(usize, Vec<flume::Receiver<Batch>>)>>,
 }
 
 impl Shared {
@@ -67,21 +73,36 @@ pub(crate) struct ShardParams {
     pub(crate) inbox_items_max: usize,
 }
 
-/// Marks the shard done (and stops the others) if its thread unwinds.
-struct PanicGuard<'a>(&'a Shared);
+/// Stops the other shards if this one unwinds, and counts it as done
+/// sending (once: not again if it had announced that already).
+struct PanicGuard<'a> {
+    shared: &'a Shared,
+    announced: Cell<bool>,
+}
+
+impl PanicGuard<'_> {
+    /// Announces (once) that this shard has nothing more to send.
+    fn announce(&self) {
+        if !self.announced.replace(true) {
+            self.shared.done_sending.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
 
 impl Drop for PanicGuard<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.0.stop.store(true, Ordering::Release);
-            self.0.done_sending.fetch_add(1, Ordering::AcqRel);
+            self.shared.stop.store(true, Ordering::Release);
+            self.announce();
         }
     }
 }
 
 struct Shard<A> {
     p: ShardParams,
-    app: A,
+    /// Always `Some` until `run` takes it back at the very end (an `Option`
+    /// only so that `Shard` may implement `Drop`).
+    app: Option<A>,
     links: ShardLinks,
     inbox: InboxBuf,
     outbox: Outbox,
@@ -108,7 +129,7 @@ pub(crate) async fn run<A: ShardApp>(
     );
     let mut shard = Shard {
         p,
-        app,
+        app: Some(app),
         links,
         inbox: InboxBuf::default(),
         outbox,
@@ -118,10 +139,13 @@ pub(crate) async fn run<A: ShardApp>(
         shared: shared.clone(),
         last_stall_log: None,
     };
-    let _guard = PanicGuard(&shared);
+    let guard = PanicGuard {
+        shared: &shared,
+        announced: Cell::new(false),
+    };
     shard.tick_loop().await;
-    shard.shutdown().await;
-    shard.app
+    shard.shutdown(&guard).await;
+    shard.app.take().expect("app present until the end")
 }
 
 impl<A: ShardApp> Shard<A> {
@@ -161,10 +185,10 @@ impl<A: ShardApp> Shard<A> {
         };
         let t1 = Instant::now();
         let now = self.shared.now(t1);
-        self.app
-            .on_tick(now, Inbox::new(&mut self.inbox), &mut self.outbox);
+        let app = self.app.as_mut().expect("app present until the end");
+        app.on_tick(now, Inbox::new(&mut self.inbox), &mut self.outbox);
         let t2 = Instant::now();
-        let flushed = self.outbox.flush(&self.links.tx);
+        let flushed = self.outbox.flush(&self.links.tx, &self.shared.dead);
         let t3 = Instant::now();
         self.account(drained, flushed);
         let phases = [
@@ -229,21 +253,21 @@ impl<A: ShardApp> Shard<A> {
 
     fn publish(&mut self) {
         self.stats.try_publish(&mut self.hists);
-        self.app.export_metrics(&mut self.sink);
+        if let Some(app) = &self.app {
+            app.export_metrics(&mut self.sink);
+        }
         self.stats.try_publish_app(&mut self.sink);
     }
 
-    async fn shutdown(&mut self) {
+    async fn shutdown(&mut self, guard: &PanicGuard<'_>) {
         let n = usize::from(self.p.ctx.shards);
         let deadline = Instant::now() + self.p.shutdown_drain_max;
-        let mut announced = false;
         loop {
             let d = self.links.drain(&mut self.inbox);
-            let f = self.outbox.flush(&self.links.tx);
+            let f = self.outbox.flush(&self.links.tx, &self.shared.dead);
             self.account(d, f);
-            if !announced && self.outbox.held() == 0 {
-                announced = true;
-                self.shared.done_sending.fetch_add(1, Ordering::AcqRel);
+            if self.outbox.held() == 0 {
+                guard.announce();
             }
             if self.shared.done_sending.load(Ordering::Acquire) >= n {
                 break;
@@ -259,7 +283,8 @@ impl<A: ShardApp> Shard<A> {
         let d = self.links.drain(&mut self.inbox);
         self.account(d, FlushReport::default());
         let now = self.shared.now(Instant::now());
-        self.app.on_stop(now, Inbox::new(&mut self.inbox));
+        let inbox = Inbox::new(&mut self.inbox);
+        self.app.as_mut().expect("app present").on_stop(now, inbox);
         let unread = self.inbox.clear() as u64;
         if unread > 0 {
             tracing::warn!(shard = %self.p.ctx.shard, unread, "envelopes unread at stop");
@@ -267,6 +292,27 @@ impl<A: ShardApp> Shard<A> {
         }
         self.stats.set(Level::InboxHeld, 0);
         self.publish();
+    }
+}
+
+impl<A> Drop for Shard<A> {
+    /// On a crash: mark this shard dead, count what it held as dropped, and
+    /// hand its inbound queues to the runtime to count the rest after join.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let me = usize::from(self.p.ctx.shard.index);
+        self.shared.dead[me].store(true, Ordering::Release);
+        let lost = self.inbox.clear() + self.outbox.held();
+        self.stats.add(Count::DroppedDisconnected, lost as u64);
+        let rx = std::mem::take(&mut self.links.rx);
+        let mut orphans = self
+            .shared
+            .orphans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        orphans.push((me, rx));
     }
 }
 
