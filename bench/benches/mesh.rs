@@ -3,7 +3,7 @@
 //!
 //! `cargo bench -p tessera-bench --bench mesh` (env: `MESH_BENCH_SECS` per run,
 //! default 2; `MESH_BENCH_REPEATS`, default 3; `MESH_BENCH_LOADS`, messages
-//! per destination per tick, default `1000,10000,40000`).
+//! per destination per tick, default `1000,10000,100000`).
 //!
 //! Each case runs the real runtime (pinned glommio shards, 10 ms ticks, the
 //! flume mesh) with an application that, every tick, sends `load` envelopes to
@@ -103,6 +103,9 @@ impl ShardApp for Blaster {
 #[derive(Clone, Copy, Debug, Default)]
 struct Figures {
     msgs_per_s: f64,
+    /// Tick p50 divided by the envelopes a shard sends per tick (each shard
+    /// also receives as many): the cost of one send + one receive + access.
+    ns_per_msg: f64,
     tick_p50_us: u64,
     tick_p99_us: u64,
     flush_p99_us: u64,
@@ -144,6 +147,7 @@ fn run_case(shards: u16, load: u64, mode: BodyMode, secs: f64) -> Figures {
     let max_q = |h: Hist, q: f64| stats.iter().map(|s| s.quantile(h, q)).max().unwrap_or(0);
     Figures {
         msgs_per_s: received as f64 / elapsed,
+        ns_per_msg: max_q(Hist::Tick, 0.5) as f64 * 1e3 / load as f64,
         tick_p50_us: max_q(Hist::Tick, 0.5),
         tick_p99_us: max_q(Hist::Tick, 0.99),
         flush_p99_us: max_q(Hist::Flush, 0.99),
@@ -170,17 +174,18 @@ fn report(label: &str, runs: &[Figures]) {
     let (p50, p50lo, p50hi) = col(|f| f.tick_p50_us as f64);
     let (p99, p99lo, p99hi) = col(|f| f.tick_p99_us as f64);
     let (fl, _, _) = col(|f| f.flush_p99_us as f64);
+    let (ns, nslo, nshi) = col(|f| f.ns_per_msg);
     let skipped: u64 = runs.iter().map(|f| f.skipped).sum();
     let full: u64 = runs.iter().map(|f| f.queue_full).sum();
     println!(
-        "{label:<28} {:>7.2} M msg/s ({:.2}..{:.2})  tick p50 {:>6.0} us ({:.0}..{:.0})  p99 {:>6.0} us ({:.0}..{:.0})  flush p99 {:>5.0} us  skipped {skipped} full {full}",
+        "{label:<24} {:>6.2} M msg/s ({:.2}..{:.2})  {ns:>5.1} ns/msg ({nslo:.1}..{nshi:.1})  tick p50 {:>6.0} us ({:.0}..{:.0})  p99 {:>6.0} us ({:.0}..{:.0})  flush p99 {:>5.0} us  skipped {skipped} full {full}",
         m / 1e6, lo / 1e6, hi / 1e6, p50, p50lo, p50hi, p99, p99lo, p99hi, fl
     );
 }
 
 fn mesh_part(secs: f64, repeats: usize) {
     let loads: Vec<u64> = std::env::var("MESH_BENCH_LOADS")
-        .unwrap_or_else(|_| "1000,10000,40000".into())
+        .unwrap_or_else(|_| "1000,10000,100000".into())
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
@@ -196,12 +201,13 @@ fn mesh_part(secs: f64, repeats: usize) {
         println!("load {load}/dest/tick, bodies {mode:?}:");
         report("  1 shard (to itself)", &one);
         report("  2 shards (cross-core)", &two);
-        let ratio = |v: &[Figures]| {
-            median_spread(&mut v.iter().map(|f| f.msgs_per_s).collect::<Vec<_>>()).0
+        let med = |v: &[Figures], f: fn(&Figures) -> f64| {
+            median_spread(&mut v.iter().map(f).collect::<Vec<_>>()).0
         };
         println!(
-            "  ratio 2-shard/1-shard msg/s: {:.2}",
-            ratio(&two) / ratio(&one)
+            "  2-shard/1-shard: msg/s x{:.2} (2.0 = linear), ns/msg x{:.2} (1.0 = crossing cores is free)",
+            med(&two, |f| f.msgs_per_s) / med(&one, |f| f.msgs_per_s),
+            med(&two, |f| f.ns_per_msg) / med(&one, |f| f.ns_per_msg)
         );
     }
 }
@@ -241,17 +247,26 @@ fn wake_case(wake: bool, tick: Duration, secs: f64) -> (f64, f64, u64, f64) {
         .spawn(move || async move {
             let sw0 = voluntary_switches();
             let buf: Rc<RefCell<Vec<Vec<u64>>>> = Rc::default();
+            let ended = Rc::new(std::cell::Cell::new(false));
             let mut got = 0u64;
-            let task = wake.then(|| {
-                let (rx, buf) = (rx.clone(), buf.clone());
+            if wake {
+                let (rx, buf, ended) = (rx.clone(), buf.clone(), ended.clone());
                 glommio::spawn_local(async move {
                     while let Ok(b) = rx.recv_async().await {
                         buf.borrow_mut().push(b);
                     }
+                    ended.set(true);
                 })
-            });
+                .detach();
+            }
             let start = Instant::now();
-            for k in 1..=ticks + 2 {
+            for k in 1.. {
+                // Until the sender is gone and everything is drained.
+                let done = if wake {
+                    ended.get()
+                } else {
+                    rx.is_disconnected()
+                };
                 if wake {
                     got += buf
                         .borrow_mut()
@@ -261,10 +276,12 @@ fn wake_case(wake: bool, tick: Duration, secs: f64) -> (f64, f64, u64, f64) {
                 } else {
                     got += rx.try_iter().map(|b| b.len() as u64).sum::<u64>();
                 }
+                if done {
+                    break;
+                }
                 let next = start + tick * u32::try_from(k).unwrap_or(u32::MAX);
                 glommio::timer::sleep(next.saturating_duration_since(Instant::now())).await;
             }
-            drop(task);
             (got, voluntary_switches() - sw0)
         })
         .expect("receiver");
@@ -312,9 +329,15 @@ fn wake_part(secs: f64) {
     }
 }
 
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg").unwrap_or_default()
+}
+
 fn main() {
     let secs: f64 = env_or("MESH_BENCH_SECS", 2.0);
     let repeats: usize = env_or("MESH_BENCH_REPEATS", 3).max(1);
+    println!("# loadavg at start: {}", loadavg().trim());
     mesh_part(secs, repeats);
     wake_part(secs);
+    println!("# loadavg at end: {}", loadavg().trim());
 }

@@ -6,7 +6,9 @@
 //!
 //! # Limits
 //! `mesh.inbox_items_max`: while this many envelopes are held, the shard does
-//! not drain its queues; they fill up and push back on the senders.
+//! not drain its queues; they fill up and push back on the senders. One drain
+//! may overshoot the bound by at most what the queues hold (shards x
+//! `mesh.batch_queue_depth` x `mesh.batch_items_max`).
 //!
 //! # Ordering
 //! FIFO per source shard (batches from one source are appended in queue

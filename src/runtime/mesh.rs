@@ -26,7 +26,7 @@
 //!   one tick, which the tick design imposes anyway.
 //! - No polling loop: draining happens once per tick, never by spinning.
 //!
-//! `tessera mesh-bench --wake` measures the alternative for comparison.
+//! The `mesh` bench (`bench/benches/mesh.rs`, second part) measures both.
 //!
 //! # Limits
 //! `mesh.batch_queue_depth` batches per channel. A full channel pushes back on
