@@ -12,7 +12,7 @@
 //!      |
 //!   runtime       the only code that touches executors, queues, clocks, sockets
 //!      |
-//!   wire          rkyv shard messages, client protocol            (later issues)
+//!   wire          rkyv shard message envelope; client protocol (later)
 //!      |
 //!   config        serde + toml; embedded defaults; validation naming the key
 //!      |
@@ -26,4 +26,6 @@
 
 pub mod config;
 pub mod core;
+pub mod runtime;
 pub mod sim;
+pub mod wire;

@@ -7,6 +7,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use tessera::config::Config;
 
+/// mimalloc underneath everything: much faster than glibc when objects are
+/// freed on another core (batches cross shards) and with a large live set.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// tessera: a seamless-world MMO cell server.
 #[derive(Parser, Debug)]
 #[command(version, about)]

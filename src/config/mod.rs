@@ -15,7 +15,10 @@
 mod layers;
 mod sections;
 
-pub use sections::{AoiConfig, CellConfig, RuntimeConfig, SpaceConfig, SyncConfig, WorldConfig};
+pub use sections::{
+    AdminConfig, AoiConfig, CellConfig, MeshConfig, RuntimeConfig, SpaceConfig, SyncConfig,
+    WorldConfig,
+};
 
 use crate::core::cell::CellParams;
 use crate::core::space::{BalanceParams, SpaceParams};
@@ -82,8 +85,12 @@ pub struct Config {
     pub cell: CellConfig,
     /// Property sync ordering and caching.
     pub sync: SyncConfig,
-    /// The tick loop.
+    /// Executors, placement, the tick loop.
     pub runtime: RuntimeConfig,
+    /// Queues between shards.
+    pub mesh: MeshConfig,
+    /// The admin endpoint.
+    pub admin: AdminConfig,
 }
 
 impl Default for Config {
@@ -160,7 +167,9 @@ impl Config {
             .map_err(|e| sections::param_error("balance", &e))?;
         self.aoi.validate(&self.world)?;
         sections::validate_cell(&self.world, &self.aoi, &self.cell, &self.sync)?;
-        self.runtime.validate()
+        self.runtime.validate()?;
+        self.mesh.validate()?;
+        self.admin.validate()
     }
 }
 
@@ -234,6 +243,24 @@ mod tests {
         }
         let err = Config::load(None, &["cell.migrate_margin_m=20".into()]).unwrap_err();
         assert_eq!(key_of(&err), "cell.migrate_margin_m", "{err}");
+    }
+
+    #[test]
+    fn runtime_mesh_and_admin_keys_are_checked() {
+        let config = Config::load(None, &["runtime.cpus=[0, 1]".into()]).expect("valid");
+        assert_eq!(config.runtime.cpus, vec![0, 1]);
+        for (text, key) in [
+            ("runtime.tick_budget_ms=80", "runtime.tick_budget_ms"),
+            ("mesh.batch_queue_depth=0", "mesh.batch_queue_depth"),
+            ("mesh.outbox_items_max=10", "mesh.outbox_items_max"),
+            ("admin.listen_addr=\"nowhere\"", "admin.listen_addr"),
+        ] {
+            let err = Config::load(None, &[text.into()]).unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::Invalid { key: k, .. } if *k == key),
+                "{text}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -307,12 +307,29 @@ pub(crate) fn validate_cell(
     Ok(())
 }
 
-/// The tick loop.
+/// The shard runtime: executors, placement, the tick loop and shutdown.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeConfig {
     /// One simulation tick, milliseconds.
     pub tick_ms: u64,
+    /// Shards (executors) on this node; 0 = one per CPU in `cpus` (or per
+    /// available CPU when `cpus` is empty).
+    pub shards: u16,
+    /// CPU ids to pin shards to; shard `i` runs on `cpus[i % len]`. Empty =
+    /// every CPU this process may run on.
+    pub cpus: Vec<u16>,
+    /// Pin each shard to its CPU (`false`: let the OS place the threads).
+    pub pin: bool,
+    /// A tick whose work (drain + app + flush) takes longer than this is a
+    /// stall: counted and logged with the phase that took the time.
+    pub tick_budget_ms: u64,
+    /// On shutdown, how long shards keep flushing and draining queues before
+    /// giving up and counting what is left as dropped.
+    pub shutdown_drain_ms_max: u64,
+    /// Shards publish their histograms to the metrics endpoint every this
+    /// many ticks (counters are always live).
+    pub metrics_publish_ticks: u32,
 }
 
 impl RuntimeConfig {
@@ -321,6 +338,100 @@ impl RuntimeConfig {
         if self.tick_ms > 1000 {
             return Err(invalid("runtime.tick_ms", self.tick_ms, "must be <= 1000"));
         }
-        Ok(())
+        if self.shards > 1024 {
+            return Err(invalid("runtime.shards", self.shards, "must be <= 1024"));
+        }
+        at_least("runtime.tick_budget_ms", self.tick_budget_ms, 1)?;
+        if self.tick_budget_ms > self.tick_ms {
+            return Err(invalid(
+                "runtime.tick_budget_ms",
+                self.tick_budget_ms,
+                format!("must be <= runtime.tick_ms = {}", self.tick_ms),
+            ));
+        }
+        at_least(
+            "runtime.shutdown_drain_ms_max",
+            self.shutdown_drain_ms_max,
+            self.tick_ms,
+        )?;
+        at_least(
+            "runtime.metrics_publish_ticks",
+            u64::from(self.metrics_publish_ticks),
+            1,
+        )
+    }
+}
+
+/// The mesh of queues between shards (one per ordered pair).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeshConfig {
+    /// Batches in flight per ordered pair of shards; a full queue pushes back.
+    pub batch_queue_depth: u32,
+    /// Envelopes in one batch, at most.
+    pub batch_items_max: u32,
+    /// Envelopes a shard holds for one destination (not yet accepted by the
+    /// queue) before it refuses new sends to it.
+    pub outbox_items_max: u32,
+    /// Received envelopes a shard holds unread before it stops draining its
+    /// queues (which then fill and push back on the senders).
+    pub inbox_items_max: u32,
+    /// The largest envelope body accepted from a link, bytes.
+    pub body_bytes_max: u32,
+}
+
+impl MeshConfig {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        at_least(
+            "mesh.batch_queue_depth",
+            u64::from(self.batch_queue_depth),
+            1,
+        )?;
+        at_least("mesh.batch_items_max", u64::from(self.batch_items_max), 1)?;
+        for (key, v) in [
+            ("mesh.outbox_items_max", self.outbox_items_max),
+            ("mesh.inbox_items_max", self.inbox_items_max),
+        ] {
+            if v < self.batch_items_max {
+                return Err(invalid(
+                    key,
+                    v,
+                    format!("must be >= mesh.batch_items_max = {}", self.batch_items_max),
+                ));
+            }
+        }
+        at_least("mesh.body_bytes_max", u64::from(self.body_bytes_max), 64)
+    }
+}
+
+/// The admin HTTP endpoint (`GET /metrics`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Serve the admin endpoint at all.
+    pub enabled: bool,
+    /// `host:port` to listen on (port 0 = any free port).
+    pub listen_addr: String,
+    /// Bytes of one request head read at most; longer requests are refused.
+    pub request_bytes_max: u32,
+    /// Read and write timeout of one admin connection, milliseconds.
+    pub io_timeout_ms: u64,
+}
+
+impl AdminConfig {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if self.listen_addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(invalid(
+                "admin.listen_addr",
+                &self.listen_addr,
+                "must be an ip:port address such as 127.0.0.1:9187",
+            ));
+        }
+        at_least(
+            "admin.request_bytes_max",
+            u64::from(self.request_bytes_max),
+            256,
+        )?;
+        at_least("admin.io_timeout_ms", self.io_timeout_ms, 1)
     }
 }

@@ -1,0 +1,62 @@
+//! The runtime's only view of the application: [`ShardApp`].
+//!
+//! The runtime knows nothing of cells, entities or the space tree. Each shard
+//! owns one application value (built on the shard's own thread by the factory
+//! given to [`crate::runtime::Runtime::start`]) and calls it once per tick with
+//! the time, what arrived since the last tick, and an outbox for what it
+//! wants sent. The application is a sans-IO state machine in the quinn shape:
+//! it never sees an executor, a queue, a socket or a clock.
+//!
+//! Runs on: the shard's thread. Owns: nothing but the trait.
+
+use super::inbox::Inbox;
+use super::metrics::MetricSink;
+use super::outbox::Outbox;
+use crate::core::ids::ShardId;
+use crate::core::time::Time;
+use std::time::Duration;
+
+/// Where an application instance runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShardContext {
+    /// This shard.
+    pub shard: ShardId,
+    /// How many shards this node runs (shard indices are `0..shards`).
+    pub shards: u16,
+    /// The tick period.
+    pub tick: Duration,
+}
+
+impl ShardContext {
+    /// Every shard of this node, in index order.
+    pub fn all_shards(&self) -> impl Iterator<Item = ShardId> + '_ {
+        (0..self.shards).map(move |index| ShardId {
+            node: self.shard.node,
+            index,
+        })
+    }
+}
+
+/// The application a shard drives (the cell host, later).
+pub trait ShardApp: Send + 'static {
+    /// One tick at time `now`.
+    ///
+    /// `inbox` yields the envelopes received since the last tick (plus any the
+    /// application left unread last time), in FIFO order per source shard.
+    /// Envelopes not taken stay for the next tick. What is pushed to `out` is
+    /// flushed after this returns, as one batch per destination.
+    fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox);
+
+    /// Shutdown: every shard has stopped ticking and flushed its outbox, and
+    /// `inbox` holds everything still in flight to this shard. Nothing can be
+    /// sent any more. Envelopes left unread are counted as dropped.
+    fn on_stop(&mut self, now: Time, inbox: Inbox<'_>) {
+        let _ = (now, inbox);
+    }
+
+    /// Reports application metrics; called every
+    /// `runtime.metrics_publish_ticks` ticks and at shutdown.
+    fn export_metrics(&self, sink: &mut MetricSink) {
+        let _ = sink;
+    }
+}

@@ -1,0 +1,321 @@
+//! What a shard's application wants sent, batched per destination.
+//!
+//! During a tick the application pushes envelopes with [`Outbox::send`]; after
+//! the tick the runtime flushes each destination's batch into that
+//! destination's queue with one `try_send`: one batch per destination per
+//! tick (more only when a tick sends more than `mesh.batch_items_max` to one
+//! destination).
+//!
+//! # Back-pressure policy
+//!
+//! 1. A full destination queue is not an error: the batch stays at the head of
+//!    this destination's lane, the event is counted (`queue_full`), and it is
+//!    retried at the next flush. Envelopes sent meanwhile are appended to the
+//!    held batch while it has room, so a backed-up lane still ships one batch
+//!    per tick once the queue frees up.
+//! 2. Each lane holds at most `mesh.outbox_items_max` envelopes. Beyond that
+//!    [`Outbox::send`] refuses with [`SendError::Full`], handing the body back
+//!    to the caller (counted as `outbox_refused`): the application must slow
+//!    down, retry later, or drop with its own counter. [`Outbox::room`] and
+//!    [`Outbox::backlogged`] let it see this coming.
+//! 3. Nothing is ever dropped silently: once a destination's shard has
+//!    crashed (marked dead), the flush drops what its lane holds, counts it
+//!    as `dropped_disconnected` and logs an error; what was already in the
+//!    dead shard's queues is counted by [`crate::runtime::RuntimeHandle::join`].
+//!
+//! # Ordering
+//! FIFO per destination: envelopes are numbered per destination (`seq` from
+//! 0) in send order, and batches leave a lane in order.
+//!
+//! Runs on: the owning shard's thread.
+
+use crate::core::ids::ShardId;
+use crate::wire::{Body, Envelope};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A batch: the envelopes one shard sends another in one flush.
+pub type Batch = Vec<Envelope>;
+
+/// Why a send was refused; the body is handed back.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// The destination is not a shard of this node.
+    #[error("no shard {dest} on this node")]
+    UnknownShard {
+        /// The destination asked for.
+        dest: ShardId,
+        /// The body, handed back.
+        body: Body,
+    },
+    /// The lane to `dest` holds `mesh.outbox_items_max` envelopes already.
+    #[error("outbox to {dest} is full")]
+    Full {
+        /// The destination.
+        dest: ShardId,
+        /// The body, handed back.
+        body: Body,
+    },
+}
+
+#[derive(Debug, Default)]
+struct Lane {
+    /// Sealed batches waiting for queue space, oldest first.
+    pending: VecDeque<Batch>,
+    /// The batch being filled this tick.
+    open: Batch,
+    /// Envelopes in `pending` and `open`.
+    held: usize,
+    /// The seq of the next envelope to this destination.
+    next_seq: u64,
+    /// Length of the last sealed batch (capacity hint for the next one).
+    last_len: usize,
+}
+
+/// The outcome of one flush.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FlushReport {
+    pub(crate) batches: u64,
+    pub(crate) messages: u64,
+    pub(crate) queue_full: u64,
+    pub(crate) dropped: u64,
+}
+
+/// Per-destination lanes of outgoing envelopes of one shard.
+#[derive(Debug)]
+pub struct Outbox {
+    source: ShardId,
+    lanes: Vec<Lane>,
+    batch_items_max: usize,
+    outbox_items_max: usize,
+    refused: u64,
+}
+
+impl Outbox {
+    pub(crate) fn new(
+        source: ShardId,
+        shards: u16,
+        batch_items_max: usize,
+        outbox_items_max: usize,
+    ) -> Outbox {
+        assert!(batch_items_max >= 1 && outbox_items_max >= batch_items_max);
+        Outbox {
+            source,
+            lanes: (0..shards).map(|_| Lane::default()).collect(),
+            batch_items_max,
+            outbox_items_max,
+            refused: 0,
+        }
+    }
+
+    /// The shard this outbox sends from.
+    pub fn source(&self) -> ShardId {
+        self.source
+    }
+
+    fn lane_index(&self, dest: ShardId) -> Option<usize> {
+        let i = usize::from(dest.index);
+        (dest.node == self.source.node && i < self.lanes.len()).then_some(i)
+    }
+
+    /// Queues `body` (of message type `kind`) for `dest`; it leaves at the end
+    /// of this tick. Sending to this shard itself is allowed (it arrives next
+    /// tick, like any other).
+    ///
+    /// # Errors
+    /// [`SendError::UnknownShard`] or [`SendError::Full`], handing the body back.
+    ///
+    /// # Limits
+    /// `mesh.outbox_items_max` envelopes held per destination.
+    pub fn send(&mut self, dest: ShardId, kind: u16, body: Body) -> Result<(), SendError> {
+        let Some(i) = self.lane_index(dest) else {
+            return Err(SendError::UnknownShard { dest, body });
+        };
+        let (source, batch_max) = (self.source, self.batch_items_max);
+        let lane = &mut self.lanes[i];
+        if lane.held >= self.outbox_items_max {
+            self.refused += 1;
+            return Err(SendError::Full { dest, body });
+        }
+        if lane.open.capacity() == 0 {
+            lane.open.reserve(lane.last_len.clamp(1, batch_max));
+        }
+        lane.open
+            .push(Envelope::new(source, dest, kind, lane.next_seq, body));
+        lane.next_seq += 1;
+        lane.held += 1;
+        if lane.open.len() == batch_max {
+            Self::seal(lane, batch_max);
+        }
+        Ok(())
+    }
+
+    /// How many more envelopes `dest` accepts now (0 for an unknown shard).
+    pub fn room(&self, dest: ShardId) -> usize {
+        self.lane_index(dest)
+            .map_or(0, |i| self.outbox_items_max - self.lanes[i].held)
+    }
+
+    /// Whether envelopes to `dest` are still waiting from an earlier tick
+    /// (its queue was full): a hint to slow down.
+    pub fn backlogged(&self, dest: ShardId) -> bool {
+        self.lane_index(dest)
+            .is_some_and(|i| !self.lanes[i].pending.is_empty())
+    }
+
+    /// Envelopes held for all destinations.
+    pub fn held(&self) -> usize {
+        self.lanes.iter().map(|l| l.held).sum()
+    }
+
+    /// Moves the open batch to the pending list, merging it into the last
+    /// pending batch when both fit in one.
+    fn seal(lane: &mut Lane, batch_max: usize) {
+        if lane.open.is_empty() {
+            return;
+        }
+        lane.last_len = lane.open.len();
+        match lane.pending.back_mut() {
+            Some(last) if last.len() + lane.open.len() <= batch_max => {
+                last.append(&mut lane.open);
+            }
+            _ => lane.pending.push_back(std::mem::take(&mut lane.open)),
+        }
+    }
+
+    /// Sends every lane's batches into its queue (`queues[dest index]`) until
+    /// the lane is empty or the queue is full. Lanes to shards marked in
+    /// `dead` are emptied and counted as dropped.
+    pub(crate) fn flush(
+        &mut self,
+        queues: &[flume::Sender<Batch>],
+        dead: &[AtomicBool],
+    ) -> FlushReport {
+        debug_assert_eq!(queues.len(), self.lanes.len());
+        let mut r = FlushReport::default();
+        for (dest, (lane, tx)) in self.lanes.iter_mut().zip(queues).enumerate() {
+            Self::seal(lane, self.batch_items_max);
+            if lane.held > 0 && dead[dest].load(Ordering::Acquire) {
+                tracing::error!(
+                    source = %self.source, dest, lost = lane.held,
+                    "destination shard crashed; envelopes dropped"
+                );
+                r.dropped += lane.held as u64;
+                lane.held = 0;
+                lane.pending.clear();
+            }
+            while let Some(batch) = lane.pending.pop_front() {
+                let n = batch.len();
+                match tx.try_send(batch) {
+                    Ok(()) => {
+                        r.batches += 1;
+                        r.messages += n as u64;
+                        lane.held -= n;
+                    }
+                    Err(flume::TrySendError::Full(batch)) => {
+                        lane.pending.push_front(batch);
+                        r.queue_full += 1;
+                        break;
+                    }
+                    Err(flume::TrySendError::Disconnected(_)) => {
+                        tracing::error!(
+                            source = %self.source, dest, lost = n,
+                            "destination shard is gone; envelopes dropped"
+                        );
+                        r.dropped += n as u64;
+                        lane.held -= n;
+                    }
+                }
+            }
+        }
+        r
+    }
+
+    /// Takes the count of refused sends since the last call.
+    pub(crate) fn take_refused(&mut self) -> u64 {
+        std::mem::take(&mut self.refused)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(n: u64) -> Body {
+        Body::encode(&n).expect("encode")
+    }
+
+    static ALIVE: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+
+    fn seqs(batch: &Batch) -> Vec<u64> {
+        batch.iter().map(Envelope::seq).collect()
+    }
+
+    #[test]
+    fn one_batch_per_destination_per_flush() {
+        let (tx0, rx0) = flume::bounded(4);
+        let (tx1, rx1) = flume::bounded(4);
+        let mut out = Outbox::new(ShardId::local(0), 2, 8, 16);
+        for n in 0..5 {
+            out.send(ShardId::local(1), 7, body(n)).expect("room");
+        }
+        out.send(ShardId::local(0), 7, body(9)).expect("self");
+        let r = out.flush(&[tx0, tx1], &ALIVE);
+        assert_eq!((r.batches, r.messages), (2, 6));
+        assert_eq!(seqs(&rx1.try_recv().expect("batch")), [0, 1, 2, 3, 4]);
+        assert!(rx1.try_recv().is_err());
+        assert_eq!(seqs(&rx0.try_recv().expect("batch")), [0]);
+        assert_eq!(out.held(), 0);
+    }
+
+    #[test]
+    fn full_queue_holds_batches_and_full_outbox_refuses() {
+        let (tx, rx) = flume::bounded(1);
+        let mut out = Outbox::new(ShardId::local(0), 1, 2, 4);
+        let me = ShardId::local(0);
+        for n in 0..3 {
+            out.send(me, 0, body(n)).expect("room");
+        }
+        // Batches of 2: [0,1] sent, [2] held (queue depth 1).
+        let r = out.flush(std::slice::from_ref(&tx), &ALIVE[..1]);
+        assert_eq!((r.batches, r.queue_full), (1, 1));
+        assert!(out.backlogged(me));
+        out.send(me, 0, body(3)).expect("room");
+        assert_eq!(out.room(me), 2);
+        out.send(me, 0, body(4)).expect("room");
+        out.send(me, 0, body(5)).expect("room");
+        match out.send(me, 0, body(6)) {
+            Err(SendError::Full { body, .. }) => assert_eq!(body.len(), 8),
+            other => panic!("expected Full, got {other:?}"),
+        }
+        assert_eq!(out.take_refused(), 1);
+        // Drain and flush until all arrive, in order, nothing lost.
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            got.extend(rx.try_iter().flat_map(|b| seqs(&b)));
+            out.flush(std::slice::from_ref(&tx), &ALIVE[..1]);
+        }
+        got.extend(rx.try_iter().flat_map(|b| seqs(&b)));
+        assert_eq!(got, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(out.held(), 0);
+    }
+
+    #[test]
+    fn unknown_and_gone_destinations_are_reported() {
+        let mut out = Outbox::new(ShardId::local(0), 1, 2, 4);
+        assert!(matches!(
+            out.send(ShardId::local(5), 0, body(0)),
+            Err(SendError::UnknownShard { .. })
+        ));
+        let (tx, rx) = flume::bounded(1);
+        drop(rx);
+        out.send(ShardId::local(0), 0, body(0)).expect("room");
+        let r = out.flush(std::slice::from_ref(&tx), &ALIVE[..1]);
+        assert_eq!((r.dropped, r.batches), (1, 0));
+        let dead = [AtomicBool::new(true)];
+        out.send(ShardId::local(0), 0, body(0)).expect("room");
+        out.send(ShardId::local(0), 0, body(1)).expect("room");
+        let r = out.flush(std::slice::from_ref(&tx), &dead);
+        assert_eq!((r.dropped, r.batches, out.held()), (2, 0, 0));
+    }
+}

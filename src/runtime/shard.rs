@@ -1,0 +1,324 @@
+//! One shard: the tick loop of one pinned glommio executor.
+//!
+//! Every `runtime.tick_ms` (deadlines on a grid shared by all shards, from the
+//! runtime's epoch) a shard:
+//! 1. **drains** its inbound queues into its inbox (unless the inbox is at
+//!    `mesh.inbox_items_max`, which pushes back on the senders);
+//! 2. calls the application's `on_tick(now, inbox, outbox)`;
+//! 3. **flushes** its outbox: one batch per destination;
+//! 4. records metrics, raises the stall alarm if steps 1-3 took longer than
+//!    `runtime.tick_budget_ms` (counter + a log line naming the phase that took
+//!    the time), and sleeps on a glommio timer until the next deadline. After
+//!    an overrun the next tick runs at once, and deadlines that passed
+//!    entirely meanwhile are skipped (counted) rather than burst through.
+//!
+//! # Shutdown
+//! When the stop flag is seen (between ticks, so the current tick completes),
+//! the shard stops calling `on_tick` and keeps flushing its outbox and
+//! draining its queues until every shard has flushed everything it had; then a
+//! last drain hands whatever arrived to the application's `on_stop`. If that
+//! does not finish within `runtime.shutdown_drain_ms_max` (a crashed peer), the
+//! remainder is counted as `dropped_at_shutdown` and logged.
+//!
+//! Runs on: its own executor thread. Owns: the application value, its inbox
+//! and outbox, its ends of the mesh, its local histograms.
+
+use super::app::{ShardApp, ShardContext};
+use super::inbox::{Inbox, InboxBuf};
+use super::mesh::{DrainReport, ShardLinks};
+use super::metrics::{Count, Hist, Level, LocalHists, MetricSink, ShardStats};
+use super::outbox::{Batch, FlushReport, Outbox};
+use crate::core::time::Time;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A stall is logged at most this often per shard (it is always counted).
+const STALL_LOG_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a shard retries flushing and draining during shutdown.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(1);
+
+/// State shared by all shards of one runtime.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Set to stop ticking (by `shutdown()`, a signal, or a crashing shard).
+    pub(crate) stop: Arc<AtomicBool>,
+    /// Shards that have flushed everything during shutdown (or crashed).
+    pub(crate) done_sending: AtomicUsize,
+    /// The instant that maps to `Time::ZERO`.
+    pub(crate) epoch: Instant,
+    /// Shards that crashed, by index (their lanes are dropped, counted).
+    pub(crate) dead: Vec<AtomicBool>,
+    /// Inbound queues of crashed shards, kept so that what is in them is
+    /// counted as dropped once every thread has stopped.
+    pub(crate) orphans: Mutex<Vec<(usize, Vec<flume::Receiver<Batch>>)>>,
+}
+
+impl Shared {
+    pub(crate) fn now(&self, at: Instant) -> Time {
+        let micros = at.saturating_duration_since(self.epoch).as_micros();
+        Time(u64::try_from(micros).unwrap_or(u64::MAX))
+    }
+}
+
+/// Everything one shard needs, moved onto its thread.
+#[derive(Debug)]
+pub(crate) struct ShardParams {
+    pub(crate) ctx: ShardContext,
+    pub(crate) tick_budget: Duration,
+    pub(crate) shutdown_drain_max: Duration,
+    pub(crate) metrics_publish_ticks: u64,
+    pub(crate) batch_items_max: usize,
+    pub(crate) outbox_items_max: usize,
+    pub(crate) inbox_items_max: usize,
+}
+
+/// Stops the other shards if this one unwinds, and counts it as done
+/// sending (once: not again if it had announced that already).
+struct PanicGuard<'a> {
+    shared: &'a Shared,
+    announced: Cell<bool>,
+}
+
+impl PanicGuard<'_> {
+    /// Announces (once) that this shard has nothing more to send.
+    fn announce(&self) {
+        if !self.announced.replace(true) {
+            self.shared.done_sending.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for PanicGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.shared.stop.store(true, Ordering::Release);
+            self.announce();
+        }
+    }
+}
+
+struct Shard<A> {
+    p: ShardParams,
+    /// Always `Some` until `run` takes it back at the very end (an `Option`
+    /// only so that `Shard` may implement `Drop`).
+    app: Option<A>,
+    links: ShardLinks,
+    inbox: InboxBuf,
+    outbox: Outbox,
+    stats: Arc<ShardStats>,
+    hists: LocalHists,
+    sink: MetricSink,
+    shared: Arc<Shared>,
+    last_stall_log: Option<Instant>,
+}
+
+/// Runs the shard until shutdown; returns the application.
+pub(crate) async fn run<A: ShardApp>(
+    p: ShardParams,
+    app: A,
+    links: ShardLinks,
+    stats: Arc<ShardStats>,
+    shared: Arc<Shared>,
+) -> A {
+    let outbox = Outbox::new(
+        p.ctx.shard,
+        p.ctx.shards,
+        p.batch_items_max,
+        p.outbox_items_max,
+    );
+    let mut shard = Shard {
+        p,
+        app: Some(app),
+        links,
+        inbox: InboxBuf::default(),
+        outbox,
+        stats,
+        hists: LocalHists::new(),
+        sink: MetricSink::default(),
+        shared: shared.clone(),
+        last_stall_log: None,
+    };
+    let guard = PanicGuard {
+        shared: &shared,
+        announced: Cell::new(false),
+    };
+    shard.tick_loop().await;
+    shard.shutdown(&guard).await;
+    shard.app.take().expect("app present until the end")
+}
+
+impl<A: ShardApp> Shard<A> {
+    async fn tick_loop(&mut self) {
+        let tick = self.p.ctx.tick;
+        // Deadlines on the shared grid epoch + k * tick.
+        let since = self.shared.epoch.elapsed().as_nanos() / tick.as_nanos().max(1);
+        let mut next = self.shared.epoch + tick * u32::try_from(since + 1).unwrap_or(u32::MAX);
+        let mut ticks: u64 = 0;
+        while !self.shared.stop.load(Ordering::Acquire) {
+            self.tick_once();
+            ticks += 1;
+            if ticks % self.p.metrics_publish_ticks == 0 {
+                self.publish();
+            }
+            next += tick;
+            let now = Instant::now();
+            if next <= now {
+                // Late: the next tick runs at once; deadlines that passed
+                // entirely meanwhile are skipped (counted), not burst through.
+                let missed = (now - next).as_nanos() / tick.as_nanos().max(1);
+                let missed = u32::try_from(missed).unwrap_or(u32::MAX);
+                self.stats.add(Count::TicksSkipped, u64::from(missed));
+                next += tick * missed;
+            }
+            glommio::timer::sleep(next.saturating_duration_since(now)).await;
+        }
+    }
+
+    fn tick_once(&mut self) {
+        let t0 = Instant::now();
+        let drained = if self.inbox.len() < self.p.inbox_items_max {
+            let r = self.links.drain(&mut self.inbox);
+            self.hists.record(Hist::InboundQueued, r.queued);
+            r
+        } else {
+            self.stats.add(Count::InboxFullTicks, 1);
+            DrainReport::default()
+        };
+        let t1 = Instant::now();
+        let now = self.shared.now(t1);
+        let app = self.app.as_mut().expect("app present until the end");
+        app.on_tick(now, Inbox::new(&mut self.inbox), &mut self.outbox);
+        let t2 = Instant::now();
+        let flushed = self.outbox.flush(&self.links.tx, &self.shared.dead);
+        let t3 = Instant::now();
+        self.account(drained, flushed);
+        let phases = [
+            (Hist::Drain, t1 - t0),
+            (Hist::App, t2 - t1),
+            (Hist::Flush, t3 - t2),
+        ];
+        for (h, d) in phases {
+            self.hists.record(h, micros(d));
+        }
+        let work = t3 - t0;
+        self.hists.record(Hist::Tick, micros(work));
+        self.stats.add(Count::Ticks, 1);
+        if work > self.p.tick_budget {
+            self.stall(now, work, phases, t3);
+        }
+    }
+
+    fn account(&mut self, d: DrainReport, f: FlushReport) {
+        let s = &self.stats;
+        s.add(Count::BatchesReceived, d.batches);
+        s.add(Count::MessagesReceived, d.messages);
+        s.add(Count::BatchesSent, f.batches);
+        s.add(Count::MessagesSent, f.messages);
+        s.add(Count::QueueFull, f.queue_full);
+        s.add(Count::DroppedDisconnected, f.dropped);
+        s.add(Count::OutboxRefused, self.outbox.take_refused());
+        s.set(Level::OutboxHeld, self.outbox.held() as u64);
+        s.set(Level::InboxHeld, self.inbox.len() as u64);
+        s.set(Level::OutboundQueued, self.links.outbound_queued() as u64);
+    }
+
+    fn stall(&mut self, now: Time, work: Duration, phases: [(Hist, Duration); 3], at: Instant) {
+        self.stats.add(Count::Stalls, 1);
+        let quiet = self
+            .last_stall_log
+            .is_some_and(|t| at.duration_since(t) < STALL_LOG_INTERVAL);
+        if quiet {
+            return;
+        }
+        self.last_stall_log = Some(at);
+        let (worst, took) = phases
+            .iter()
+            .max_by_key(|(_, d)| *d)
+            .map(|&(h, d)| (h, d))
+            .expect("three phases");
+        let phase = match worst {
+            Hist::Drain => "drain",
+            Hist::App => "app",
+            _ => "flush",
+        };
+        tracing::warn!(
+            shard = %self.p.ctx.shard,
+            phase,
+            phase_us = micros(took),
+            tick_us = micros(work),
+            budget_us = micros(self.p.tick_budget),
+            ?now,
+            "stall: tick overran its budget"
+        );
+    }
+
+    fn publish(&mut self) {
+        self.stats.try_publish(&mut self.hists);
+        if let Some(app) = &self.app {
+            app.export_metrics(&mut self.sink);
+        }
+        self.stats.try_publish_app(&mut self.sink);
+    }
+
+    async fn shutdown(&mut self, guard: &PanicGuard<'_>) {
+        let n = usize::from(self.p.ctx.shards);
+        let deadline = Instant::now() + self.p.shutdown_drain_max;
+        loop {
+            let d = self.links.drain(&mut self.inbox);
+            let f = self.outbox.flush(&self.links.tx, &self.shared.dead);
+            self.account(d, f);
+            if self.outbox.held() == 0 {
+                guard.announce();
+            }
+            if self.shared.done_sending.load(Ordering::Acquire) >= n {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let stuck = self.outbox.held() as u64;
+                tracing::error!(shard = %self.p.ctx.shard, stuck, "shutdown drain timed out");
+                self.stats.add(Count::DroppedAtShutdown, stuck);
+                break;
+            }
+            glommio::timer::sleep(SHUTDOWN_POLL).await;
+        }
+        let d = self.links.drain(&mut self.inbox);
+        self.account(d, FlushReport::default());
+        let now = self.shared.now(Instant::now());
+        let inbox = Inbox::new(&mut self.inbox);
+        self.app.as_mut().expect("app present").on_stop(now, inbox);
+        let unread = self.inbox.clear() as u64;
+        if unread > 0 {
+            tracing::warn!(shard = %self.p.ctx.shard, unread, "envelopes unread at stop");
+            self.stats.add(Count::DroppedAtShutdown, unread);
+        }
+        self.stats.set(Level::InboxHeld, 0);
+        self.publish();
+    }
+}
+
+impl<A> Drop for Shard<A> {
+    /// On a crash: mark this shard dead, count what it held as dropped, and
+    /// hand its inbound queues to the runtime to count the rest after join.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let me = usize::from(self.p.ctx.shard.index);
+        self.shared.dead[me].store(true, Ordering::Release);
+        let lost = self.inbox.clear() + self.outbox.held();
+        self.stats.add(Count::DroppedDisconnected, lost as u64);
+        let rx = std::mem::take(&mut self.links.rx);
+        let mut orphans = self
+            .shared
+            .orphans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        orphans.push((me, rx));
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
