@@ -9,5 +9,6 @@ pub mod cell;
 pub mod entity;
 pub mod geom;
 pub mod ids;
+pub mod proxy;
 pub mod space;
 pub mod time;

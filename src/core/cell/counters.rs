@@ -1,0 +1,219 @@
+//! What a cell counts and what it reports to game code: [`Counters`],
+//! [`DropReason`] and [`CellEvent`].
+//!
+//! Owns only these value types. Counters only grow; the runtime exports them
+//! as metrics and the simulator flags unexpected drops.
+
+use std::sync::Arc;
+
+use crate::core::ids::{CellId, EntityId};
+
+/// Why a cell dropped a message. Every drop is counted by reason and reported
+/// as a [`CellEvent::Dropped`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DropReason {
+    /// A real-bound message with no real, ghost or forwarding entry here to
+    /// pass it on: lost.
+    UnknownEntity,
+    /// A ghost-bound message for an entity with no ghost here (deleted, or
+    /// late from an older real).
+    NoGhost,
+    /// A control message from an older real than the one this cell knows.
+    StaleEpoch,
+    /// A ghost-bound message for an entity that is real here.
+    GhostMsgForReal,
+    /// A real-bound message forwarded `forward_hops_max` times.
+    ForwardHopsExceeded,
+    /// An input ahead of the expected sequence with the buffer full.
+    InputBufferFull,
+    /// An input already applied.
+    DuplicateInput,
+    /// A call with the pending-call queue full.
+    CallQueueFull,
+    /// A sync message with the ghost's reorder buffer full (resync asked).
+    ReorderBufferFull,
+    /// A sync message already applied or buffered.
+    DuplicateSync,
+    /// An ack or resync request for a haunt the real no longer has.
+    StaleAck,
+    /// A ghost-bound message that did not come from a cell.
+    BadSource,
+}
+
+impl DropReason {
+    /// Number of reasons.
+    pub const COUNT: usize = 12;
+
+    /// Every reason, in index order.
+    pub const ALL: [DropReason; Self::COUNT] = [
+        DropReason::UnknownEntity,
+        DropReason::NoGhost,
+        DropReason::StaleEpoch,
+        DropReason::GhostMsgForReal,
+        DropReason::ForwardHopsExceeded,
+        DropReason::InputBufferFull,
+        DropReason::DuplicateInput,
+        DropReason::CallQueueFull,
+        DropReason::ReorderBufferFull,
+        DropReason::DuplicateSync,
+        DropReason::StaleAck,
+        DropReason::BadSource,
+    ];
+
+    /// Index into [`Counters::drops`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// True for drops the protocol expects in normal operation (late or
+    /// duplicate copies, or gaps a resync heals); false for those that lose
+    /// information.
+    pub fn is_benign(self) -> bool {
+        matches!(
+            self,
+            DropReason::NoGhost
+                | DropReason::StaleEpoch
+                | DropReason::GhostMsgForReal
+                | DropReason::DuplicateInput
+                | DropReason::ReorderBufferFull
+                | DropReason::DuplicateSync
+                | DropReason::StaleAck
+        )
+    }
+}
+
+/// Monotonic counters of one cell.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Reals sent away (`Onload` sent).
+    pub migrations_out: u64,
+    /// Reals received (`Onload` handled).
+    pub migrations_in: u64,
+    /// Real-bound messages passed on towards the real.
+    pub forwards: u64,
+    /// `CreateGhost` sent.
+    pub ghosts_created: u64,
+    /// `DeleteGhost` sent.
+    pub ghosts_deleted: u64,
+    /// Ghost creations abandoned after the timeout.
+    pub ghost_create_timeouts: u64,
+    /// Sync messages built (each fanned out to every haunt).
+    pub syncs_built: u64,
+    /// Sync messages applied by ghosts here.
+    pub syncs_applied: u64,
+    /// Resync requests sent by ghosts here.
+    pub resync_requests: u64,
+    /// Resync snapshots sent by reals here.
+    pub resyncs_sent: u64,
+    /// Client inputs applied by reals here.
+    pub inputs_applied: u64,
+    /// Calls run by reals here.
+    pub calls_run: u64,
+    /// Drops by [`DropReason::index`].
+    pub drops: [u64; DropReason::COUNT],
+}
+
+impl Counters {
+    /// Drops for one reason.
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.drops[reason.index()]
+    }
+
+    /// Drops that lose information (see [`DropReason::is_benign`]).
+    pub fn harmful_drops(&self) -> u64 {
+        DropReason::ALL
+            .iter()
+            .filter(|r| !r.is_benign())
+            .map(|r| self.dropped(*r))
+            .sum()
+    }
+}
+
+/// Something game code (or the simulator) must know; drained with
+/// `Cell::poll_event`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CellEvent {
+    /// The entity is now real here; `from` is the cell it migrated from.
+    BecameReal {
+        /// The entity.
+        entity: EntityId,
+        /// Previous real's cell (None for a new entity).
+        from: Option<CellId>,
+    },
+    /// The real here migrated away and is now a ghost pointing at `to`.
+    BecameGhost {
+        /// The entity.
+        entity: EntityId,
+        /// The new real's cell.
+        to: CellId,
+    },
+    /// A ghost was created here (or re-created from a fresh snapshot).
+    GhostAdded {
+        /// The entity.
+        entity: EntityId,
+        /// The snapshot version it starts at.
+        version: u64,
+    },
+    /// A ghost here was deleted.
+    GhostRemoved {
+        /// The entity.
+        entity: EntityId,
+    },
+    /// A ghost applied the sync message with `version`.
+    GhostSynced {
+        /// The entity.
+        entity: EntityId,
+        /// The version applied (always previous + 1).
+        version: u64,
+    },
+    /// A ghost jumped to a full snapshot at `version` after a gap.
+    GhostResynced {
+        /// The entity.
+        entity: EntityId,
+        /// The new version.
+        version: u64,
+    },
+    /// A real applied a client input (exactly once, in sequence order).
+    InputApplied {
+        /// The entity.
+        entity: EntityId,
+        /// The input's sequence number.
+        seq: u64,
+        /// The input.
+        data: Arc<[u8]>,
+    },
+    /// A real ran a call.
+    CallRun {
+        /// The entity.
+        entity: EntityId,
+        /// The call's id.
+        id: u64,
+        /// The call.
+        data: Arc<[u8]>,
+    },
+    /// A message was dropped.
+    Dropped {
+        /// The entity it was about.
+        entity: EntityId,
+        /// Why.
+        reason: DropReason,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_index_their_slots() {
+        for (i, r) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(r.index(), i);
+        }
+        let mut c = Counters::default();
+        c.drops[DropReason::InputBufferFull.index()] += 2;
+        c.drops[DropReason::UnknownEntity.index()] += 1;
+        c.drops[DropReason::DuplicateSync.index()] += 5;
+        assert_eq!(c.harmful_drops(), 3);
+        assert_eq!(c.dropped(DropReason::DuplicateSync), 5);
+    }
+}

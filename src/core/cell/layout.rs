@@ -1,0 +1,200 @@
+//! What a cell needs to know about the space's cells: the [`Layout`] trait.
+//!
+//! The cell never walks the space tree itself; it asks a `Layout` (the space
+//! tree implements it, and [`GridLayout`] is a fixed grid for tests and the
+//! simulator). This keeps the cell state machine independent of how the tree
+//! is stored and versioned. Owns no cell state.
+
+use crate::core::geom::{Rect, Vec3};
+use crate::core::ids::CellId;
+
+/// A read-only view of the cells of one space, as of one tree version.
+pub trait Layout {
+    /// The tree version this view reflects (grows with every change).
+    fn version(&self) -> u64;
+    /// The leaf whose half-open rect contains `p`, if `p` is in the world.
+    fn cell_at(&self, p: Vec3) -> Option<CellId>;
+    /// The rect of cell `c`, if `c` is a current leaf.
+    fn rect(&self, c: CellId) -> Option<Rect>;
+    /// True when `c` is being merged away (it drains its reals and accepts
+    /// no new ones).
+    fn is_merging(&self, c: CellId) -> bool;
+    /// Appends every leaf whose closed rect meets the closed rect `r`.
+    fn cells_meeting(&self, r: &Rect, out: &mut Vec<CellId>);
+    /// Appends every leaf whose closed rect touches `c`'s (not `c` itself).
+    fn neighbours(&self, c: CellId, out: &mut Vec<CellId>);
+}
+
+/// A fixed grid of `nx` by `nz` square cells of side `side_m`, with its
+/// minimum corner at the origin. Cell ids are `z * nx + x`.
+#[derive(Clone, Debug)]
+pub struct GridLayout {
+    nx: u32,
+    nz: u32,
+    side_m: f64,
+    version: u64,
+    merging: Vec<bool>,
+}
+
+impl GridLayout {
+    /// A grid of `nx * nz` cells of side `side_m`.
+    ///
+    /// # Panics
+    /// If a dimension is 0 or the side is not finite and positive.
+    pub fn new(nx: u32, nz: u32, side_m: f64) -> Self {
+        assert!(nx > 0 && nz > 0, "empty grid");
+        assert!(side_m.is_finite() && side_m > 0.0, "bad side");
+        GridLayout {
+            nx,
+            nz,
+            side_m,
+            version: 1,
+            merging: vec![false; (nx * nz) as usize],
+        }
+    }
+
+    /// Every cell id of the grid, in order.
+    pub fn cells(&self) -> impl Iterator<Item = CellId> {
+        (0..self.nx * self.nz).map(CellId)
+    }
+
+    /// Marks `c` as merging (or not); bumps the version.
+    ///
+    /// # Panics
+    /// If `c` is not a cell of this grid.
+    pub fn set_merging(&mut self, c: CellId, merging: bool) {
+        self.merging[c.0 as usize] = merging;
+        self.version += 1;
+    }
+
+    /// The whole world's rect.
+    pub fn world(&self) -> Rect {
+        Rect::new(
+            0.0,
+            0.0,
+            f64::from(self.nx) * self.side_m,
+            f64::from(self.nz) * self.side_m,
+        )
+    }
+
+    fn index_range(&self, lo: f64, hi: f64, n: u32) -> Option<(u32, u32)> {
+        let max = f64::from(n) * self.side_m;
+        if hi < 0.0 || lo > max {
+            return None;
+        }
+        // A closed rect touching a cut meets both cells that share it.
+        let first = ((lo / self.side_m).ceil() - 1.0).max(0.0) as u32;
+        let last = ((hi / self.side_m).floor() as u32).min(n - 1);
+        Some((first.min(n - 1), last))
+    }
+}
+
+impl Layout for GridLayout {
+    fn version(&self) -> u64 {
+        self.version
+    }
+
+    fn cell_at(&self, p: Vec3) -> Option<CellId> {
+        if !self.world().contains(p) {
+            return None;
+        }
+        let x = ((p.x / self.side_m) as u32).min(self.nx - 1);
+        let z = ((p.z / self.side_m) as u32).min(self.nz - 1);
+        Some(CellId(z * self.nx + x))
+    }
+
+    fn rect(&self, c: CellId) -> Option<Rect> {
+        if c.0 >= self.nx * self.nz {
+            return None;
+        }
+        let x = f64::from(c.0 % self.nx) * self.side_m;
+        let z = f64::from(c.0 / self.nx) * self.side_m;
+        Some(Rect::new(x, z, x + self.side_m, z + self.side_m))
+    }
+
+    fn is_merging(&self, c: CellId) -> bool {
+        self.merging.get(c.0 as usize).copied().unwrap_or(false)
+    }
+
+    fn cells_meeting(&self, r: &Rect, out: &mut Vec<CellId>) {
+        let Some((x0, x1)) = self.index_range(r.min_x, r.max_x, self.nx) else {
+            return;
+        };
+        let Some((z0, z1)) = self.index_range(r.min_z, r.max_z, self.nz) else {
+            return;
+        };
+        for z in z0..=z1 {
+            for x in x0..=x1 {
+                let c = CellId(z * self.nx + x);
+                if self.rect(c).is_some_and(|cr| cr.intersects(r)) {
+                    out.push(c);
+                }
+            }
+        }
+    }
+
+    fn neighbours(&self, c: CellId, out: &mut Vec<CellId>) {
+        let Some(r) = self.rect(c) else { return };
+        let start = out.len();
+        self.cells_meeting(&r, out);
+        let mut i = start;
+        while i < out.len() {
+            if out[i] == c {
+                out.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn brute_meeting(g: &GridLayout, r: &Rect) -> Vec<CellId> {
+        g.cells()
+            .filter(|c| g.rect(*c).is_some_and(|cr| cr.intersects(r)))
+            .collect()
+    }
+
+    #[test]
+    fn cell_at_tiles_the_world() {
+        let g = GridLayout::new(3, 2, 100.0);
+        assert_eq!(g.cell_at(Vec3::ground(0.0, 0.0)), Some(CellId(0)));
+        assert_eq!(g.cell_at(Vec3::ground(100.0, 0.0)), Some(CellId(1)));
+        assert_eq!(g.cell_at(Vec3::ground(299.9, 150.0)), Some(CellId(5)));
+        assert_eq!(g.cell_at(Vec3::ground(300.0, 0.0)), None);
+        assert_eq!(g.cell_at(Vec3::ground(-1.0, 0.0)), None);
+    }
+
+    #[test]
+    fn cells_meeting_matches_brute_force() {
+        let g = GridLayout::new(4, 3, 100.0);
+        let probes = [
+            Rect::around(50.0, 50.0, 10.0),
+            Rect::around(100.0, 100.0, 1.0),
+            Rect::around(100.0, 50.0, 0.0),
+            Rect::around(399.0, 299.0, 60.0),
+            Rect::around(-50.0, -50.0, 40.0),
+            Rect::around(200.0, 150.0, 500.0),
+        ];
+        for r in probes {
+            let mut got = Vec::new();
+            g.cells_meeting(&r, &mut got);
+            assert_eq!(got, brute_meeting(&g, &r), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn neighbours_exclude_self() {
+        let g = GridLayout::new(3, 3, 100.0);
+        let mut out = Vec::new();
+        g.neighbours(CellId(4), &mut out);
+        assert_eq!(out.len(), 8);
+        assert!(!out.contains(&CellId(4)));
+        out.clear();
+        g.neighbours(CellId(0), &mut out);
+        assert_eq!(out, vec![CellId(1), CellId(3), CellId(4)]);
+    }
+}

@@ -1,0 +1,459 @@
+//! [`Cell`]: one leaf of the space tree as a sans-IO state machine.
+//!
+//! Feed it with [`Cell::handle`] (messages from cells and proxies),
+//! [`Cell::tick`] (time passing, with the current [`Layout`]) and the local
+//! calls game code makes on its reals (`create_real`, `move_real`, ...);
+//! drain [`Cell::poll_output`] (messages to ship) and [`Cell::poll_event`]
+//! (what game code must know). Runs on the shard that owns the cell; owns the
+//! cell's reals, ghosts and forwarding entries and nothing else. The protocol
+//! is split across sibling files by concern: `ghost.rs` (ghost side),
+//! `ghosting.rs` (ghost upkeep), `offload.rs` (migration), `real.rs` (real
+//! side, forwarding).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::core::geom::Vec3;
+use crate::core::ids::{CellId, EntityId};
+use crate::core::time::Time;
+
+use super::counters::{CellEvent, Counters, DropReason};
+use super::forward::ForwardTable;
+use super::layout::Layout;
+use super::msg::{CellMsg, Haunt, Outgoing, Source};
+use super::params::{CellParams, CellParamsError};
+use super::residency::{transition, Residency};
+use super::seq_buffer::SeqBuffer;
+use super::sync::SyncCache;
+use super::table::{EntityTable, Entry, Part, RealPart};
+
+/// Sync kind for a pure movement.
+pub const KIND_MOVE: u8 = 0;
+
+/// Why a local call on a cell was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CellError {
+    /// The entity is not real in this cell.
+    #[error("entity {0} is not real in this cell")]
+    NotReal(EntityId),
+    /// The entity already has a real or ghost here.
+    #[error("entity {0} is already present in this cell")]
+    AlreadyPresent(EntityId),
+    /// The position is not finite or outside every cell.
+    #[error("position is outside the world")]
+    OutsideWorld,
+    /// The position lies in another cell (create it there).
+    #[error("position lies in cell {0}")]
+    WrongCell(CellId),
+    /// The teleport destination is being merged away.
+    #[error("cell {0} is merging")]
+    DestinationMerging(CellId),
+    /// The entity has no client proxy.
+    #[error("entity {0} has no proxy")]
+    NoProxy(EntityId),
+}
+
+/// A read-only view of one entity held by a cell.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EntityView {
+    /// Real or ghost.
+    pub residency: Residency,
+    /// Position.
+    pub pos: Vec3,
+    /// Sync version of the ghost-visible state.
+    pub version: u64,
+    /// Ghost-visible properties.
+    pub props: Arc<[u8]>,
+}
+
+/// One cell's state machine.
+#[derive(Debug)]
+pub struct Cell {
+    pub(super) id: CellId,
+    pub(super) params: CellParams,
+    pub(super) entities: EntityTable,
+    pub(super) forward: ForwardTable,
+    pub(super) out: VecDeque<Outgoing>,
+    pub(super) events: VecDeque<CellEvent>,
+    pub(super) counters: Counters,
+    pub(super) next_check: Time,
+    pub(super) scratch_ids: Vec<EntityId>,
+    pub(super) scratch_cells: Vec<CellId>,
+    pub(super) scratch_keep: Vec<CellId>,
+}
+
+impl Cell {
+    /// A new, empty cell.
+    ///
+    /// # Errors
+    /// [`CellParamsError`] if `params` do not validate.
+    pub fn new(id: CellId, params: CellParams) -> Result<Cell, CellParamsError> {
+        params.validate()?;
+        Ok(Cell {
+            id,
+            params,
+            entities: EntityTable::default(),
+            forward: ForwardTable::default(),
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            counters: Counters::default(),
+            next_check: Time::ZERO,
+            scratch_ids: Vec::new(),
+            scratch_cells: Vec::new(),
+            scratch_keep: Vec::new(),
+        })
+    }
+
+    /// This cell's id.
+    pub fn id(&self) -> CellId {
+        self.id
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &CellParams {
+        &self.params
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// When the next ghost/migration check is due.
+    pub fn next_check(&self) -> Time {
+        self.next_check
+    }
+
+    /// How this cell holds `entity` (real, ghost, gone), if at all.
+    pub fn residency(&self, entity: EntityId) -> Option<Residency> {
+        if let Some(e) = self.entities.get(entity) {
+            return Some(e.residency());
+        }
+        self.forward.get(entity).map(|f| f.residency())
+    }
+
+    /// The entity's state here, if real or ghost.
+    pub fn view(&self, entity: EntityId) -> Option<EntityView> {
+        self.entities.get(entity).map(|e| EntityView {
+            residency: e.residency(),
+            pos: e.pos,
+            version: e.version,
+            props: e.props.clone(),
+        })
+    }
+
+    /// The recorded transitions of `entity` here (debug and verify builds).
+    pub fn history(&self, entity: EntityId) -> Vec<(Time, Option<Residency>)> {
+        if let Some(e) = self.entities.get(entity) {
+            return e.history.steps();
+        }
+        self.forward
+            .get(entity)
+            .map(|f| f.history.steps())
+            .unwrap_or_default()
+    }
+
+    /// Reals and ghosts held.
+    pub fn entity_count(&self) -> usize {
+        self.entities.len()
+    }
+
+    /// True when the cell holds no real and no ghost.
+    pub fn is_empty(&self) -> bool {
+        self.entities.is_empty()
+    }
+
+    /// Forwarding entries (and tombstones) held.
+    pub fn forwarding_entries(&self) -> usize {
+        self.forward.len()
+    }
+
+    /// The reals here, in id order.
+    pub fn reals(&self) -> Vec<EntityId> {
+        let mut v = Vec::new();
+        self.entities.real_ids(&mut v);
+        v
+    }
+
+    /// The ghosts here, in slab order.
+    pub fn ghosts(&self) -> impl Iterator<Item = EntityId> + '_ {
+        self.entities
+            .iter()
+            .filter(|e| matches!(e.part, Part::Ghost(_)))
+            .map(|e| e.id)
+    }
+
+    /// A real's haunts.
+    pub fn haunts(&self, entity: EntityId) -> Option<&[Haunt]> {
+        self.entities
+            .get(entity)
+            .and_then(|e| e.real())
+            .map(|r| r.haunts.as_slice())
+    }
+
+    /// A real's next expected client input sequence.
+    pub fn next_input(&self, entity: EntityId) -> Option<u64> {
+        self.entities
+            .get(entity)
+            .and_then(|e| e.real())
+            .map(|r| r.inputs.next())
+    }
+
+    /// The next message to ship, in the order the cell produced them.
+    ///
+    /// # Ordering
+    /// Messages to one destination leave in protocol order (a `CreateGhost`
+    /// before the `Onload` that relies on it); the transport must keep FIFO
+    /// per ordered pair of cells.
+    pub fn poll_output(&mut self) -> Option<Outgoing> {
+        self.out.pop_front()
+    }
+
+    /// The next event for game code.
+    pub fn poll_event(&mut self) -> Option<CellEvent> {
+        self.events.pop_front()
+    }
+
+    /// Creates a new real here (a spawn, or a restore). `epoch` is its
+    /// starting channel version (0 for a new entity).
+    ///
+    /// # Errors
+    /// `AlreadyPresent` if the entity has a real or ghost here.
+    pub fn create_real(
+        &mut self,
+        now: Time,
+        entity: EntityId,
+        pos: Vec3,
+        props: Arc<[u8]>,
+        has_proxy: bool,
+        epoch: u64,
+    ) -> Result<(), CellError> {
+        if self.entities.get(entity).is_some() {
+            return Err(CellError::AlreadyPresent(entity));
+        }
+        if !pos.is_finite() {
+            return Err(CellError::OutsideWorld);
+        }
+        let mut history = self
+            .forward
+            .remove(entity)
+            .map(|f| f.history)
+            .unwrap_or_default();
+        let real = RealPart {
+            epoch,
+            real_props: Arc::from(&[][..]),
+            dirty: None,
+            cache: SyncCache::default(),
+            haunts: Vec::new(),
+            inputs: SeqBuffer::new(1),
+            calls: VecDeque::new(),
+            next_downstream: 1,
+            has_proxy,
+            observer: Vec::new(),
+            since: now,
+        };
+        let to = Residency::Real { epoch };
+        transition(&mut history, now, None, Some(to));
+        self.entities.insert(Entry {
+            id: entity,
+            pos,
+            props,
+            version: 0,
+            part: Part::Real(Box::new(real)),
+            history,
+        });
+        self.events.push_back(CellEvent::BecameReal { entity, from: None });
+        self.notify_proxy(entity);
+        Ok(())
+    }
+
+    /// Moves a real; the change is synced at the next tick.
+    ///
+    /// # Errors
+    /// `NotReal` if the entity is not real here; `OutsideWorld` for a
+    /// non-finite position.
+    pub fn move_real(&mut self, entity: EntityId, pos: Vec3) -> Result<(), CellError> {
+        if !pos.is_finite() {
+            return Err(CellError::OutsideWorld);
+        }
+        let e = self.real_entry(entity)?;
+        e.pos = pos;
+        let r = e.real_mut().expect("real");
+        r.dirty.get_or_insert(KIND_MOVE);
+        Ok(())
+    }
+
+    /// Replaces a real's ghost-visible properties; synced at the next tick.
+    ///
+    /// # Errors
+    /// `NotReal` if the entity is not real here.
+    pub fn change_real(&mut self, entity: EntityId, kind: u8, props: Arc<[u8]>) -> Result<(), CellError> {
+        let e = self.real_entry(entity)?;
+        e.props = props;
+        e.real_mut().expect("real").dirty = Some(kind);
+        Ok(())
+    }
+
+    /// Replaces a real's real-only properties (never sent to ghosts).
+    ///
+    /// # Errors
+    /// `NotReal` if the entity is not real here.
+    pub fn set_real_props(&mut self, entity: EntityId, props: Arc<[u8]>) -> Result<(), CellError> {
+        self.real_entry(entity)?.real_mut().expect("real").real_props = props;
+        Ok(())
+    }
+
+    /// Replaces a real's observer state (carried on migration).
+    ///
+    /// # Errors
+    /// `NotReal` if the entity is not real here.
+    pub fn set_observer(&mut self, entity: EntityId, blob: Vec<u8>) -> Result<(), CellError> {
+        self.real_entry(entity)?.real_mut().expect("real").observer = blob;
+        Ok(())
+    }
+
+    /// Sends `data` to the entity's client through its proxy, numbered so the
+    /// proxy delivers it in order across migrations.
+    ///
+    /// # Errors
+    /// `NotReal` if not real here; `NoProxy` if it has no client.
+    pub fn send_to_client(&mut self, entity: EntityId, data: Arc<[u8]>) -> Result<(), CellError> {
+        let cell = self.id;
+        let r = self.real_entry(entity)?.real_mut().expect("real");
+        if !r.has_proxy {
+            return Err(CellError::NoProxy(entity));
+        }
+        let seq = r.next_downstream;
+        r.next_downstream += 1;
+        let msg = super::msg::ProxyMsg::Downstream {
+            entity,
+            cell,
+            epoch: r.epoch,
+            seq,
+            data,
+        };
+        self.out.push_back(Outgoing::proxy(entity, msg));
+        Ok(())
+    }
+
+    /// Feeds one message from `from`.
+    ///
+    /// Never panics on a message that breaks a rule of the protocol as seen
+    /// from here (stale, duplicate, unknown): it is dropped, counted by
+    /// [`DropReason`] and reported as [`CellEvent::Dropped`]. It does panic
+    /// if the message proves two reals of one entity exist (a protocol bug).
+    pub fn handle(&mut self, now: Time, from: Source, msg: CellMsg) {
+        let entity = msg.entity();
+        if let CellMsg::ToReal(t) = msg {
+            self.on_to_real(now, from, t);
+            return;
+        }
+        let Source::Cell(from) = from else {
+            self.drop_msg(entity, DropReason::BadSource);
+            return;
+        };
+        match msg {
+            CellMsg::CreateGhost {
+                entity,
+                epoch,
+                snapshot,
+            } => self.on_create_ghost(now, from, entity, epoch, snapshot),
+            CellMsg::DeleteGhost { entity, epoch } => self.on_delete_ghost(now, from, entity, epoch),
+            CellMsg::Sync { epoch, msg } => self.on_sync(now, from, epoch, msg),
+            CellMsg::SetNextReal { entity, epoch, next } => {
+                self.on_set_next_real(now, entity, epoch, next)
+            }
+            CellMsg::Resync {
+                entity,
+                epoch,
+                snapshot,
+            } => self.on_resync(now, from, entity, epoch, snapshot),
+            CellMsg::Onload(onload) => self.on_onload(now, from, *onload),
+            CellMsg::ToReal(_) => unreachable!("handled above"),
+        }
+    }
+
+    /// Time passes: expire forwarding entries, run queued inputs and calls,
+    /// emit one sync message per changed real, and every `check_period_ms`
+    /// run ghost upkeep, gap checks and migrations against `layout`.
+    pub fn tick<L: Layout + ?Sized>(&mut self, now: Time, layout: &L) {
+        self.forward.expire(now);
+        self.run_reals();
+        self.emit_syncs(now);
+        if now >= self.next_check {
+            self.check(now, layout);
+            self.next_check = now + self.params.check_period();
+        }
+        #[cfg(feature = "verify")]
+        self.verify();
+    }
+
+    /// Checks every internal invariant of the cell.
+    ///
+    /// # Panics
+    /// On the first broken invariant.
+    pub fn verify(&self) {
+        self.entities.verify();
+        for e in self.entities.iter() {
+            assert!(self.forward.get(e.id).is_none(), "{} both present and gone", e.id);
+            match &e.part {
+                Part::Real(r) => {
+                    assert!(r.haunts.iter().all(|h| h.cell != self.id), "{} haunts itself", e.id);
+                    for (i, h) in r.haunts.iter().enumerate() {
+                        assert!(
+                            r.haunts[..i].iter().all(|o| o.cell != h.cell),
+                            "{} haunts {} twice",
+                            e.id,
+                            h.cell
+                        );
+                    }
+                    assert!(r.inputs.len() <= 2 * self.params.input_buffer_max + 1);
+                    assert!(r.calls.len() <= self.params.pending_calls_max);
+                    assert!(r.cache.len() <= self.params.sync_cache_max);
+                }
+                Part::Ghost(g) => {
+                    assert_ne!(g.real_at, self.id, "{} ghost points at itself", e.id);
+                    assert_eq!(g.reorder.applied(), e.version, "{} version", e.id);
+                    assert!(g.reorder.buffered() <= self.params.reorder_buffer_max);
+                }
+            }
+        }
+        assert!(self.forward.len() <= self.params.forward_table_max);
+    }
+
+    pub(super) fn real_entry(&mut self, entity: EntityId) -> Result<&mut Entry, CellError> {
+        match self.entities.get_mut(entity) {
+            Some(e) if e.real().is_some() => Ok(e),
+            _ => Err(CellError::NotReal(entity)),
+        }
+    }
+
+    pub(super) fn drop_msg(&mut self, entity: EntityId, reason: DropReason) {
+        self.counters.drops[reason.index()] += 1;
+        self.events.push_back(CellEvent::Dropped { entity, reason });
+    }
+
+    pub(super) fn notify_proxy(&mut self, entity: EntityId) {
+        let Some(r) = self.entities.get(entity).and_then(|e| e.real()) else {
+            return;
+        };
+        if r.has_proxy {
+            let msg = super::msg::ProxyMsg::RealMoved {
+                entity,
+                cell: self.id,
+                epoch: r.epoch,
+            };
+            self.out.push_back(Outgoing::proxy(entity, msg));
+        }
+    }
+
+    pub(super) fn send(&mut self, to: CellId, msg: CellMsg) {
+        debug_assert_ne!(to, self.id, "cell sends to itself");
+        self.out.push_back(Outgoing::cell(to, msg));
+    }
+
+    fn check<L: Layout + ?Sized>(&mut self, now: Time, layout: &L) {
+        self.check_gaps(now);
+        self.check_reals(now, layout);
+    }
+}

@@ -1,0 +1,269 @@
+//! The entities a cell holds (reals and ghosts), stored contiguously.
+//!
+//! [`EntityTable`] is a slab (`Vec<Entry>`, swap-remove) with an id index, so
+//! the per-check walks over reals touch one contiguous array. An [`Entry`]
+//! has the ghost-visible part every copy shares (position, properties,
+//! version) and either a boxed [`RealPart`] or a small [`GhostPart`].
+//! Entities that left are not here but in the forwarding table. Owns only
+//! storage; the protocol lives in the `impl Cell` blocks of its siblings.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use crate::core::geom::Vec3;
+use crate::core::ids::{CellId, EntityId};
+use crate::core::time::Time;
+
+use super::msg::{Call, Haunt, Input};
+use super::residency::{History, Residency};
+use super::seq_buffer::SeqBuffer;
+use super::sync::{GhostSnapshot, ReorderBuffer, SyncCache};
+
+/// The authoritative part of an entity, present only where it is real.
+#[derive(Clone, Debug)]
+pub struct RealPart {
+    /// Migrations so far (the proxy's channel version).
+    pub epoch: u64,
+    /// Real-only properties (opaque).
+    pub real_props: Arc<[u8]>,
+    /// Kind of the pending change, if the real changed since the last sync.
+    pub dirty: Option<u8>,
+    /// Recent sync messages (travels on migration).
+    pub cache: SyncCache,
+    /// Cells holding (or being sent) a ghost.
+    pub haunts: Vec<Haunt>,
+    /// Client inputs: next expected sequence and the early ones.
+    pub inputs: SeqBuffer<Arc<[u8]>>,
+    /// Calls waiting for the next tick.
+    pub calls: VecDeque<Call>,
+    /// Next downstream sequence number.
+    pub next_downstream: u64,
+    /// Whether a client proxy follows this entity.
+    pub has_proxy: bool,
+    /// Observer state (opaque; filled by the view work).
+    pub observer: Vec<u8>,
+    /// When the real arrived in this cell.
+    pub since: Time,
+}
+
+impl RealPart {
+    /// The haunt in `cell`, if any.
+    pub fn haunt(&self, cell: CellId) -> Option<&Haunt> {
+        self.haunts.iter().find(|h| h.cell == cell)
+    }
+
+    /// Mutable haunt in `cell`, if any.
+    pub fn haunt_mut(&mut self, cell: CellId) -> Option<&mut Haunt> {
+        self.haunts.iter_mut().find(|h| h.cell == cell)
+    }
+}
+
+/// The read-only part of a ghost.
+#[derive(Clone, Debug)]
+pub struct GhostPart {
+    /// Where the real is, as far as known.
+    pub real_at: CellId,
+    /// The real's epoch there.
+    pub epoch: u64,
+    /// In-order sync applier.
+    pub reorder: ReorderBuffer,
+    /// When this ghost was created here.
+    pub since: Time,
+}
+
+/// Real or ghost.
+#[derive(Clone, Debug)]
+pub enum Part {
+    /// Authoritative.
+    Real(Box<RealPart>),
+    /// Copy.
+    Ghost(GhostPart),
+}
+
+/// One entity held by the cell.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// The entity.
+    pub id: EntityId,
+    /// Position (ghost-visible).
+    pub pos: Vec3,
+    /// Ghost-visible properties (opaque).
+    pub props: Arc<[u8]>,
+    /// Sync version of `pos` and `props`.
+    pub version: u64,
+    /// Real or ghost.
+    pub part: Part,
+    /// Transitions (debug and verify builds).
+    pub history: History,
+}
+
+impl Entry {
+    /// The entry's residency.
+    pub fn residency(&self) -> Residency {
+        match &self.part {
+            Part::Real(r) => Residency::Real { epoch: r.epoch },
+            Part::Ghost(g) => Residency::Ghost {
+                real_at: g.real_at,
+                epoch: g.epoch,
+            },
+        }
+    }
+
+    /// The ghost-visible snapshot.
+    pub fn snapshot(&self) -> GhostSnapshot {
+        GhostSnapshot {
+            version: self.version,
+            pos: self.pos,
+            props: self.props.clone(),
+        }
+    }
+
+    /// The real part, if real.
+    pub fn real(&self) -> Option<&RealPart> {
+        match &self.part {
+            Part::Real(r) => Some(r),
+            Part::Ghost(_) => None,
+        }
+    }
+
+    /// The mutable real part, if real.
+    pub fn real_mut(&mut self) -> Option<&mut RealPart> {
+        match &mut self.part {
+            Part::Real(r) => Some(r),
+            Part::Ghost(_) => None,
+        }
+    }
+
+    /// The mutable ghost part, if a ghost.
+    pub fn ghost_mut(&mut self) -> Option<&mut GhostPart> {
+        match &mut self.part {
+            Part::Ghost(g) => Some(g),
+            Part::Real(_) => None,
+        }
+    }
+}
+
+/// Entries by id, contiguous.
+#[derive(Clone, Debug, Default)]
+pub struct EntityTable {
+    entries: Vec<Entry>,
+    index: BTreeMap<EntityId, usize>,
+}
+
+impl EntityTable {
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entry of `id`.
+    pub fn get(&self, id: EntityId) -> Option<&Entry> {
+        self.index.get(&id).map(|&i| &self.entries[i])
+    }
+
+    /// The mutable entry of `id`.
+    pub fn get_mut(&mut self, id: EntityId) -> Option<&mut Entry> {
+        self.index.get(&id).map(|&i| &mut self.entries[i])
+    }
+
+    /// Adds `entry`.
+    ///
+    /// # Panics
+    /// If the id is already present.
+    pub fn insert(&mut self, entry: Entry) {
+        let i = self.entries.len();
+        let prev = self.index.insert(entry.id, i);
+        assert!(prev.is_none(), "entity {} inserted twice", entry.id);
+        self.entries.push(entry);
+    }
+
+    /// Removes and returns the entry of `id`.
+    pub fn remove(&mut self, id: EntityId) -> Option<Entry> {
+        let i = self.index.remove(&id)?;
+        let e = self.entries.swap_remove(i);
+        if let Some(moved) = self.entries.get(i) {
+            self.index.insert(moved.id, i);
+        }
+        Some(e)
+    }
+
+    /// All entries, in slab order.
+    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter()
+    }
+
+    /// All entries, mutable, in slab order.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Entry> {
+        self.entries.iter_mut()
+    }
+
+    /// Ids of the reals, sorted (a deterministic walk order).
+    pub fn real_ids(&self, out: &mut Vec<EntityId>) {
+        out.clear();
+        out.extend(
+            self.entries
+                .iter()
+                .filter(|e| matches!(e.part, Part::Real(_)))
+                .map(|e| e.id),
+        );
+        out.sort_unstable();
+    }
+
+    /// Checks the index against the slab.
+    ///
+    /// # Panics
+    /// If they disagree.
+    pub fn verify(&self) {
+        assert_eq!(self.entries.len(), self.index.len());
+        for (i, e) in self.entries.iter().enumerate() {
+            assert_eq!(self.index.get(&e.id), Some(&i), "index of {}", e.id);
+        }
+    }
+}
+
+/// Inputs as carried in an `Onload`.
+pub fn inputs_to_wire(buf: &mut SeqBuffer<Arc<[u8]>>) -> Vec<Input> {
+    buf.drain_early()
+        .map(|(seq, data)| Input { seq, data })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ghost(id: u64) -> Entry {
+        Entry {
+            id: EntityId(id),
+            pos: Vec3::default(),
+            props: Arc::from(&[][..]),
+            version: 0,
+            part: Part::Ghost(GhostPart {
+                real_at: CellId(0),
+                epoch: 0,
+                reorder: ReorderBuffer::at(0),
+                since: Time::ZERO,
+            }),
+            history: History::default(),
+        }
+    }
+
+    #[test]
+    fn swap_remove_keeps_index() {
+        let mut t = EntityTable::default();
+        for i in 0..5 {
+            t.insert(ghost(i));
+        }
+        assert!(t.remove(EntityId(1)).is_some());
+        assert!(t.remove(EntityId(4)).is_some());
+        assert!(t.remove(EntityId(4)).is_none());
+        t.verify();
+        assert_eq!(t.len(), 3);
+        assert!(t.get(EntityId(3)).is_some());
+    }
+}
