@@ -22,7 +22,9 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::core::cell::{CellMsg, Input, Outgoing, ProxyMsg, SeqBuffer, SeqPush, ToReal, ToRealBody};
+use crate::core::cell::{
+    CellMsg, Input, Outgoing, ProxyMsg, SeqBuffer, SeqPush, ToReal, ToRealBody,
+};
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 
@@ -93,7 +95,12 @@ impl Proxy {
     ///
     /// # Errors
     /// `Invalid` if a bound is zero.
-    pub fn new(entity: EntityId, real_at: CellId, epoch: u64, params: ProxyParams) -> Result<Proxy, ProxyError> {
+    pub fn new(
+        entity: EntityId,
+        real_at: CellId,
+        epoch: u64,
+        params: ProxyParams,
+    ) -> Result<Proxy, ProxyError> {
         if params.downstream_buffer_max == 0 {
             return Err(ProxyError::Invalid("downstream_buffer_max"));
         }
@@ -145,7 +152,8 @@ impl Proxy {
             hops: 0,
             body: ToRealBody::Input(Input { seq, data }),
         };
-        self.out.push_back(Outgoing::cell(self.real_at, CellMsg::ToReal(msg)));
+        self.out
+            .push_back(Outgoing::cell(self.real_at, CellMsg::ToReal(msg)));
         self.counters.inputs_sent += 1;
         seq
     }
@@ -156,7 +164,11 @@ impl Proxy {
     /// `WrongEntity` if it is about another entity (the message is ignored).
     pub fn handle(&mut self, _now: Time, msg: ProxyMsg) -> Result<(), ProxyError> {
         match msg {
-            ProxyMsg::RealMoved { entity, cell, epoch } => {
+            ProxyMsg::RealMoved {
+                entity,
+                cell,
+                epoch,
+            } => {
                 self.check_entity(entity)?;
                 self.learn(cell, epoch);
             }
@@ -275,7 +287,9 @@ mod tests {
         for (c, e, s) in [(2, 1, 3), (1, 0, 1), (1, 0, 1), (2, 1, 4), (1, 0, 2)] {
             p.handle(Time::ZERO, down(c, e, s)).expect("ok");
         }
-        let got: Vec<u64> = std::iter::from_fn(|| p.poll_client()).map(|(s, _)| s).collect();
+        let got: Vec<u64> = std::iter::from_fn(|| p.poll_client())
+            .map(|(s, _)| s)
+            .collect();
         assert_eq!(got, vec![1, 2, 3, 4]);
         assert_eq!(p.real_at(), CellId(2));
         assert_eq!(p.counters().downstream_duplicates, 1);
@@ -289,7 +303,10 @@ mod tests {
             cell: CellId(1),
             epoch: 9,
         };
-        assert!(matches!(p.handle(Time::ZERO, m), Err(ProxyError::WrongEntity { .. })));
+        assert!(matches!(
+            p.handle(Time::ZERO, m),
+            Err(ProxyError::WrongEntity { .. })
+        ));
         assert_eq!(p.epoch(), 0);
     }
 }

@@ -61,7 +61,12 @@ impl ForwardTable {
     ///
     /// # Limits
     /// At most `max` entries; the one expiring first is evicted.
-    pub fn insert(&mut self, entity: EntityId, entry: ForwardEntry, max: usize) -> Option<EntityId> {
+    pub fn insert(
+        &mut self,
+        entity: EntityId,
+        entry: ForwardEntry,
+        max: usize,
+    ) -> Option<EntityId> {
         let until = entry.until;
         let replaced = self.map.insert(entity, entry).is_some();
         self.order.push_back((until, entity));

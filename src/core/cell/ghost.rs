@@ -24,9 +24,9 @@
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 
-use super::machine::Cell;
 use super::counters::{CellEvent, DropReason};
 use super::forward::ForwardEntry;
+use super::machine::Cell;
 use super::msg::{CellMsg, ToReal, ToRealBody};
 use super::residency::{transition, History, Residency};
 use super::sync::{GhostSnapshot, Push, ReorderBuffer, SyncMsg};
@@ -56,7 +56,9 @@ impl Cell {
                 self.drop_msg(entity, Self::for_real(epoch, re));
                 return;
             }
-            Some(Residency::Ghost { epoch: ge, .. } | Residency::Gone { epoch: ge, .. }) if epoch < ge => {
+            Some(Residency::Ghost { epoch: ge, .. } | Residency::Gone { epoch: ge, .. })
+                if epoch < ge =>
+            {
                 self.drop_msg(entity, DropReason::StaleEpoch);
                 return;
             }
@@ -90,7 +92,11 @@ impl Cell {
                     reorder: ReorderBuffer::at(version),
                     since: now,
                 }),
-                history: self.forward.remove(entity).map(|f| f.history).unwrap_or_default(),
+                history: self
+                    .forward
+                    .remove(entity)
+                    .map(|f| f.history)
+                    .unwrap_or_default(),
             },
         };
         let mut entry = entry;
@@ -99,7 +105,8 @@ impl Cell {
         let next = entry.ghost_mut().and_then(|g| g.reorder.pop_ready());
         let version = entry.version;
         self.entities.insert(entry);
-        self.events.push_back(CellEvent::GhostAdded { entity, version });
+        self.events
+            .push_back(CellEvent::GhostAdded { entity, version });
         let ack = ToReal {
             entity,
             hops: 0,
@@ -115,7 +122,13 @@ impl Cell {
         }
     }
 
-    pub(super) fn on_delete_ghost(&mut self, now: Time, from: CellId, entity: EntityId, epoch: u64) {
+    pub(super) fn on_delete_ghost(
+        &mut self,
+        now: Time,
+        from: CellId,
+        entity: EntityId,
+        epoch: u64,
+    ) {
         let prev = self.residency(entity);
         let until = now + std::time::Duration::from_millis(self.params.forward_ttl_ms);
         let history = match prev {
@@ -123,7 +136,9 @@ impl Cell {
                 self.drop_msg(entity, Self::for_real(epoch, re));
                 return;
             }
-            Some(Residency::Ghost { epoch: ge, .. } | Residency::Gone { epoch: ge, .. }) if epoch < ge => {
+            Some(Residency::Ghost { epoch: ge, .. } | Residency::Gone { epoch: ge, .. })
+                if epoch < ge =>
+            {
                 self.drop_msg(entity, DropReason::StaleEpoch);
                 return;
             }
@@ -142,7 +157,8 @@ impl Cell {
         };
         let to = entry.residency();
         transition(&mut entry.history, now, prev, Some(to));
-        self.forward.insert(entity, entry, self.params.forward_table_max);
+        self.forward
+            .insert(entity, entry, self.params.forward_table_max);
     }
 
     pub(super) fn on_sync(&mut self, now: Time, from: CellId, epoch: u64, msg: SyncMsg) {
@@ -196,7 +212,13 @@ impl Cell {
         }
     }
 
-    pub(super) fn on_set_next_real(&mut self, now: Time, entity: EntityId, epoch: u64, next: CellId) {
+    pub(super) fn on_set_next_real(
+        &mut self,
+        now: Time,
+        entity: EntityId,
+        epoch: u64,
+        next: CellId,
+    ) {
         if self.forward.get(entity).is_some() {
             self.forward.update(entity, next, epoch);
             return;
@@ -289,7 +311,10 @@ impl Cell {
         late.clear();
         for e in self.entities.iter() {
             if let Part::Ghost(g) = &e.part {
-                if g.reorder.gap_since().is_some_and(|t| now.saturating_since(t) >= timeout) {
+                if g.reorder
+                    .gap_since()
+                    .is_some_and(|t| now.saturating_since(t) >= timeout)
+                {
                     late.push(e.id);
                 }
             }

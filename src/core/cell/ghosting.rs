@@ -26,8 +26,8 @@ use crate::core::geom::Rect;
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 
-use super::machine::Cell;
 use super::layout::Layout;
+use super::machine::Cell;
 use super::msg::{CellMsg, Haunt, HauntState};
 
 /// What one check may still do.
@@ -72,13 +72,19 @@ impl Cell {
 
     fn expire_creating(&mut self, now: Time, id: EntityId) {
         let timeout = Duration::from_millis(self.params.ghost_create_timeout_ms);
-        let r = self.entities.get_mut(id).and_then(|e| e.real_mut()).expect("real");
+        let r = self
+            .entities
+            .get_mut(id)
+            .and_then(|e| e.real_mut())
+            .expect("real");
         let epoch = r.epoch;
         let mut i = 0;
         while i < r.haunts.len() {
             let h = r.haunts[i];
             match h.state {
-                HauntState::Creating { sent_at, .. } if now.saturating_since(sent_at) >= timeout => {
+                HauntState::Creating { sent_at, .. }
+                    if now.saturating_since(sent_at) >= timeout =>
+                {
                     r.haunts.swap_remove(i);
                     self.counters.ghost_create_timeouts += 1;
                     self.counters.ghosts_deleted += 1;
@@ -145,7 +151,11 @@ impl Cell {
         let min_life = Duration::from_millis(self.params.ghost_min_lifetime_ms);
         let new_real = Duration::from_millis(self.params.new_real_keep_ghosts_ms);
         let max = self.params.ghosts_deleted_per_check_max;
-        let r = self.entities.get_mut(id).and_then(|e| e.real_mut()).expect("real");
+        let r = self
+            .entities
+            .get_mut(id)
+            .and_then(|e| e.real_mut())
+            .expect("real");
         if now.saturating_since(r.since) < new_real {
             return;
         }

@@ -262,7 +262,8 @@ impl Cell {
             part: Part::Real(Box::new(real)),
             history,
         });
-        self.events.push_back(CellEvent::BecameReal { entity, from: None });
+        self.events
+            .push_back(CellEvent::BecameReal { entity, from: None });
         self.notify_proxy(entity);
         Ok(())
     }
@@ -287,7 +288,12 @@ impl Cell {
     ///
     /// # Errors
     /// `NotReal` if the entity is not real here.
-    pub fn change_real(&mut self, entity: EntityId, kind: u8, props: Arc<[u8]>) -> Result<(), CellError> {
+    pub fn change_real(
+        &mut self,
+        entity: EntityId,
+        kind: u8,
+        props: Arc<[u8]>,
+    ) -> Result<(), CellError> {
         let e = self.real_entry(entity)?;
         e.props = props;
         e.real_mut().expect("real").dirty = Some(kind);
@@ -299,7 +305,10 @@ impl Cell {
     /// # Errors
     /// `NotReal` if the entity is not real here.
     pub fn set_real_props(&mut self, entity: EntityId, props: Arc<[u8]>) -> Result<(), CellError> {
-        self.real_entry(entity)?.real_mut().expect("real").real_props = props;
+        self.real_entry(entity)?
+            .real_mut()
+            .expect("real")
+            .real_props = props;
         Ok(())
     }
 
@@ -358,11 +367,15 @@ impl Cell {
                 epoch,
                 snapshot,
             } => self.on_create_ghost(now, from, entity, epoch, snapshot),
-            CellMsg::DeleteGhost { entity, epoch } => self.on_delete_ghost(now, from, entity, epoch),
-            CellMsg::Sync { epoch, msg } => self.on_sync(now, from, epoch, msg),
-            CellMsg::SetNextReal { entity, epoch, next } => {
-                self.on_set_next_real(now, entity, epoch, next)
+            CellMsg::DeleteGhost { entity, epoch } => {
+                self.on_delete_ghost(now, from, entity, epoch)
             }
+            CellMsg::Sync { epoch, msg } => self.on_sync(now, from, epoch, msg),
+            CellMsg::SetNextReal {
+                entity,
+                epoch,
+                next,
+            } => self.on_set_next_real(now, entity, epoch, next),
             CellMsg::Resync {
                 entity,
                 epoch,
@@ -395,10 +408,18 @@ impl Cell {
     pub fn verify(&self) {
         self.entities.verify();
         for e in self.entities.iter() {
-            assert!(self.forward.get(e.id).is_none(), "{} both present and gone", e.id);
+            assert!(
+                self.forward.get(e.id).is_none(),
+                "{} both present and gone",
+                e.id
+            );
             match &e.part {
                 Part::Real(r) => {
-                    assert!(r.haunts.iter().all(|h| h.cell != self.id), "{} haunts itself", e.id);
+                    assert!(
+                        r.haunts.iter().all(|h| h.cell != self.id),
+                        "{} haunts itself",
+                        e.id
+                    );
                     for (i, h) in r.haunts.iter().enumerate() {
                         assert!(
                             r.haunts[..i].iter().all(|o| o.cell != h.cell),

@@ -81,12 +81,12 @@
 //! A teleport is the same path: `CreateGhost` (always anew) then `Onload` on
 //! the same channel to the cell at the new position.
 
-mod machine;
 mod counters;
 mod forward;
 mod ghost;
 mod ghosting;
 mod layout;
+mod machine;
 mod msg;
 mod offload;
 mod params;
@@ -96,9 +96,9 @@ mod seq_buffer;
 mod sync;
 mod table;
 
-pub use machine::{Cell, CellError, EntityView, KIND_MOVE};
 pub use counters::{CellEvent, Counters, DropReason};
 pub use layout::{GridLayout, Layout};
+pub use machine::{Cell, CellError, EntityView, KIND_MOVE};
 pub use msg::{
     Call, CellMsg, Dest, Haunt, HauntState, Input, Msg, Onload, Outgoing, ProxyMsg, Source, ToReal,
     ToRealBody,

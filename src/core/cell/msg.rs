@@ -23,7 +23,16 @@ use super::sync::{GhostSnapshot, SyncCache, SyncMsg};
 /// Where an output goes. The runtime maps a cell to its shard through the
 /// space tree and a proxy to the shard that accepted its client.
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    rkyv::Archive,
+    rkyv::Serialize,
+    rkyv::Deserialize,
 )]
 pub enum Dest {
     /// A cell.
@@ -300,7 +309,8 @@ mod tests {
             },
         };
         let bytes = rkyv::to_bytes::<rkyv::rancor::Error>(&msg).expect("serialise");
-        let back: CellMsg = rkyv::from_bytes::<CellMsg, rkyv::rancor::Error>(&bytes).expect("deserialise");
+        let back: CellMsg =
+            rkyv::from_bytes::<CellMsg, rkyv::rancor::Error>(&bytes).expect("deserialise");
         assert_eq!(back, msg);
         assert_eq!(back.entity(), EntityId(9));
     }

@@ -23,10 +23,10 @@ use crate::core::geom::{Rect, Vec3};
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 
-use super::machine::{Cell, CellError};
 use super::counters::CellEvent;
 use super::ghosting::Budget;
 use super::layout::Layout;
+use super::machine::{Cell, CellError};
 use super::msg::{CellMsg, Haunt, HauntState, Onload};
 use super::residency::transition;
 use super::seq_buffer::SeqBuffer;
@@ -103,7 +103,10 @@ impl Cell {
     /// # Panics
     /// If `id` is not real here or `dest` cannot take it (internal misuse).
     pub(super) fn offload(&mut self, now: Time, id: EntityId, dest: CellId) {
-        assert!(self.can_offload_to(id, dest), "offload of {id} to {dest} without a ghost");
+        assert!(
+            self.can_offload_to(id, dest),
+            "offload of {id} to {dest} without a ghost"
+        );
         let e = self.entities.get_mut(id).expect("real");
         let prev = e.residency();
         let snapshot = e.snapshot();
@@ -119,7 +122,12 @@ impl Cell {
         let to = e.residency();
         transition(&mut e.history, now, Some(prev), Some(to));
         let epoch = r.epoch + 1;
-        let haunts: Vec<Haunt> = r.haunts.iter().copied().filter(|h| h.cell != dest).collect();
+        let haunts: Vec<Haunt> = r
+            .haunts
+            .iter()
+            .copied()
+            .filter(|h| h.cell != dest)
+            .collect();
         let onload = Onload {
             entity: id,
             epoch,
@@ -146,7 +154,10 @@ impl Cell {
         }
         self.send(dest, CellMsg::Onload(Box::new(onload)));
         self.counters.migrations_out += 1;
-        self.events.push_back(CellEvent::BecameGhost { entity: id, to: dest });
+        self.events.push_back(CellEvent::BecameGhost {
+            entity: id,
+            to: dest,
+        });
     }
 
     /// Handles an `Onload`: the entity becomes real here and takes over the
@@ -168,7 +179,11 @@ impl Cell {
         }
         let history = match self.entities.remove(entity) {
             Some(old) => old.history,
-            None => self.forward.remove(entity).map(|f| f.history).unwrap_or_default(),
+            None => self
+                .forward
+                .remove(entity)
+                .map(|f| f.history)
+                .unwrap_or_default(),
         };
         let mut haunts: Vec<Haunt> = o.haunts.into_iter().filter(|h| h.cell != self.id).collect();
         if !haunts.iter().any(|h| h.cell == from) {

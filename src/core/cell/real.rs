@@ -17,8 +17,8 @@
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 
-use super::machine::Cell;
 use super::counters::{CellEvent, DropReason};
+use super::machine::Cell;
 use super::msg::{CellMsg, HauntState, Source, ToReal, ToRealBody};
 use super::seq_buffer::SeqPush;
 use super::sync::SyncMsg;
@@ -46,15 +46,23 @@ impl Cell {
             ToRealBody::Input(input) => self.queue_input(entity, input.seq, input.data),
             ToRealBody::Call(call) => {
                 let max = self.params.pending_calls_max;
-                let r = self.real_entry(entity).expect("real").real_mut().expect("real");
+                let r = self
+                    .real_entry(entity)
+                    .expect("real")
+                    .real_mut()
+                    .expect("real");
                 if r.calls.len() >= max {
                     self.drop_msg(entity, DropReason::CallQueueFull);
                 } else {
                     r.calls.push_back(call);
                 }
             }
-            ToRealBody::GhostCreated { cell, version, .. } => self.on_ghost_created(entity, cell, version),
-            ToRealBody::ResyncRequest { cell, applied } => self.on_resync_request(now, entity, cell, applied),
+            ToRealBody::GhostCreated { cell, version, .. } => {
+                self.on_ghost_created(entity, cell, version)
+            }
+            ToRealBody::ResyncRequest { cell, applied } => {
+                self.on_resync_request(now, entity, cell, applied)
+            }
         }
     }
 
@@ -71,7 +79,11 @@ impl Cell {
 
     fn queue_input(&mut self, entity: EntityId, seq: u64, data: std::sync::Arc<[u8]>) {
         let max = self.params.input_buffer_max;
-        let r = self.real_entry(entity).expect("real").real_mut().expect("real");
+        let r = self
+            .real_entry(entity)
+            .expect("real")
+            .real_mut()
+            .expect("real");
         match r.inputs.push(seq, data.clone(), max) {
             SeqPush::Held => {}
             SeqPush::Duplicate => self.drop_msg(entity, DropReason::DuplicateInput),
@@ -88,7 +100,11 @@ impl Cell {
 
     fn on_ghost_created(&mut self, entity: EntityId, cell: CellId, version: u64) {
         let me = self.id;
-        let r = self.real_entry(entity).expect("real").real_mut().expect("real");
+        let r = self
+            .real_entry(entity)
+            .expect("real")
+            .real_mut()
+            .expect("real");
         let Some(h) = r.haunt_mut(cell) else {
             self.drop_msg(entity, DropReason::StaleAck);
             return;
@@ -106,7 +122,11 @@ impl Cell {
     }
 
     fn on_resync_request(&mut self, _now: Time, entity: EntityId, cell: CellId, applied: u64) {
-        let r = self.real_entry(entity).expect("real").real_mut().expect("real");
+        let r = self
+            .real_entry(entity)
+            .expect("real")
+            .real_mut()
+            .expect("real");
         if r.haunt(cell).is_none() {
             self.drop_msg(entity, DropReason::StaleAck);
             return;

@@ -148,7 +148,12 @@ impl History {
 ///
 /// # Panics
 /// On an illegal transition: the cell broke its own protocol.
-pub fn transition(history: &mut History, now: Time, from: Option<Residency>, to: Option<Residency>) {
+pub fn transition(
+    history: &mut History,
+    now: Time,
+    from: Option<Residency>,
+    to: Option<Residency>,
+) {
     if let Err(e) = Residency::check(from, to) {
         panic!("{e} at {now:?}; history: {:?}", history.steps());
     }
@@ -165,7 +170,10 @@ mod tests {
     #[test]
     fn migration_steps_are_legal() {
         let real0 = Residency::Real { epoch: 0 };
-        let ghost1 = Residency::Ghost { real_at: B, epoch: 1 };
+        let ghost1 = Residency::Ghost {
+            real_at: B,
+            epoch: 1,
+        };
         assert!(Residency::check(None, Some(real0)).is_ok());
         assert!(Residency::check(Some(real0), Some(ghost1)).is_ok());
         let gone = Residency::Gone {
@@ -181,12 +189,29 @@ mod tests {
     #[test]
     fn backwards_and_skipping_steps_are_illegal() {
         let real3 = Residency::Real { epoch: 3 };
-        assert!(Residency::check(Some(real3), Some(Residency::Ghost { real_at: A, epoch: 3 })).is_err());
+        assert!(Residency::check(
+            Some(real3),
+            Some(Residency::Ghost {
+                real_at: A,
+                epoch: 3
+            })
+        )
+        .is_err());
         assert!(Residency::check(Some(real3), None).is_err());
-        let ghost = Residency::Ghost { real_at: A, epoch: 2 };
+        let ghost = Residency::Ghost {
+            real_at: A,
+            epoch: 2,
+        };
         assert!(Residency::check(Some(ghost), None).is_err());
         assert!(Residency::check(Some(ghost), Some(Residency::Real { epoch: 1 })).is_err());
-        assert!(Residency::check(Some(ghost), Some(Residency::Ghost { real_at: B, epoch: 1 })).is_err());
+        assert!(Residency::check(
+            Some(ghost),
+            Some(Residency::Ghost {
+                real_at: B,
+                epoch: 1
+            })
+        )
+        .is_err());
     }
 
     #[test]

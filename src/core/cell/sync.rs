@@ -139,7 +139,11 @@ impl ReorderBuffer {
 
     /// The next buffered message if it is now in order.
     pub fn pop_ready(&mut self) -> Option<SyncMsg> {
-        while self.early.front().is_some_and(|m| m.version <= self.applied) {
+        while self
+            .early
+            .front()
+            .is_some_and(|m| m.version <= self.applied)
+        {
             self.early.pop_front();
         }
         if self.early.front()?.version == self.applied + 1 {
