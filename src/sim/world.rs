@@ -36,7 +36,7 @@
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::core::cell::{Cell, CellEvent, CellParams, CellParamsError, Layout};
+use crate::core::cell::{Cell, CellEvent, CellMsg, CellParams, CellParamsError, Layout, Source};
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::proxy::{Proxy, ProxyError, ProxyParams};
@@ -326,6 +326,24 @@ impl World {
     /// Mutable cells, for tests that break an invariant on purpose.
     pub fn cells_mut(&mut self) -> &mut [Cell] {
         &mut self.cells
+    }
+
+    /// Sends `msg` to cell `to` as if `from` had sent it this tick (through
+    /// the network, after everything already queued on that pair). For tests
+    /// that break an invariant on purpose, to prove the checker notices.
+    pub fn inject(&mut self, from: Source, to: CellId, msg: CellMsg) {
+        let src = match from {
+            Source::Cell(c) => Endpoint::Shard(self.cell_shard(c)),
+            Source::Proxy(e) => Endpoint::Shard(self.proxy_shard(e)),
+            Source::Local => Endpoint::Shard(self.cell_shard(to)),
+        };
+        self.route_to_cell(src, from, to, msg);
+    }
+
+    /// Where the real of `e` was at the end of the last step (`None` while
+    /// its `Onload` is in flight).
+    pub fn real_cell(&self, e: EntityId) -> Option<CellId> {
+        self.real_cell[e.0 as usize]
     }
 
     /// The layout.

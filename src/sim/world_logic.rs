@@ -321,7 +321,7 @@ impl World {
         }
     }
 
-    fn route_to_cell(&mut self, from: Endpoint, src: Source, to: CellId, msg: CellMsg) {
+    pub(super) fn route_to_cell(&mut self, from: Endpoint, src: Source, to: CellId, msg: CellMsg) {
         if let CellMsg::Onload(o) = &msg {
             self.onloads_in_flight[o.entity.0 as usize] += 1;
             self.onloads_to_cell[i_cell(to)] += 1;
