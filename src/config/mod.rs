@@ -15,7 +15,9 @@
 mod layers;
 mod sections;
 
-pub use sections::{AoiConfig, CellConfig, RuntimeConfig, SyncConfig, WorldConfig};
+pub use sections::{AoiConfig, CellConfig, RuntimeConfig, SpaceConfig, SyncConfig, WorldConfig};
+
+use crate::core::space::BalanceParams;
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -55,7 +57,7 @@ pub enum ConfigError {
     #[error("config key `{key}` = {value}: {rule}")]
     Invalid {
         /// The dotted key, e.g. `cell.migrate_margin_m`.
-        key: &'static str,
+        key: String,
         /// The value found, formatted.
         value: String,
         /// The rule it breaks.
@@ -69,6 +71,10 @@ pub enum ConfigError {
 pub struct Config {
     /// The world: the same on every shard.
     pub world: WorldConfig,
+    /// The space tree's geometry rules.
+    pub space: SpaceConfig,
+    /// The balancing policy's thresholds (splits, rebalances, merges).
+    pub balance: BalanceParams,
     /// The area of interest of observers.
     pub aoi: AoiConfig,
     /// Ghosting and migration knobs of every cell.
@@ -137,6 +143,10 @@ impl Config {
     /// [`ConfigError::Invalid`] naming the first key that breaks a rule.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.world.validate()?;
+        self.space.validate(&self.world)?;
+        self.balance
+            .validate()
+            .map_err(|e| sections::param_error("balance", &e))?;
         self.aoi.validate(&self.world)?;
         self.cell.validate(&self.world, &self.aoi)?;
         self.sync.validate()?;
@@ -153,12 +163,12 @@ fn parse_table(text: &str, origin: &str) -> Result<Table, ConfigError> {
 
 /// Builds a [`ConfigError::Invalid`].
 pub(crate) fn invalid(
-    key: &'static str,
+    key: impl Into<String>,
     value: impl std::fmt::Display,
     rule: impl Into<String>,
 ) -> ConfigError {
     ConfigError::Invalid {
-        key,
+        key: key.into(),
         value: value.to_string(),
         rule: rule.into(),
     }
@@ -189,34 +199,31 @@ mod tests {
         assert!(err.to_string().contains("world.ghost_radius_m"), "{err}");
     }
 
+    fn key_of(err: &ConfigError) -> &str {
+        match err {
+            ConfigError::Invalid { key, .. } => key,
+            other => panic!("expected an invalid key, got {other}"),
+        }
+    }
+
     #[test]
     fn relations_between_keys_are_checked() {
-        let err = Config::load(
-            None,
-            &["aoi.leave_radius_m=70".into(), "aoi.radius_m=60".into()],
-        )
-        .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                ConfigError::Invalid {
-                    key: "aoi.leave_radius_m",
-                    ..
-                }
+        let cases: [(&[&str], &str); 4] = [
+            (
+                &["aoi.leave_radius_m=70", "aoi.radius_m=60"],
+                "aoi.leave_radius_m",
             ),
-            "{err}"
-        );
-        let err = Config::load(None, &["world.max_x_m=100".into()]).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                ConfigError::Invalid {
-                    key: "world.max_x_m",
-                    ..
-                }
-            ),
-            "{err}"
-        );
+            (&["world.max_x_m=100"], "world.max_x_m"),
+            (&["balance.load_smoothing=2"], "balance.load_smoothing"),
+            (&["space.min_cell_side_m=100"], "space.min_cell_side_m"),
+        ];
+        for (overrides, key) in cases {
+            let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+            let err = Config::load(None, &overrides).unwrap_err();
+            assert_eq!(key_of(&err), key, "{err}");
+        }
+        let err = Config::load(None, &["cell.migrate_margin_m=20".into()]).unwrap_err();
+        assert_eq!(key_of(&err), "cell.migrate_margin_m", "{err}");
     }
 
     #[test]

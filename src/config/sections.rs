@@ -6,6 +6,7 @@
 
 use super::{invalid, ConfigError};
 use crate::core::geom::Rect;
+use crate::core::space::{ParamError, SpaceParams};
 use serde::{Deserialize, Serialize};
 
 fn positive(key: &'static str, v: f64) -> Result<(), ConfigError> {
@@ -83,6 +84,60 @@ impl WorldConfig {
             ));
         }
         Ok(())
+    }
+}
+
+/// Turns a core params error into a config error naming `section.field`.
+pub(crate) fn param_error(section: &str, e: &ParamError) -> ConfigError {
+    let field = match e {
+        ParamError::NotPositive(field) | ParamError::Rule { field, .. } => field,
+    };
+    invalid(format!("{section}.{field}"), "(see rule)", e.to_string())
+}
+
+/// The space tree's geometry rules (seed 001).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpaceConfig {
+    /// Smallest side of a cell, and the strip a split cuts off; at least
+    /// 4 x `world.ghost_radius_m`, which is the default when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_cell_side_m: Option<f64>,
+    /// Side a merging cell shrinks to before it is removed; 0.5 x
+    /// `world.ghost_radius_m` when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merging_side_m: Option<f64>,
+}
+
+impl SpaceConfig {
+    /// The tree's params for this world.
+    pub fn to_params(&self, world: &WorldConfig) -> SpaceParams {
+        let seed = SpaceParams::for_ghost_radius(world.ghost_radius_m);
+        SpaceParams {
+            min_cell_side_m: self.min_cell_side_m.unwrap_or(seed.min_cell_side_m),
+            merging_side_m: self.merging_side_m.unwrap_or(seed.merging_side_m),
+            ..seed
+        }
+    }
+
+    pub(crate) fn validate(&self, world: &WorldConfig) -> Result<(), ConfigError> {
+        self.to_params(world).validate().map_err(|e| match e {
+            ParamError::Rule {
+                field: "min_cell_side_m",
+                ..
+            } => invalid(
+                "space.min_cell_side_m",
+                self.to_params(world).min_cell_side_m,
+                format!(
+                    "must be >= 4 x world.ghost_radius_m = {}",
+                    4.0 * world.ghost_radius_m
+                ),
+            ),
+            ParamError::NotPositive("ghost_radius_m") => {
+                invalid("world.ghost_radius_m", world.ghost_radius_m, e.to_string())
+            }
+            other => param_error("space", &other),
+        })
     }
 }
 

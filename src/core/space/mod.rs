@@ -1,1 +1,38 @@
-//! The space tree (filled in by the space-tree work).
+//! The space tree (seed 001, `space_cells`): one space's KD-tree of cells as a
+//! replicated, versioned, sans-IO structure, the load model the balancer reads
+//! and the balancing policy.
+//!
+//! - `tree.rs`: the arena, accessors, invariants ([`SpaceTree::validate`]),
+//!   rkyv snapshot.
+//! - `change.rs`: [`SpaceChange`] values and [`SpaceTree::apply`].
+//! - `error.rs`: [`SpaceError`].
+//! - `query.rs`: point lookup, cells meeting a rect, neighbours, leaf list.
+//! - `load.rs`: [`LoadBook`], smoothed per-cell loads and per-axis sorted
+//!   entity samples.
+//! - `balance.rs`: the policy ([`decide`] and its parts).
+//! - `params.rs`: [`SpaceParams`], [`BalanceParams`].
+//!
+//! The space service owns the authoritative tree, gathers loads, calls
+//! [`decide`], applies and broadcasts the changes; every cell applies the same
+//! changes to its replica (the seed's `space_cell_component`). A new cell gets
+//! the snapshot. This module must not know about sockets, shards' queues,
+//! entities' state or time: it is pure data and pure functions.
+
+mod balance;
+mod change;
+mod error;
+mod load;
+mod params;
+mod query;
+mod tree;
+
+pub use balance::{
+    decide, least_loaded, pick_merge, pick_rebalance, pick_split, split_direction, split_gains,
+    Damping, RebalancePick,
+};
+pub use change::{ChangeOp, SpaceChange, SplitDirection};
+pub use error::SpaceError;
+pub use load::{CellLoad, EntitySample, LoadBook, LoadError, ShardLoad};
+pub use params::{BalanceParams, ParamError, SpaceParams};
+pub use query::{rect_distance, share_edge, LeafInfo};
+pub use tree::{Node, NodeIx, NodeKind, SpaceTree, SIDE_TOLERANCE_M};
