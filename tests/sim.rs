@@ -13,9 +13,9 @@
 
 use std::sync::Arc;
 
-use tessera::core::cell::{
-    Call, CellMsg, GhostSnapshot, Onload, Source, SyncMsg, ToReal, ToRealBody,
-};
+use tessera::core::cell::{Call, CellMsg, Onload, Source, ToReal, ToRealBody};
+use tessera::core::entity::schema::{TypeRegistry, AVATAR};
+use tessera::core::entity::{Audience, Entity, SyncCache, SyncKind, SyncMsg};
 use tessera::core::geom::Vec3;
 use tessera::core::ids::{CellId, EntityId};
 use tessera::core::time::Time;
@@ -210,10 +210,12 @@ fn checker_catches_a_second_real() {
     let e = EntityId(0);
     let home = w.real_cell(e).expect("landed");
     let there = other_cell(&w, home);
-    let props: Arc<[u8]> = Arc::from(&[][..]);
+    let types = TypeRegistry::with_builtins();
+    let avatar = types.get(AVATAR).expect("avatar").clone();
+    let twin = Entity::new_real(e, avatar, Vec3::ground(1.0, 1.0), 0.0);
     let now = w.now();
     w.cells_mut()[there.0 as usize]
-        .create_real(now, e, Vec3::ground(1.0, 1.0), props, false, 0)
+        .create_real(now, twin, false, 0)
         .expect("absent there");
     w.step();
     assert!(
@@ -246,16 +248,18 @@ fn checker_catches_a_migration_without_ghost() {
         .map(CellId)
         .find(|&c| c != home && w.cells()[c.0 as usize].residency(e).is_none())
         .expect("some cell without a ghost");
+    let types = TypeRegistry::with_builtins();
+    let avatar = types.get(AVATAR).expect("avatar").clone();
+    let mut state = Vec::new();
+    Entity::new_real(e, avatar, Vec3::ground(0.0, 0.0), 0.0)
+        .encode_snapshot(Audience::Real, &mut state);
     let onload = Onload {
         entity: e,
         epoch: 99,
-        snapshot: GhostSnapshot {
-            version: 0,
-            pos: Vec3::ground(0.0, 0.0),
-            props: Arc::from(&[][..]),
-        },
-        real_props: Arc::from(&[][..]),
-        sync_cache: Default::default(),
+        type_id: AVATAR,
+        state,
+        version: 0,
+        sync_cache: SyncCache::new(Default::default(), 0),
         haunts: Vec::new(),
         next_input: 1,
         early_inputs: Vec::new(),
@@ -337,16 +341,27 @@ fn checker_catches_a_diverged_ghost_after_healing() {
             else {
                 continue;
             };
-            let sync = SyncMsg {
-                entity: e,
-                version: real.version + 1,
-                kind: 1,
-                timestamp: Time::ZERO,
-                pos: real.pos,
-                payload: Arc::from(&b"forged"[..]),
-            };
+            // A movement block: x, y, z (f64) and yaw (f32), 1 m off.
+            let p = real.pos();
+            let mut block = Vec::new();
+            for v in [p.x + 1.0, p.y, p.z] {
+                block.extend_from_slice(&v.to_le_bytes());
+            }
+            block.extend_from_slice(&0f32.to_le_bytes());
+            let sync = SyncMsg::new(
+                e,
+                real.version + 1,
+                SyncKind::Movement,
+                Time::ZERO,
+                &block,
+                &block,
+            );
             let epoch = real.residency.epoch();
-            w.inject(Source::Cell(rc), h.cell, CellMsg::Sync { epoch, msg: sync });
+            let msg = CellMsg::Sync {
+                epoch,
+                msg: Arc::new(sync),
+            };
+            w.inject(Source::Cell(rc), h.cell, msg);
             forged = true;
             break;
         }

@@ -194,6 +194,8 @@ impl Checker {
                 self.synced(tick, cell, entity, version, true)
             }
             CellEvent::Dropped { entity, reason } => self.dropped(tick, cell, entity, reason),
+            // The owner's view of its own changes: checked by observers.
+            CellEvent::OwnChange { .. } => {}
         }
     }
 

@@ -17,6 +17,7 @@
 use std::fmt::Write as _;
 
 use crate::core::cell::{HauntState, Layout, Residency};
+use crate::core::entity::Audience;
 use crate::core::geom::Rect;
 use crate::core::ids::{CellId, EntityId};
 use crate::sim::report::ViolationKind;
@@ -95,6 +96,7 @@ impl World {
             self.checker
                 .report(tick, ViolationKind::ProxyStale, Some(e), d);
         }
+        let seen = real.entity.props().filtered(Audience::Ghost);
         let haunts = self.cells[rc.0 as usize].haunts(e).unwrap_or(&[]).to_vec();
         for h in &haunts {
             let ghost = self.cells.get(h.cell.0 as usize).and_then(|c| c.view(e));
@@ -109,11 +111,18 @@ impl World {
                     h.cell, g.residency
                 )),
                 Some(g)
-                    if (g.pos, &g.props, g.version) != (real.pos, &real.props, real.version) =>
+                    if (g.pos(), g.entity.props().values(), g.version)
+                        != (real.pos(), &seen[..], real.version) =>
                 {
                     Some(format!(
                         "ghost at {} is v{} {:?} {:?}, real v{} {:?} {:?}",
-                        h.cell, g.version, g.pos, g.props, real.version, real.pos, real.props
+                        h.cell,
+                        g.version,
+                        g.pos(),
+                        g.entity.props().values(),
+                        real.version,
+                        real.pos(),
+                        seen
                     ))
                 }
                 Some(_) => None,
@@ -126,10 +135,10 @@ impl World {
         let r = self.params.cell.ghost_radius_m;
         let mut near = Vec::new();
         self.layout
-            .cells_meeting(&Rect::around(real.pos.x, real.pos.z, r), &mut near);
+            .cells_meeting(&Rect::around(real.pos().x, real.pos().z, r), &mut near);
         for c in near {
             if c != rc && !haunts.iter().any(|h| h.cell == c) {
-                let d = format!("real at {rc} {:?} has no ghost in {c}", real.pos);
+                let d = format!("real at {rc} {:?} has no ghost in {c}", real.pos());
                 self.checker
                     .report(tick, ViolationKind::MissingGhost, Some(e), d);
             }

@@ -37,6 +37,8 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::core::cell::{Cell, CellEvent, CellMsg, CellParams, CellParamsError, Layout, Source};
+use crate::core::entity::schema::{TypeRegistry, AVATAR};
+use crate::core::entity::{Entity, Value};
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::proxy::{Proxy, ProxyError, ProxyParams};
@@ -111,6 +113,7 @@ impl WorldParams {
             input_buffer_max: c.cell.input_buffer_max as usize,
             reorder_buffer_max: c.sync.reorder_buffer_max as usize,
             sync_cache_max: c.sync.cache_len_max as usize,
+            sync_cache_age_max_ms: c.sync.cache_age_ms,
             ..d
         };
         WorldParams {
@@ -181,6 +184,10 @@ pub struct World {
     pub(super) params: WorldParams,
     pub(super) plan: ScenarioPlan,
     pub(super) layout: SimLayout,
+    /// The entity types every cell knows (the built-ins).
+    pub(super) types: Arc<TypeRegistry>,
+    /// Index of the avatar's `hp`, the property the entity logic changes.
+    pub(super) hp_index: usize,
     pub(super) cells: Vec<Cell>,
     pub(super) proxies: Vec<Proxy>,
     pub(super) clients: Vec<Client>,
@@ -237,8 +244,11 @@ impl World {
         let mut plan_rng = rng.fork();
         let bot_rng = rng.fork();
         let plan = ScenarioPlan::new(options, &layout, &params.cell, &mut plan_rng);
+        let types = Arc::new(TypeRegistry::with_builtins());
+        let avatar = types.get(AVATAR).expect("built-in avatar");
+        let hp_index = avatar.prop_index("hp").expect("avatars have hp");
         let cells = (0..layout.cell_count())
-            .map(|c| Cell::new(CellId(c), params.cell.clone()))
+            .map(|c| Cell::new(CellId(c), params.cell.clone(), types.clone()))
             .collect::<Result<Vec<_>, _>>()?;
         let n = options.entities as usize;
         let mut world = World {
@@ -247,6 +257,8 @@ impl World {
             trace: Trace::new(params.event_log_len_max),
             params,
             layout,
+            types,
+            hp_index,
             cells,
             proxies: Vec::with_capacity(n),
             clients: Vec::with_capacity(n),
@@ -277,9 +289,14 @@ impl World {
             let e = EntityId(i as u64);
             let pos = bot.pose.pos;
             let c = self.layout.cell_at(pos).expect("bots start in the world");
-            let props = self.prop_bytes(e);
+            let avatar = self.types.get(AVATAR).expect("built-in avatar").clone();
+            let mut entity = Entity::new_real(e, avatar, pos, 0.0);
+            entity
+                .props_mut()
+                .set(self.hp_index, self.hp_value(e))
+                .expect("hp is an int");
             self.cells[c.0 as usize]
-                .create_real(Time::ZERO, e, pos, props, true, 0)
+                .create_real(Time::ZERO, entity, true, 0)
                 .expect("a fresh entity spawns");
             self.proxies
                 .push(Proxy::new(e, c, 0, self.params.proxy.clone())?);
@@ -386,9 +403,9 @@ impl World {
         ShardId::local((e.0 % u64::from(self.options.shards)) as u16)
     }
 
-    /// The ghost-visible property bytes of `e` now.
-    pub(super) fn prop_bytes(&self, e: EntityId) -> Arc<[u8]> {
-        Arc::from(&self.props[e.0 as usize].to_le_bytes()[..])
+    /// The `hp` the entity logic gives `e` now (its change counter).
+    pub(super) fn hp_value(&self, e: EntityId) -> Value {
+        Value::Int(self.props[e.0 as usize] as i64)
     }
 
     /// Runs one tick (see the module doc).

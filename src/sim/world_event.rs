@@ -91,6 +91,7 @@ pub fn cell_event_entity(ev: &CellEvent) -> EntityId {
         | CellEvent::GhostResynced { entity, .. }
         | CellEvent::InputApplied { entity, .. }
         | CellEvent::CallRun { entity, .. }
+        | CellEvent::OwnChange { entity, .. }
         | CellEvent::Dropped { entity, .. } => entity,
     }
 }
@@ -144,6 +145,13 @@ fn trace_cell_event(ev: &CellEvent, h: &mut TraceHasher) {
         CellEvent::Dropped { reason, .. } => {
             h.write_u8(8);
             h.write_u8(reason.index() as u8);
+        }
+        CellEvent::OwnChange {
+            version, payload, ..
+        } => {
+            h.write_u8(9);
+            h.write_u64(*version);
+            h.write_bytes(payload);
         }
     }
 }

@@ -28,9 +28,6 @@ use crate::sim::world_client::encode_ack;
 use crate::sim::world_event::SimEvent;
 use crate::sim::world_route::Packet;
 
-/// Property kind the entity logic changes.
-pub const KIND_PROP: u8 = 1;
-
 const FLAG_TELEPORT: u8 = 1;
 
 /// Encodes a move input: flags, x, z.
@@ -211,10 +208,13 @@ impl World {
         }
         if eff.change {
             self.props[i] += 1;
-            let props = self.prop_bytes(e);
+            let hp = self.hp_value(e);
             self.cells[i_cell(cell)]
-                .change_real(e, KIND_PROP, props)
-                .expect("real here");
+                .real_mut(e)
+                .expect("real here")
+                .props_mut()
+                .set(self.hp_index, hp)
+                .expect("hp is an int");
         }
         for ack in eff.acks {
             self.cells[i_cell(cell)]
@@ -344,7 +344,8 @@ impl World {
                 .layout
                 .split(m.into, slot)
                 .expect("retired slot splits");
-            let cell = crate::core::cell::Cell::new(fresh, self.params.cell.clone())
+            let params = self.params.cell.clone();
+            let cell = crate::core::cell::Cell::new(fresh, params, self.types.clone())
                 .expect("valid params");
             assert_eq!(fresh.0 as usize, self.cells.len(), "fresh ids are dense");
             self.cells.push(cell);

@@ -38,11 +38,16 @@ pub enum DropReason {
     StaleAck,
     /// A ghost-bound message that did not come from a cell.
     BadSource,
+    /// A snapshot or payload that does not decode (a full resync is asked).
+    BadPayload,
+    /// A catch-up owed to a ghost with the catch-up queue full (the ghost
+    /// asks again after its retry period).
+    CatchUpQueueFull,
 }
 
 impl DropReason {
     /// Number of reasons.
-    pub const COUNT: usize = 12;
+    pub const COUNT: usize = 14;
 
     /// Every reason, in index order.
     pub const ALL: [DropReason; Self::COUNT] = [
@@ -58,6 +63,8 @@ impl DropReason {
         DropReason::DuplicateSync,
         DropReason::StaleAck,
         DropReason::BadSource,
+        DropReason::BadPayload,
+        DropReason::CatchUpQueueFull,
     ];
 
     /// Index into [`Counters::drops`].
@@ -78,6 +85,7 @@ impl DropReason {
                 | DropReason::ReorderBufferFull
                 | DropReason::DuplicateSync
                 | DropReason::StaleAck
+                | DropReason::CatchUpQueueFull
         )
     }
 }
@@ -166,12 +174,22 @@ pub enum CellEvent {
         /// The version applied (always previous + 1).
         version: u64,
     },
-    /// A ghost jumped to a full snapshot at `version` after a gap.
+    /// A ghost jumped to a snapshot at `version` after a gap.
     GhostResynced {
         /// The entity.
         entity: EntityId,
         /// The new version.
         version: u64,
+    },
+    /// A real's change set as its own client sees it (for the owner's view;
+    /// only for entities with a proxy, only when not empty).
+    OwnChange {
+        /// The entity.
+        entity: EntityId,
+        /// The change set's version.
+        version: u64,
+        /// Encoded for `Audience::OwnClient`.
+        payload: Arc<[u8]>,
     },
     /// A real applied a client input (exactly once, in sequence order).
     InputApplied {

@@ -17,10 +17,16 @@
 //! - `SetNextReal(e)` and `Sync(e)` move `real_at` forward only if `e` is newer.
 //!
 //! Sync messages are ordered by version, not epoch: one reorder buffer per
-//! ghost applies them in version order across migrations.
+//! ghost applies them in version order across migrations; a snapshot (the
+//! answer to a resync request) jumps forward.
 //!
 //! Owns nothing beyond the `impl Cell` handlers; must not touch reals.
 
+use std::sync::Arc;
+
+use crate::core::entity::{
+    Audience, Entity, EntityTypeId, Offered, ReorderBuffer, SyncKind, SyncMsg,
+};
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 
@@ -29,7 +35,6 @@ use super::forward::ForwardEntry;
 use super::machine::Cell;
 use super::msg::{CellMsg, ToReal, ToRealBody};
 use super::residency::{transition, History, Residency};
-use super::sync::{GhostSnapshot, Push, ReorderBuffer, SyncMsg};
 use super::table::{Entry, GhostPart, Part};
 
 impl Cell {
@@ -48,7 +53,8 @@ impl Cell {
         from: CellId,
         entity: EntityId,
         epoch: u64,
-        snapshot: GhostSnapshot,
+        type_id: EntityTypeId,
+        snapshot: SyncMsg,
     ) {
         let prev = self.residency(entity);
         match prev {
@@ -64,47 +70,37 @@ impl Cell {
             }
             _ => {}
         }
+        if snapshot.kind != SyncKind::Snapshot || snapshot.entity != entity {
+            self.drop_msg(entity, DropReason::BadPayload);
+            return;
+        }
         let version = snapshot.version;
-        let entry = match self.entities.remove(entity) {
-            // Re-creation: keep early messages past the snapshot, and never go
+        let mut entry = match self.entities.remove(entity) {
+            // Re-creation: keep early messages past the snapshot, never go
             // back to an older state than the one already applied.
             Some(mut old) => {
                 let g = old.ghost_mut().expect("ghost");
-                let newer = g.reorder.reset_to(version);
                 g.real_at = from;
                 g.epoch = epoch;
                 g.since = now;
-                if newer {
-                    old.pos = snapshot.pos;
-                    old.props = snapshot.props;
-                    old.version = version;
+                if version > g.reorder.applied() {
+                    g.reorder.handle_msg(now, snapshot);
                 }
                 old
             }
-            None => Entry {
-                id: entity,
-                pos: snapshot.pos,
-                props: snapshot.props,
-                version,
-                part: Part::Ghost(GhostPart {
-                    real_at: from,
-                    epoch,
-                    reorder: ReorderBuffer::at(version),
-                    since: now,
-                }),
-                history: self
-                    .forward
-                    .remove(entity)
-                    .map(|f| f.history)
-                    .unwrap_or_default(),
-            },
+            None => {
+                let Some(entry) = self.new_ghost(now, from, epoch, type_id, &snapshot) else {
+                    self.drop_msg(entity, DropReason::BadPayload);
+                    return;
+                };
+                entry
+            }
         };
-        let mut entry = entry;
         let to = entry.residency();
         transition(&mut entry.history, now, prev, Some(to));
-        let next = entry.ghost_mut().and_then(|g| g.reorder.pop_ready());
-        let version = entry.version;
         self.entities.insert(entry);
+        self.drain_ready(now, entity);
+        let version = self.entities.get(entity).expect("ghost").version;
         self.events
             .push_back(CellEvent::GhostAdded { entity, version });
         let ack = ToReal {
@@ -117,9 +113,41 @@ impl Cell {
             },
         };
         self.send(from, CellMsg::ToReal(ack));
-        if let Some(m) = next {
-            self.apply_ready(entity, m);
-        }
+    }
+
+    /// A ghost entry built from `snapshot`, or `None` if the type is unknown
+    /// or the snapshot does not decode.
+    fn new_ghost(
+        &mut self,
+        now: Time,
+        from: CellId,
+        epoch: u64,
+        type_id: EntityTypeId,
+        snapshot: &SyncMsg,
+    ) -> Option<Entry> {
+        let entity = snapshot.entity;
+        let ty = self.types.get(type_id)?.clone();
+        let mut replica = Entity::new_replica(entity, ty, Audience::Ghost);
+        replica
+            .apply_payload(SyncKind::Snapshot, snapshot.ghost_payload())
+            .ok()?;
+        let history = self
+            .forward
+            .remove(entity)
+            .map(|f| f.history)
+            .unwrap_or_default();
+        Some(Entry {
+            id: entity,
+            entity: replica,
+            version: snapshot.version,
+            part: Part::Ghost(GhostPart {
+                real_at: from,
+                epoch,
+                reorder: ReorderBuffer::new(self.params.reorder(), snapshot.version),
+                since: now,
+            }),
+            history,
+        })
     }
 
     pub(super) fn on_delete_ghost(
@@ -161,17 +189,15 @@ impl Cell {
             .insert(entity, entry, self.params.forward_table_max);
     }
 
-    pub(super) fn on_sync(&mut self, now: Time, from: CellId, epoch: u64, msg: SyncMsg) {
+    pub(super) fn on_sync(&mut self, now: Time, from: CellId, epoch: u64, msg: Arc<SyncMsg>) {
         let entity = msg.entity;
-        let max = self.params.reorder_buffer_max;
         let Some(e) = self.entities.get_mut(entity) else {
             self.drop_msg(entity, DropReason::NoGhost);
             return;
         };
         let prev = e.residency();
         let Some(g) = e.ghost_mut() else {
-            let re = prev.epoch();
-            self.drop_msg(entity, Self::for_real(epoch, re));
+            self.drop_msg(entity, Self::for_real(epoch, prev.epoch()));
             return;
         };
         if epoch > g.epoch {
@@ -181,35 +207,49 @@ impl Cell {
             transition(&mut e.history, now, Some(prev), Some(to));
         }
         let g = e.ghost_mut().expect("ghost");
-        match g.reorder.push(now, msg, max) {
-            (Push::Ready, Some(m)) => self.apply_ready(entity, m),
-            (Push::Buffered, _) => {}
-            (Push::Duplicate, _) => self.drop_msg(entity, DropReason::DuplicateSync),
-            (Push::Full, _) => {
-                self.drop_msg(entity, DropReason::ReorderBufferFull);
-                self.request_resync(now, entity);
-            }
-            (Push::Ready, None) => unreachable!("ready without message"),
+        let msg = Arc::try_unwrap(msg).unwrap_or_else(|shared| (*shared).clone());
+        match g.reorder.handle_msg(now, msg) {
+            Offered::Ready | Offered::Buffered => {}
+            Offered::Duplicate => self.drop_msg(entity, DropReason::DuplicateSync),
+            Offered::Overflow => self.drop_msg(entity, DropReason::ReorderBufferFull),
         }
+        self.drain_ready(now, entity);
     }
 
-    /// Applies `m` (the next version) and every buffered message after it.
-    fn apply_ready(&mut self, entity: EntityId, m: SyncMsg) {
-        let mut next = Some(m);
-        while let Some(m) = next {
-            let e = self.entities.get_mut(entity).expect("ghost");
-            e.pos = m.pos;
-            e.props = m.payload;
+    /// Applies every released message of `entity`'s ghost, then asks for a
+    /// resync if one is due (overflow) or the state is damaged.
+    fn drain_ready(&mut self, now: Time, entity: EntityId) {
+        let mut damaged = false;
+        loop {
+            let Some(e) = self.entities.get_mut(entity) else {
+                return;
+            };
+            let Some(g) = e.ghost_mut() else { return };
+            let Some(m) = g.reorder.poll_ready() else {
+                break;
+            };
+            if e.entity.apply_payload(m.kind, m.ghost_payload()).is_err() {
+                damaged = true;
+            }
             e.version = m.version;
-            let g = e.ghost_mut().expect("ghost");
-            g.reorder.mark_applied(m.version);
-            next = g.reorder.pop_ready();
-            self.counters.syncs_applied += 1;
-            self.events.push_back(CellEvent::GhostSynced {
-                entity,
-                version: m.version,
-            });
+            let event = if m.kind == SyncKind::Snapshot {
+                CellEvent::GhostResynced {
+                    entity,
+                    version: m.version,
+                }
+            } else {
+                self.counters.syncs_applied += 1;
+                CellEvent::GhostSynced {
+                    entity,
+                    version: m.version,
+                }
+            };
+            self.events.push_back(event);
         }
+        if damaged {
+            self.drop_msg(entity, DropReason::BadPayload);
+        }
+        self.poll_resync(now, entity, damaged);
     }
 
     pub(super) fn on_set_next_real(
@@ -240,59 +280,25 @@ impl Cell {
         }
     }
 
-    pub(super) fn on_resync(
-        &mut self,
-        now: Time,
-        from: CellId,
-        entity: EntityId,
-        epoch: u64,
-        snapshot: GhostSnapshot,
-    ) {
-        let Some(e) = self.entities.get_mut(entity) else {
-            self.drop_msg(entity, DropReason::NoGhost);
-            return;
-        };
-        let prev = e.residency();
-        let Some(g) = e.ghost_mut() else {
-            self.drop_msg(entity, Self::for_real(epoch, prev.epoch()));
-            return;
-        };
-        if epoch > g.epoch {
-            g.real_at = from;
-            g.epoch = epoch;
-        }
-        if snapshot.version <= g.reorder.applied() {
-            self.drop_msg(entity, DropReason::DuplicateSync);
-            return;
-        }
-        g.reorder.reset_to(snapshot.version);
-        let next = g.reorder.pop_ready();
-        e.pos = snapshot.pos;
-        e.props = snapshot.props;
-        e.version = snapshot.version;
-        let to = e.residency();
-        if to != prev {
-            transition(&mut e.history, now, Some(prev), Some(to));
-        }
-        self.events.push_back(CellEvent::GhostResynced {
-            entity,
-            version: snapshot.version,
-        });
-        if let Some(m) = next {
-            self.apply_ready(entity, m);
-        }
-    }
-
-    /// Asks the real for a full resync of `entity`'s ghost here.
-    pub(super) fn request_resync(&mut self, now: Time, entity: EntityId) {
+    /// Sends a resync request for `entity`'s ghost if its buffer says one is
+    /// due, or a full one at once if `damaged`.
+    fn poll_resync(&mut self, now: Time, entity: EntityId, damaged: bool) {
         let id = self.id;
         let Some(g) = self.entities.get_mut(entity).and_then(|e| e.ghost_mut()) else {
             return;
         };
-        g.reorder.restart_gap_timer(now);
-        let (to, applied) = (g.real_at, g.reorder.applied());
+        let due = g.reorder.poll_resync(now).map(|r| r.have);
+        let (to, applied) = match (due, damaged) {
+            (Some(have), _) => (g.real_at, have),
+            (None, true) => (g.real_at, g.reorder.applied()),
+            (None, false) => return,
+        };
         self.counters.resync_requests += 1;
-        let body = ToRealBody::ResyncRequest { cell: id, applied };
+        let body = ToRealBody::ResyncRequest {
+            cell: id,
+            applied,
+            full: damaged,
+        };
         self.send(
             to,
             CellMsg::ToReal(ToReal {
@@ -304,25 +310,21 @@ impl Cell {
     }
 
     /// Every check: ghosts whose version gap outlived the timeout ask for a
-    /// resync (and again after each further timeout).
+    /// resync (and again after each retry period).
     pub(super) fn check_gaps(&mut self, now: Time) {
-        let timeout = std::time::Duration::from_millis(self.params.resync_gap_timeout_ms);
-        let mut late = std::mem::take(&mut self.scratch_ids);
-        late.clear();
+        let mut gaps = std::mem::take(&mut self.scratch_ids);
+        gaps.clear();
         for e in self.entities.iter() {
             if let Part::Ghost(g) = &e.part {
-                if g.reorder
-                    .gap_since()
-                    .is_some_and(|t| now.saturating_since(t) >= timeout)
-                {
-                    late.push(e.id);
+                if g.reorder.has_gap() {
+                    gaps.push(e.id);
                 }
             }
         }
-        late.sort_unstable();
-        for &entity in &late {
-            self.request_resync(now, entity);
+        gaps.sort_unstable();
+        for &entity in &gaps {
+            self.poll_resync(now, entity, false);
         }
-        self.scratch_ids = late;
+        self.scratch_ids = gaps;
     }
 }

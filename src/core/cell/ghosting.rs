@@ -10,7 +10,8 @@
 //!    `p` (equivalently: that meets the square of half-side `R` around `p`)
 //!    gets a ghost, at most `ghosts_created_per_check_max` per check. A real
 //!    about to migrate only creates the destination's ghost (the destination
-//!    creates the rest).
+//!    creates the rest); if an older real's `CreateGhost` to the destination
+//!    is still unacked, it is sent again on this cell's channel.
 //! 3. **Delete**: a haunt whose rect inflated by `R + K` no longer covers `p`
 //!    is deleted (hysteresis), except the migration destination, a ghost
 //!    younger than `ghost_min_lifetime_ms`, or any ghost of a real that
@@ -29,6 +30,7 @@ use crate::core::time::Time;
 use super::layout::Layout;
 use super::machine::Cell;
 use super::msg::{CellMsg, Haunt, HauntState};
+use super::table::Part;
 
 /// What one check may still do.
 #[derive(Clone, Copy, Debug, Default)]
@@ -48,7 +50,7 @@ impl Cell {
         dest: Option<CellId>,
         budget: &mut Budget,
     ) {
-        let pos = self.entities.get(id).expect("real").pos;
+        let pos = self.entities.get(id).expect("real").entity.core().pos;
         let mut required = std::mem::take(&mut self.scratch_cells);
         let mut keep = std::mem::take(&mut self.scratch_keep);
         required.clear();
@@ -64,7 +66,7 @@ impl Cell {
         layout.cells_meeting(&Rect::around(pos.x, pos.z, k), &mut keep);
         required.retain(|c| *c != self.id);
         self.expire_creating(now, id);
-        self.create_required(now, layout, id, &required, budget);
+        self.create_required(now, layout, id, dest, &required, budget);
         self.delete_unneeded(now, layout, id, dest, &keep, budget);
         self.scratch_cells = required;
         self.scratch_keep = keep;
@@ -103,6 +105,7 @@ impl Cell {
         now: Time,
         layout: &L,
         id: EntityId,
+        dest: Option<CellId>,
         required: &[CellId],
         budget: &mut Budget,
     ) {
@@ -111,11 +114,22 @@ impl Cell {
             if budget.created >= max {
                 return;
             }
+            let me = self.id;
             let e = self.entities.get_mut(id).expect("real");
-            let snapshot = e.snapshot();
-            let r = e.real_mut().expect("real");
-            if r.haunt(c).is_some() || layout.rect(c).is_none() {
-                continue;
+            let type_id = e.entity.core().type_id;
+            let Part::Real(r) = &mut e.part else {
+                unreachable!("real")
+            };
+            match r.haunt(c).map(|h| h.state) {
+                // A migration destination whose ghost is still being created
+                // by an older real (another channel) is asked again on ours,
+                // so our `CreateGhost` precedes our `Onload`.
+                Some(HauntState::Creating { sent_by, .. }) if sent_by != me && dest == Some(c) => {
+                    r.haunts.retain(|h| h.cell != c);
+                }
+                Some(_) => continue,
+                None if layout.rect(c).is_none() => continue,
+                None => {}
             }
             r.haunts.push(Haunt {
                 cell: c,
@@ -126,6 +140,7 @@ impl Cell {
                 since: now,
             });
             let epoch = r.epoch;
+            let snapshot = r.emitter.ghost_snapshot(now, &e.entity);
             budget.created += 1;
             self.counters.ghosts_created += 1;
             self.send(
@@ -133,6 +148,7 @@ impl Cell {
                 CellMsg::CreateGhost {
                     entity: id,
                     epoch,
+                    type_id,
                     snapshot,
                 },
             );

@@ -1,12 +1,14 @@
 //! What a cell needs to know about the space's cells: the [`Layout`] trait.
 //!
-//! The cell never walks the space tree itself; it asks a `Layout` (the space
-//! tree implements it, and [`GridLayout`] is a fixed grid for tests and the
-//! simulator). This keeps the cell state machine independent of how the tree
-//! is stored and versioned. Owns no cell state.
+//! The cell never walks the space tree itself; it asks a `Layout`. The
+//! replicated [`SpaceTree`] implements it (every cell applies the same tree
+//! changes, so all cells answer alike), and [`GridLayout`] is a fixed grid for
+//! tests. This keeps the cell state machine independent of how the tree is
+//! stored and versioned. Owns no cell state.
 
 use crate::core::geom::{Rect, Vec3};
 use crate::core::ids::CellId;
+use crate::core::space::SpaceTree;
 
 /// A read-only view of the cells of one space, as of one tree version.
 pub trait Layout {
@@ -23,6 +25,39 @@ pub trait Layout {
     fn cells_meeting(&self, r: &Rect, out: &mut Vec<CellId>);
     /// Appends every leaf whose closed rect touches `c`'s (not `c` itself).
     fn neighbours(&self, c: CellId, out: &mut Vec<CellId>);
+}
+
+impl Layout for SpaceTree {
+    fn version(&self) -> u64 {
+        SpaceTree::version(self)
+    }
+
+    /// Points outside the world are clamped to the nearest leaf (the tree's
+    /// rule), so this always answers.
+    fn cell_at(&self, p: Vec3) -> Option<CellId> {
+        Some(SpaceTree::cell_at(self, p))
+    }
+
+    fn rect(&self, c: CellId) -> Option<Rect> {
+        self.rect_of(c)
+    }
+
+    fn is_merging(&self, c: CellId) -> bool {
+        self.cell(c).is_some_and(|l| l.merging)
+    }
+
+    fn cells_meeting(&self, r: &Rect, out: &mut Vec<CellId>) {
+        self.for_each_cell_meeting(r, &mut |l| out.push(l.cell));
+    }
+
+    fn neighbours(&self, c: CellId, out: &mut Vec<CellId>) {
+        let Some(rect) = self.rect_of(c) else { return };
+        self.for_each_cell_meeting(&rect, &mut |l| {
+            if l.cell != c {
+                out.push(l.cell);
+            }
+        });
+    }
 }
 
 /// A fixed grid of `nx` by `nz` square cells of side `side_m`, with its
@@ -184,6 +219,48 @@ mod tests {
             g.cells_meeting(&r, &mut got);
             assert_eq!(got, brute_meeting(&g, &r), "{r:?}");
         }
+    }
+
+    #[test]
+    fn the_space_tree_answers_like_a_grid_of_the_same_cut() {
+        use crate::core::ids::ShardId;
+        use crate::core::space::{ChangeOp, SpaceChange, SpaceParams, SplitDirection};
+        let world = Rect::new(0.0, 0.0, 400.0, 200.0);
+        let params = SpaceParams::for_ghost_radius(50.0);
+        let mut tree = SpaceTree::new(world, params, CellId(0), ShardId::local(0)).expect("tree");
+        let split = SpaceChange {
+            version: 0,
+            op: ChangeOp::Split {
+                cell: CellId(0),
+                direction: SplitDirection::MaxX,
+                new_cell: CellId(1),
+                new_shard: ShardId::local(1),
+            },
+        };
+        tree.apply(&split).expect("split");
+        let grid = GridLayout::new(2, 1, 200.0);
+        for p in [
+            Vec3::ground(10.0, 10.0),
+            Vec3::ground(200.0, 50.0),
+            Vec3::ground(399.0, 199.0),
+        ] {
+            assert_eq!(Layout::cell_at(&tree, p), grid.cell_at(p), "{p:?}");
+        }
+        for r in [
+            Rect::around(190.0, 100.0, 15.0),
+            Rect::around(50.0, 50.0, 10.0),
+        ] {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            Layout::cells_meeting(&tree, &r, &mut a);
+            grid.cells_meeting(&r, &mut b);
+            a.sort();
+            assert_eq!(a, b, "{r:?}");
+        }
+        let mut n = Vec::new();
+        Layout::neighbours(&tree, CellId(0), &mut n);
+        assert_eq!(n, vec![CellId(1)]);
+        assert!(!Layout::is_merging(&tree, CellId(1)));
+        assert_eq!(Layout::rect(&tree, CellId(1)), grid.rect(CellId(1)));
     }
 
     #[test]

@@ -13,6 +13,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::core::entity::{Entity, SyncCache, SyncEmitter, TypeRegistry};
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
@@ -24,11 +25,7 @@ use super::msg::{CellMsg, Haunt, Outgoing, Source};
 use super::params::{CellParams, CellParamsError};
 use super::residency::{transition, Residency};
 use super::seq_buffer::SeqBuffer;
-use super::sync::SyncCache;
 use super::table::{EntityTable, Entry, Part, RealPart};
-
-/// Sync kind for a pure movement.
-pub const KIND_MOVE: u8 = 0;
 
 /// Why a local call on a cell was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -51,26 +48,47 @@ pub enum CellError {
     /// The entity has no client proxy.
     #[error("entity {0} has no proxy")]
     NoProxy(EntityId),
+    /// The entity's type is not in the cell's registry.
+    #[error("entity {0} has a type unknown to this cell")]
+    UnknownType(EntityId),
 }
 
 /// A read-only view of one entity held by a cell.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EntityView {
+#[derive(Clone, Copy, Debug)]
+pub struct EntityView<'a> {
     /// Real or ghost.
     pub residency: Residency,
-    /// Position.
-    pub pos: Vec3,
-    /// Sync version of the ghost-visible state.
+    /// Sync version of the state.
     pub version: u64,
-    /// Ghost-visible properties.
-    pub props: Arc<[u8]>,
+    /// The state (all properties on a real, ghost-visible ones on a ghost).
+    pub entity: &'a Entity,
 }
 
-/// One cell's state machine.
-#[derive(Debug)]
+impl EntityView<'_> {
+    /// Position.
+    pub fn pos(&self) -> Vec3 {
+        self.entity.core().pos
+    }
+}
+
+/// A catch-up owed to a haunt, run at the next tick (snapshots need a real
+/// with no unflushed changes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct CatchUp {
+    pub entity: EntityId,
+    pub cell: CellId,
+    pub have: u64,
+    pub full: bool,
+}
+
+/// One cell's state machine. `Clone` lets tests fork a cell to replay
+/// alternative message orders.
+#[derive(Clone, Debug)]
 pub struct Cell {
     pub(super) id: CellId,
     pub(super) params: CellParams,
+    pub(super) types: Arc<TypeRegistry>,
+    pub(super) catch_ups: Vec<CatchUp>,
     pub(super) entities: EntityTable,
     pub(super) forward: ForwardTable,
     pub(super) out: VecDeque<Outgoing>,
@@ -83,15 +101,21 @@ pub struct Cell {
 }
 
 impl Cell {
-    /// A new, empty cell.
+    /// A new, empty cell. `types` must be the same registry on every shard.
     ///
     /// # Errors
     /// [`CellParamsError`] if `params` do not validate.
-    pub fn new(id: CellId, params: CellParams) -> Result<Cell, CellParamsError> {
+    pub fn new(
+        id: CellId,
+        params: CellParams,
+        types: Arc<TypeRegistry>,
+    ) -> Result<Cell, CellParamsError> {
         params.validate()?;
         Ok(Cell {
             id,
             params,
+            types,
+            catch_ups: Vec::new(),
             entities: EntityTable::default(),
             forward: ForwardTable::default(),
             out: VecDeque::new(),
@@ -133,12 +157,11 @@ impl Cell {
     }
 
     /// The entity's state here, if real or ghost.
-    pub fn view(&self, entity: EntityId) -> Option<EntityView> {
+    pub fn view(&self, entity: EntityId) -> Option<EntityView<'_>> {
         self.entities.get(entity).map(|e| EntityView {
             residency: e.residency(),
-            pos: e.pos,
             version: e.version,
-            props: e.props.clone(),
+            entity: &e.entity,
         })
     }
 
@@ -214,36 +237,41 @@ impl Cell {
         self.events.pop_front()
     }
 
-    /// Creates a new real here (a spawn, or a restore). `epoch` is its
-    /// starting channel version (0 for a new entity).
+    /// Creates a new real here from `entity` (a spawn, or a restore).
+    /// `epoch` is its starting channel version (0 for a new entity).
     ///
     /// # Errors
-    /// `AlreadyPresent` if the entity has a real or ghost here.
+    /// `AlreadyPresent` if the entity has a real or ghost here; `OutsideWorld`
+    /// for a non-finite position; `UnknownType` if its type is not in the
+    /// cell's registry.
     pub fn create_real(
         &mut self,
         now: Time,
-        entity: EntityId,
-        pos: Vec3,
-        props: Arc<[u8]>,
+        mut entity: Entity,
         has_proxy: bool,
         epoch: u64,
     ) -> Result<(), CellError> {
-        if self.entities.get(entity).is_some() {
-            return Err(CellError::AlreadyPresent(entity));
+        let id = entity.core().id;
+        if self.entities.get(id).is_some() {
+            return Err(CellError::AlreadyPresent(id));
         }
-        if !pos.is_finite() {
+        if !entity.core().pos.is_finite() {
             return Err(CellError::OutsideWorld);
         }
+        if self.types.get(entity.core().type_id).is_none() {
+            return Err(CellError::UnknownType(id));
+        }
+        // A new real's initial state is its version 0: nothing pending.
+        entity.clear_dirty();
         let mut history = self
             .forward
-            .remove(entity)
+            .remove(id)
             .map(|f| f.history)
             .unwrap_or_default();
         let real = RealPart {
             epoch,
-            real_props: Arc::from(&[][..]),
-            dirty: None,
-            cache: SyncCache::default(),
+            emitter: SyncEmitter::new(),
+            cache: SyncCache::new(self.params.sync_cache(), 0),
             haunts: Vec::new(),
             inputs: SeqBuffer::new(1),
             calls: VecDeque::new(),
@@ -255,20 +283,21 @@ impl Cell {
         let to = Residency::Real { epoch };
         transition(&mut history, now, None, Some(to));
         self.entities.insert(Entry {
-            id: entity,
-            pos,
-            props,
+            id,
+            entity,
             version: 0,
             part: Part::Real(Box::new(real)),
             history,
         });
-        self.events
-            .push_back(CellEvent::BecameReal { entity, from: None });
-        self.notify_proxy(entity);
+        self.events.push_back(CellEvent::BecameReal {
+            entity: id,
+            from: None,
+        });
+        self.notify_proxy(id);
         Ok(())
     }
 
-    /// Moves a real; the change is synced at the next tick.
+    /// Moves a real (yaw unchanged); the change is synced at the next tick.
     ///
     /// # Errors
     /// `NotReal` if the entity is not real here; `OutsideWorld` for a
@@ -277,39 +306,19 @@ impl Cell {
         if !pos.is_finite() {
             return Err(CellError::OutsideWorld);
         }
-        let e = self.real_entry(entity)?;
-        e.pos = pos;
-        let r = e.real_mut().expect("real");
-        r.dirty.get_or_insert(KIND_MOVE);
+        let e = &mut self.real_entry(entity)?.entity;
+        let yaw = e.core().yaw;
+        e.set_movement(pos, yaw);
         Ok(())
     }
 
-    /// Replaces a real's ghost-visible properties; synced at the next tick.
+    /// A real's state, for game code to change (movement, properties). The
+    /// changes are synced at the next tick.
     ///
     /// # Errors
     /// `NotReal` if the entity is not real here.
-    pub fn change_real(
-        &mut self,
-        entity: EntityId,
-        kind: u8,
-        props: Arc<[u8]>,
-    ) -> Result<(), CellError> {
-        let e = self.real_entry(entity)?;
-        e.props = props;
-        e.real_mut().expect("real").dirty = Some(kind);
-        Ok(())
-    }
-
-    /// Replaces a real's real-only properties (never sent to ghosts).
-    ///
-    /// # Errors
-    /// `NotReal` if the entity is not real here.
-    pub fn set_real_props(&mut self, entity: EntityId, props: Arc<[u8]>) -> Result<(), CellError> {
-        self.real_entry(entity)?
-            .real_mut()
-            .expect("real")
-            .real_props = props;
-        Ok(())
+    pub fn real_mut(&mut self, entity: EntityId) -> Result<&mut Entity, CellError> {
+        Ok(&mut self.real_entry(entity)?.entity)
     }
 
     /// Replaces a real's observer state (carried on migration).
@@ -365,8 +374,9 @@ impl Cell {
             CellMsg::CreateGhost {
                 entity,
                 epoch,
+                type_id,
                 snapshot,
-            } => self.on_create_ghost(now, from, entity, epoch, snapshot),
+            } => self.on_create_ghost(now, from, entity, epoch, type_id, snapshot),
             CellMsg::DeleteGhost { entity, epoch } => {
                 self.on_delete_ghost(now, from, entity, epoch)
             }
@@ -376,23 +386,20 @@ impl Cell {
                 epoch,
                 next,
             } => self.on_set_next_real(now, entity, epoch, next),
-            CellMsg::Resync {
-                entity,
-                epoch,
-                snapshot,
-            } => self.on_resync(now, from, entity, epoch, snapshot),
             CellMsg::Onload(onload) => self.on_onload(now, from, *onload),
             CellMsg::ToReal(_) => unreachable!("handled above"),
         }
     }
 
     /// Time passes: expire forwarding entries, run queued inputs and calls,
-    /// emit one sync message per changed real, and every `check_period_ms`
-    /// run ghost upkeep, gap checks and migrations against `layout`.
+    /// emit one sync message per changed real, run owed catch-ups, and every
+    /// `check_period_ms` run gap checks, ghost upkeep and migrations against
+    /// `layout`.
     pub fn tick<L: Layout + ?Sized>(&mut self, now: Time, layout: &L) {
         self.forward.expire(now);
         self.run_reals();
         self.emit_syncs(now);
+        self.run_catch_ups(now);
         if now >= self.next_check {
             self.check(now, layout);
             self.next_check = now + self.params.check_period();
@@ -431,15 +438,18 @@ impl Cell {
                     assert!(r.inputs.len() <= 2 * self.params.input_buffer_max + 1);
                     assert!(r.calls.len() <= self.params.pending_calls_max);
                     assert!(r.cache.len() <= self.params.sync_cache_max);
+                    assert_eq!(r.emitter.version(), e.version, "{} version", e.id);
+                    r.cache.verify();
                 }
                 Part::Ghost(g) => {
                     assert_ne!(g.real_at, self.id, "{} ghost points at itself", e.id);
                     assert_eq!(g.reorder.applied(), e.version, "{} version", e.id);
-                    assert!(g.reorder.buffered() <= self.params.reorder_buffer_max);
+                    assert!(g.reorder.pending() <= self.params.reorder_buffer_max);
                 }
             }
         }
         assert!(self.forward.len() <= self.params.forward_table_max);
+        assert!(self.catch_ups.len() <= self.params.catch_up_queue_max);
     }
 
     pub(super) fn real_entry(&mut self, entity: EntityId) -> Result<&mut Entry, CellError> {

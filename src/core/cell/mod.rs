@@ -25,9 +25,12 @@
 //! 1. Forwarding entries past `forward_ttl_ms` expire.
 //! 2. Each real runs its ready client inputs (in sequence order) and queued
 //!    calls ([`CellEvent::InputApplied`], [`CellEvent::CallRun`]).
-//! 3. Each real that changed builds **one** [`SyncMsg`] (version + 1; the
-//!    payload is one shared buffer) and sends it to every haunt that is
-//!    created or being created on this cell's channel; it is also cached.
+//! 3. Each real that changed builds **one** `SyncMsg` (the entity module's
+//!    `SyncEmitter`: version + 1, each audience encoded once) and sends it,
+//!    as one shared `Arc`, to every haunt that is created or being created
+//!    on this cell's channel; it is also cached. Then the catch-ups owed to
+//!    ghosts (resync requests, acks of inherited ghosts) run: cached
+//!    messages, or a snapshot if the cache does not reach back.
 //! 4. Every `check_period_ms`: ghosts with a version gap older than
 //!    `resync_gap_timeout_ms` ask their real for a resync; then each real,
 //!    in id order, gets ghost upkeep (`ghosting.rs`) and maybe migrates
@@ -37,21 +40,24 @@
 //!
 //! 1. *Check at A.* `E` is outside A's rect inflated by `migrate_margin_m`
 //!    (or A is merging); the destination B is the non-merging cell covering
-//!    `E` (see `offload.rs`). Upkeep runs first: if B is not a haunt yet it
-//!    gets a `CreateGhost(epoch e)` now (the only ghost created this check);
+//!    `E` (see `offload.rs`). This tick's sync already went out, so `E` has
+//!    no unsynced change. Upkeep runs first: if B is not a haunt yet (or
+//!    only an older real's `CreateGhost` to it is pending) it gets a
+//!    `CreateGhost(epoch e)` now, the only ghost created for `E` this check;
 //!    B's ghost is never deleted while it is the destination.
 //! 2. *Ghost rule.* A offloads only if B's ghost is acked, or A itself sent
 //!    the `CreateGhost` (so it precedes the `Onload` on the A→B channel). A
 //!    haunt inherited as "creating" from an older real does not count.
 //! 3. *Offload at A (atomic).* A sends `SetNextReal(E, e+1, B)` to every
-//!    other haunt, then `Onload` to B carrying the whole real: snapshot
-//!    (state + version), real-only state, the sync cache, the haunts
+//!    other haunt, then `Onload` to B carrying the whole real: its state
+//!    (every property, encoded for `Audience::Real`) and version, the
+//!    sync cache, the haunts
 //!    (created and creating, without B), the input sequence state (next
 //!    expected + early inputs), pending calls, the downstream sequence, the
 //!    proxy flag and the opaque observer blob. In the same step `E` becomes
 //!    `Ghost { real_at: B, epoch: e+1 }` at A, keeping only ghost-visible
-//!    state. From now until B handles the `Onload`, `E`'s one real is in
-//!    flight.
+//!    state (a ghost replica rebuilt from the ghost snapshot). From now until
+//!    B handles the `Onload`, `E`'s one real is in flight.
 //! 4. *Onload at B.* B's ghost (or nothing) becomes `Real { epoch: e+1 }`
 //!    with the carried state; B takes over the haunts, drops itself from
 //!    them and adds A (whose ghost already exists). B tells the proxy
@@ -61,8 +67,9 @@
 //!    messages from A (v ≤ n) and B (v > n) may arrive at C in any order:
 //!    C's reorder buffer applies them by version; a gap that outlives
 //!    `resync_gap_timeout_ms` (or overflows `reorder_buffer_max`) is healed
-//!    by a resync request (forwarded to wherever the real is) answered from
-//!    the carried cache or with a full snapshot.
+//!    by a resync request (forwarded to wherever the real is) answered at the
+//!    real's next tick from the carried cache, or with a snapshot (a `Sync`
+//!    of kind `Snapshot`).
 //! 6. *Haunts inherited as creating* (a `CreateGhost` from A still in
 //!    flight): B holds its syncs back from them until the ghost's ack
 //!    (`GhostCreated`, forwarded from A) arrives, then catches the ghost up
@@ -80,6 +87,13 @@
 //!
 //! A teleport is the same path: `CreateGhost` (always anew) then `Onload` on
 //! the same channel to the cell at the new position.
+//!
+//! # Limits
+//!
+//! Every table has a bound in [`CellParams`]. The output and event queues
+//! are drained by the driver after every call; their size is bounded by the
+//! work of one call (per tick at most one sync per real per haunt, one
+//! migration's messages per migrating real, the catch-ups owed).
 
 mod counters;
 mod forward;
@@ -93,12 +107,13 @@ mod params;
 mod real;
 mod residency;
 mod seq_buffer;
-mod sync;
 mod table;
+#[cfg(test)]
+mod tests;
 
 pub use counters::{CellEvent, Counters, DropReason};
 pub use layout::{GridLayout, Layout};
-pub use machine::{Cell, CellError, EntityView, KIND_MOVE};
+pub use machine::{Cell, CellError, EntityView};
 pub use msg::{
     Call, CellMsg, Dest, Haunt, HauntState, Input, Msg, Onload, Outgoing, ProxyMsg, Source, ToReal,
     ToRealBody,
@@ -106,4 +121,3 @@ pub use msg::{
 pub use params::{CellParams, CellParamsError};
 pub use residency::{IllegalTransition, Residency, HISTORY_MAX};
 pub use seq_buffer::{SeqBuffer, SeqPush};
-pub use sync::{GhostSnapshot, Push, ReorderBuffer, SyncCache, SyncMsg};

@@ -3,8 +3,9 @@
 //! Plain enums with rkyv derives (the wire layer archives them later). Two
 //! families:
 //!
-//! - **ghost-bound** (`CreateGhost`, `DeleteGhost`, `Sync`, `SetNextReal`,
-//!   `Resync`): sent by a real to one of its haunts; every one carries the
+//! - **ghost-bound** (`CreateGhost`, `DeleteGhost`, `Sync`, `SetNextReal`):
+//!   sent by a real to one of its haunts (a resync is a `Sync` carrying a
+//!   snapshot); every one carries the
 //!   sender real's `epoch` so a haunt can tell stale control messages from an
 //!   older real (sent on another FIFO channel) from current ones.
 //! - **real-bound** ([`ToReal`]: inputs, calls, ghost acks, resync requests):
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 
-use super::sync::{GhostSnapshot, SyncCache, SyncMsg};
+use crate::core::entity::{EntityTypeId, SyncCache, SyncMsg};
 
 /// Where an output goes. The runtime maps a cell to its shard through the
 /// space tree and a proxy to the shard that accepted its client.
@@ -123,12 +124,15 @@ pub enum ToRealBody {
         /// The snapshot version the ghost started from.
         version: u64,
     },
-    /// The ghost at `cell` has an unfillable gap after `applied`.
+    /// The ghost at `cell` has an unfillable gap after `applied` (or, with
+    /// `full`, needs a snapshot whatever the cache holds).
     ResyncRequest {
         /// The haunt.
         cell: CellId,
         /// Its last applied version.
         applied: u64,
+        /// A snapshot is needed (the ghost's state is damaged).
+        full: bool,
     },
 }
 
@@ -175,10 +179,12 @@ pub struct Onload {
     pub entity: EntityId,
     /// The real's epoch at the destination (old epoch + 1).
     pub epoch: u64,
-    /// Ghost-visible state and version.
-    pub snapshot: GhostSnapshot,
-    /// Real-only state (opaque to the cell).
-    pub real_props: Arc<[u8]>,
+    /// The entity's type.
+    pub type_id: EntityTypeId,
+    /// The whole state (every property), encoded for `Audience::Real`.
+    pub state: Vec<u8>,
+    /// The sync version `state` is at.
+    pub version: u64,
     /// Recent sync messages, to catch up ghosts.
     pub sync_cache: SyncCache,
     /// The haunts (created and creating), excluding the destination.
@@ -207,8 +213,10 @@ pub enum CellMsg {
         entity: EntityId,
         /// Sender real's epoch.
         epoch: u64,
-        /// Starting state.
-        snapshot: GhostSnapshot,
+        /// The entity's type.
+        type_id: EntityTypeId,
+        /// Starting state: a ghost snapshot at the real's current version.
+        snapshot: SyncMsg,
     },
     /// Delete the ghost.
     DeleteGhost {
@@ -217,12 +225,13 @@ pub enum CellMsg {
         /// Sender real's epoch.
         epoch: u64,
     },
-    /// One versioned change (the payload is shared by every haunt).
+    /// One versioned change set, or a snapshot answering a resync (one
+    /// allocation shared by every haunt).
     Sync {
         /// Sender real's epoch.
         epoch: u64,
         /// The change.
-        msg: SyncMsg,
+        msg: Arc<SyncMsg>,
     },
     /// The real moved to `next` at `epoch` (BigWorld's ghostSetNextReal).
     SetNextReal {
@@ -232,15 +241,6 @@ pub enum CellMsg {
         epoch: u64,
         /// The new real's cell.
         next: CellId,
-    },
-    /// A full snapshot answering a resync request.
-    Resync {
-        /// The entity.
-        entity: EntityId,
-        /// Sender real's epoch.
-        epoch: u64,
-        /// The state.
-        snapshot: GhostSnapshot,
     },
     /// Become the real (boxed: large).
     Onload(Box<Onload>),
@@ -254,8 +254,7 @@ impl CellMsg {
         match self {
             CellMsg::CreateGhost { entity, .. }
             | CellMsg::DeleteGhost { entity, .. }
-            | CellMsg::SetNextReal { entity, .. }
-            | CellMsg::Resync { entity, .. } => *entity,
+            | CellMsg::SetNextReal { entity, .. } => *entity,
             CellMsg::Sync { msg, .. } => msg.entity,
             CellMsg::Onload(o) => o.entity,
             CellMsg::ToReal(t) => t.entity,
@@ -293,20 +292,14 @@ pub enum ProxyMsg {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::geom::Vec3;
+    use crate::core::entity::SyncKind;
 
     #[test]
     fn messages_round_trip_through_rkyv() {
+        let sync = SyncMsg::new(EntityId(9), 4, SyncKind::Props, Time(5), b"ab", b"c");
         let msg = CellMsg::Sync {
             epoch: 3,
-            msg: SyncMsg {
-                entity: EntityId(9),
-                version: 4,
-                kind: 1,
-                timestamp: Time(5),
-                pos: Vec3::ground(1.0, 2.0),
-                payload: Arc::from(&b"abc"[..]),
-            },
+            msg: Arc::new(sync),
         };
         let bytes = rkyv::to_bytes::<rkyv::rancor::Error>(&msg).expect("serialise");
         let back: CellMsg =

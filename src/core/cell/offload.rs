@@ -19,6 +19,7 @@
 
 use std::collections::VecDeque;
 
+use crate::core::entity::{Audience, Entity, ReorderBuffer, SyncCache, SyncEmitter, SyncKind};
 use crate::core::geom::{Rect, Vec3};
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
@@ -30,7 +31,6 @@ use super::machine::{Cell, CellError};
 use super::msg::{CellMsg, Haunt, HauntState, Onload};
 use super::residency::transition;
 use super::seq_buffer::SeqBuffer;
-use super::sync::ReorderBuffer;
 use super::table::{inputs_to_wire, Entry, GhostPart, Part, RealPart};
 
 impl Cell {
@@ -42,7 +42,7 @@ impl Cell {
         let merging = own.is_none() || layout.is_merging(self.id);
         let mut budget = Budget::default();
         for &id in &ids {
-            let pos = self.entities.get(id).expect("real").pos;
+            let pos = self.entities.get(id).expect("real").entity.core().pos;
             let dest = if budget.migrated < self.params.migrations_per_check_max {
                 self.migration_dest(layout, own, merging, pos)
             } else {
@@ -107,13 +107,27 @@ impl Cell {
             self.can_offload_to(id, dest),
             "offload of {id} to {dest} without a ghost"
         );
+        let reorder = self.params.reorder();
         let e = self.entities.get_mut(id).expect("real");
+        assert!(
+            e.entity.pending_kind().is_none(),
+            "offload of {id} with unsynced changes"
+        );
         let prev = e.residency();
-        let snapshot = e.snapshot();
+        let ty = e.entity.props().entity_type().clone();
+        let mut state = Vec::new();
+        e.entity.encode_snapshot(Audience::Real, &mut state);
+        let mut ghost_state = Vec::new();
+        e.entity.encode_snapshot(Audience::Ghost, &mut ghost_state);
+        let mut ghost_entity = Entity::new_replica(id, ty.clone(), Audience::Ghost);
+        ghost_entity
+            .apply_payload(SyncKind::Snapshot, &ghost_state)
+            .expect("a real's own ghost snapshot decodes");
+        e.entity = ghost_entity;
         let ghost = Part::Ghost(GhostPart {
             real_at: dest,
             epoch: prev.epoch() + 1,
-            reorder: ReorderBuffer::at(e.version),
+            reorder: ReorderBuffer::new(reorder, e.version),
             since: now,
         });
         let Part::Real(mut r) = std::mem::replace(&mut e.part, ghost) else {
@@ -131,9 +145,13 @@ impl Cell {
         let onload = Onload {
             entity: id,
             epoch,
-            snapshot,
-            real_props: r.real_props.clone(),
-            sync_cache: std::mem::take(&mut r.cache),
+            type_id: ty.id(),
+            state,
+            version: e.version,
+            sync_cache: std::mem::replace(
+                &mut r.cache,
+                SyncCache::new(self.params.sync_cache(), 0),
+            ),
             haunts,
             next_input: r.inputs.next(),
             early_inputs: inputs_to_wire(&mut r.inputs),
@@ -164,8 +182,9 @@ impl Cell {
     /// haunts (minus this cell, plus the cell it came from).
     ///
     /// # Panics
-    /// If the entity is already real here or a newer epoch is known: two
-    /// reals would exist, a protocol bug.
+    /// If the entity is already real here or a newer epoch is known (two
+    /// reals would exist), or its state does not decode with this cell's
+    /// type registry (the real would be lost): protocol or deployment bugs.
     pub(super) fn on_onload(&mut self, now: Time, from: CellId, o: Onload) {
         let entity = o.entity;
         let prev = self.residency(entity);
@@ -193,12 +212,29 @@ impl Cell {
                 since: now,
             });
         }
+        let ty = self
+            .types
+            .get(o.type_id)
+            .unwrap_or_else(|| {
+                panic!(
+                    "onload of {entity}: type {:?} unknown (registries differ)",
+                    o.type_id
+                )
+            })
+            .clone();
+        let mut state = Entity::new_replica(entity, ty, Audience::Real);
+        if let Err(err) = state.apply_payload(SyncKind::Snapshot, &o.state) {
+            panic!("onload of {entity}: state does not decode ({err:?}); the real would be lost");
+        }
+        debug_assert!(
+            state.pending_kind().is_none(),
+            "a decoded state has nothing to sync"
+        );
         let max = self.params.input_buffer_max;
         let early = o.early_inputs.into_iter().map(|i| (i.seq, i.data));
         let real = RealPart {
             epoch: o.epoch,
-            real_props: o.real_props,
-            dirty: None,
+            emitter: SyncEmitter::resume(o.version),
             cache: o.sync_cache,
             haunts,
             inputs: SeqBuffer::restore(o.next_input, early, max),
@@ -210,9 +246,8 @@ impl Cell {
         };
         let mut entry = Entry {
             id: entity,
-            pos: o.snapshot.pos,
-            props: o.snapshot.props,
-            version: o.snapshot.version,
+            entity: state,
+            version: o.version,
             part: Part::Real(Box::new(real)),
             history,
         };
@@ -250,10 +285,14 @@ impl Cell {
         }
         self.move_real(entity, pos)?;
         self.emit_syncs(now);
+        self.run_catch_ups(now);
         let me = self.id;
         let e = self.entities.get_mut(entity).expect("real");
-        let snapshot = e.snapshot();
-        let r = e.real_mut().expect("real");
+        let type_id = e.entity.core().type_id;
+        let Part::Real(r) = &mut e.part else {
+            unreachable!("real")
+        };
+        let snapshot = r.emitter.ghost_snapshot(now, &e.entity);
         r.haunts.retain(|h| h.cell != dest);
         r.haunts.push(Haunt {
             cell: dest,
@@ -270,6 +309,7 @@ impl Cell {
             CellMsg::CreateGhost {
                 entity,
                 epoch,
+                type_id,
                 snapshot,
             },
         );

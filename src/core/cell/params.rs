@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use crate::core::entity::{ReorderParams, SyncCacheParams};
+
 /// Why a [`CellParams`] was refused; names the offending key.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CellParamsError {
@@ -64,13 +66,21 @@ pub struct CellParams {
     pub pending_calls_max: usize,
     /// Sync messages a ghost buffers ahead of a version gap. Default 64.
     pub reorder_buffer_max: usize,
+    /// A ghost waits this long for a version gap to fill before asking the
+    /// real for a resync. Default 500 ms.
+    pub resync_gap_timeout_ms: u64,
+    /// Interval between repeated resync requests of one ghost. Default 1000 ms.
+    pub resync_retry_ms: u64,
     /// Recent sync messages a real keeps (and carries on migration) to catch
     /// up ghosts. Default 64.
     pub sync_cache_max: usize,
-    /// A ghost waits this long for a version gap to fill before asking the
-    /// real for a full resync; also the interval between repeated requests.
-    /// Default 1000 ms.
-    pub resync_gap_timeout_ms: u64,
+    /// Payload bytes the sync cache keeps. Default 64 KiB.
+    pub sync_cache_bytes_max: usize,
+    /// Cached sync messages older than this are dropped. Default 3000 ms.
+    pub sync_cache_age_max_ms: u64,
+    /// Catch-ups (acks of inherited ghosts, resync requests) queued until the
+    /// next tick. Default 1024.
+    pub catch_up_queue_max: usize,
 }
 
 impl Default for CellParams {
@@ -92,8 +102,12 @@ impl Default for CellParams {
             input_buffer_max: 64,
             pending_calls_max: 256,
             reorder_buffer_max: 64,
+            resync_gap_timeout_ms: 500,
+            resync_retry_ms: 1_000,
             sync_cache_max: 64,
-            resync_gap_timeout_ms: 1_000,
+            sync_cache_bytes_max: 64 * 1024,
+            sync_cache_age_max_ms: 3_000,
+            catch_up_queue_max: 1_024,
         }
     }
 }
@@ -125,6 +139,8 @@ impl CellParams {
             ("ghost_create_timeout_ms", self.ghost_create_timeout_ms),
             ("forward_ttl_ms", self.forward_ttl_ms),
             ("resync_gap_timeout_ms", self.resync_gap_timeout_ms),
+            ("resync_retry_ms", self.resync_retry_ms),
+            ("sync_cache_age_max_ms", self.sync_cache_age_max_ms),
             (
                 "ghosts_created_per_check_max",
                 u64::from(self.ghosts_created_per_check_max),
@@ -150,6 +166,8 @@ impl CellParams {
             ("pending_calls_max", self.pending_calls_max),
             ("reorder_buffer_max", self.reorder_buffer_max),
             ("sync_cache_max", self.sync_cache_max),
+            ("sync_cache_bytes_max", self.sync_cache_bytes_max),
+            ("catch_up_queue_max", self.catch_up_queue_max),
         ];
         for (key, v) in sizes {
             if v == 0 {
@@ -162,6 +180,24 @@ impl CellParams {
     /// The check period as a duration.
     pub fn check_period(&self) -> Duration {
         Duration::from_millis(self.check_period_ms)
+    }
+
+    /// The ghosts' reorder buffer bounds.
+    pub fn reorder(&self) -> ReorderParams {
+        ReorderParams {
+            reorder_buffer_max: self.reorder_buffer_max,
+            gap_timeout_ms: self.resync_gap_timeout_ms,
+            resync_retry_ms: self.resync_retry_ms,
+        }
+    }
+
+    /// The reals' sync cache bounds.
+    pub fn sync_cache(&self) -> SyncCacheParams {
+        SyncCacheParams {
+            cache_msgs_max: self.sync_cache_max,
+            cache_bytes_max: self.sync_cache_bytes_max,
+            cache_age_max_ms: self.sync_cache_age_max_ms,
+        }
     }
 
     /// Ghost rect half-size for deletion (radius plus keep margin).

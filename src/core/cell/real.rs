@@ -14,18 +14,20 @@
 //!
 //! Owns nothing beyond the `impl Cell` handlers.
 
+use std::sync::Arc;
+
+use crate::core::entity::{Fill, SyncMsg};
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 
 use super::counters::{CellEvent, DropReason};
-use super::machine::Cell;
-use super::msg::{CellMsg, HauntState, Source, ToReal, ToRealBody};
+use super::machine::{CatchUp, Cell};
+use super::msg::{CellMsg, HauntState, Outgoing, Source, ToReal, ToRealBody};
 use super::seq_buffer::SeqPush;
-use super::sync::SyncMsg;
 use super::table::Part;
 
 impl Cell {
-    pub(super) fn on_to_real(&mut self, now: Time, _from: Source, msg: ToReal) {
+    pub(super) fn on_to_real(&mut self, _now: Time, _from: Source, msg: ToReal) {
         let entity = msg.entity;
         let next_hop = match self.entities.get(entity).map(|e| &e.part) {
             Some(Part::Real(_)) => None,
@@ -46,11 +48,7 @@ impl Cell {
             ToRealBody::Input(input) => self.queue_input(entity, input.seq, input.data),
             ToRealBody::Call(call) => {
                 let max = self.params.pending_calls_max;
-                let r = self
-                    .real_entry(entity)
-                    .expect("real")
-                    .real_mut()
-                    .expect("real");
+                let r = self.real_part(entity);
                 if r.calls.len() >= max {
                     self.drop_msg(entity, DropReason::CallQueueFull);
                 } else {
@@ -60,10 +58,25 @@ impl Cell {
             ToRealBody::GhostCreated { cell, version, .. } => {
                 self.on_ghost_created(entity, cell, version)
             }
-            ToRealBody::ResyncRequest { cell, applied } => {
-                self.on_resync_request(now, entity, cell, applied)
+            ToRealBody::ResyncRequest {
+                cell,
+                applied,
+                full,
+            } => {
+                if self.real_part(entity).haunt(cell).is_none() {
+                    self.drop_msg(entity, DropReason::StaleAck);
+                } else {
+                    self.owe_catch_up(entity, cell, applied, full);
+                }
             }
         }
+    }
+
+    fn real_part(&mut self, entity: EntityId) -> &mut super::table::RealPart {
+        self.entities
+            .get_mut(entity)
+            .and_then(|e| e.real_mut())
+            .expect("real")
     }
 
     fn forward_to_real(&mut self, to: CellId, mut msg: ToReal) {
@@ -77,13 +90,9 @@ impl Cell {
         self.send(to, CellMsg::ToReal(msg));
     }
 
-    fn queue_input(&mut self, entity: EntityId, seq: u64, data: std::sync::Arc<[u8]>) {
+    fn queue_input(&mut self, entity: EntityId, seq: u64, data: Arc<[u8]>) {
         let max = self.params.input_buffer_max;
-        let r = self
-            .real_entry(entity)
-            .expect("real")
-            .real_mut()
-            .expect("real");
+        let r = self.real_part(entity);
         match r.inputs.push(seq, data.clone(), max) {
             SeqPush::Held => {}
             SeqPush::Duplicate => self.drop_msg(entity, DropReason::DuplicateInput),
@@ -100,11 +109,8 @@ impl Cell {
 
     fn on_ghost_created(&mut self, entity: EntityId, cell: CellId, version: u64) {
         let me = self.id;
-        let r = self
-            .real_entry(entity)
-            .expect("real")
-            .real_mut()
-            .expect("real");
+        let queue_full = self.catch_ups.len() >= self.params.catch_up_queue_max;
+        let r = self.real_part(entity);
         let Some(h) = r.haunt_mut(cell) else {
             self.drop_msg(entity, DropReason::StaleAck);
             return;
@@ -113,56 +119,88 @@ impl Cell {
             self.drop_msg(entity, DropReason::StaleAck);
             return;
         };
+        if sent_by == me {
+            h.state = HauntState::Created;
+            return;
+        }
+        // Created by an older real on another channel: it got none of our
+        // syncs (held back until this ack), so it is caught up at the next
+        // tick. If that cannot be queued, the haunt stays `Creating` and is
+        // re-created after the timeout.
+        if queue_full {
+            self.drop_msg(entity, DropReason::CatchUpQueueFull);
+            return;
+        }
         h.state = HauntState::Created;
-        // A ghost created by an older real on another channel got none of our
-        // syncs (they are held back until this ack): catch it up.
-        if sent_by != me {
-            self.catch_up(entity, cell, version);
-        }
+        self.owe_catch_up(entity, cell, version, false);
     }
 
-    fn on_resync_request(&mut self, _now: Time, entity: EntityId, cell: CellId, applied: u64) {
-        let r = self
-            .real_entry(entity)
-            .expect("real")
-            .real_mut()
-            .expect("real");
-        if r.haunt(cell).is_none() {
-            self.drop_msg(entity, DropReason::StaleAck);
+    fn owe_catch_up(&mut self, entity: EntityId, cell: CellId, have: u64, full: bool) {
+        if let Some(c) = self
+            .catch_ups
+            .iter_mut()
+            .find(|c| c.entity == entity && c.cell == cell)
+        {
+            c.have = c.have.min(have);
+            c.full |= full;
             return;
         }
-        self.catch_up(entity, cell, applied);
-    }
-
-    /// Sends `cell` everything after `version`: the cached messages if the
-    /// cache reaches back that far, else a full snapshot.
-    fn catch_up(&mut self, entity: EntityId, cell: CellId, version: u64) {
-        let e = self.entities.get(entity).expect("real");
-        let r = e.real().expect("real");
-        let epoch = r.epoch;
-        if e.version <= version {
+        if self.catch_ups.len() >= self.params.catch_up_queue_max {
+            self.drop_msg(entity, DropReason::CatchUpQueueFull);
             return;
         }
-        if let Some(msgs) = r.cache.since(version) {
-            for msg in msgs {
-                let sync = CellMsg::Sync {
-                    epoch,
-                    msg: msg.clone(),
-                };
-                self.out.push_back(super::msg::Outgoing::cell(cell, sync));
-            }
-            return;
-        }
-        let snapshot = e.snapshot();
-        self.counters.resyncs_sent += 1;
-        self.send(
+        self.catch_ups.push(CatchUp {
+            entity,
             cell,
-            CellMsg::Resync {
-                entity,
-                epoch,
-                snapshot,
-            },
-        );
+            have,
+            full,
+        });
+    }
+
+    /// Runs the owed catch-ups (after this tick's syncs, so the real has no
+    /// unflushed change): the cached messages after `have` if the cache
+    /// reaches back that far, else a snapshot. A catch-up for an entity that
+    /// left or a haunt it dropped is skipped (the ghost asks again).
+    pub(super) fn run_catch_ups(&mut self, now: Time) {
+        let owed = std::mem::take(&mut self.catch_ups);
+        for c in &owed {
+            let Some(e) = self.entities.get_mut(c.entity) else {
+                continue;
+            };
+            let Part::Real(r) = &mut e.part else { continue };
+            if r.haunt(c.cell).is_none() {
+                continue;
+            }
+            let epoch = r.epoch;
+            let fill = if c.full {
+                Fill::ResyncNeeded
+            } else {
+                r.cache.fill(c.have)
+            };
+            match fill {
+                Fill::UpToDate => {}
+                Fill::Msgs(msgs) => {
+                    for m in msgs {
+                        let sync = CellMsg::Sync {
+                            epoch,
+                            msg: Arc::new(m.clone()),
+                        };
+                        self.out.push_back(Outgoing::cell(c.cell, sync));
+                    }
+                }
+                Fill::ResyncNeeded => {
+                    let snapshot = r.emitter.ghost_snapshot(now, &e.entity);
+                    self.counters.resyncs_sent += 1;
+                    let sync = CellMsg::Sync {
+                        epoch,
+                        msg: Arc::new(snapshot),
+                    };
+                    self.out.push_back(Outgoing::cell(c.cell, sync));
+                }
+            }
+        }
+        self.catch_ups = owed;
+        self.catch_ups.clear();
     }
 
     /// Runs every real's ready inputs (in sequence order) and queued calls.
@@ -188,23 +226,26 @@ impl Cell {
         }
     }
 
-    /// One sync message per changed real, built once and sent to every haunt
-    /// that can take it (created, or being created on this cell's channel).
+    /// One sync message per changed real, built once and sent (one shared
+    /// allocation) to every haunt that can take it: created, or being created
+    /// on this cell's channel. Haunts inherited while still being created by
+    /// an older real wait for their ack (then a catch-up).
     pub(super) fn emit_syncs(&mut self, now: Time) {
         let me = self.id;
-        let cache_max = self.params.sync_cache_max;
         for e in self.entities.iter_mut() {
             let Part::Real(r) = &mut e.part else { continue };
-            let Some(kind) = r.dirty.take() else { continue };
-            e.version += 1;
-            let msg = SyncMsg {
-                entity: e.id,
-                version: e.version,
-                kind,
-                timestamp: now,
-                pos: e.pos,
-                payload: e.props.clone(),
+            let Some(cs) = r.emitter.flush(now, &mut e.entity) else {
+                continue;
             };
+            if r.has_proxy && !cs.own.is_empty() {
+                self.events.push_back(CellEvent::OwnChange {
+                    entity: e.id,
+                    version: cs.msg.version,
+                    payload: Arc::from(cs.own),
+                });
+            }
+            let msg: Arc<SyncMsg> = Arc::new(cs.msg);
+            e.version = msg.version;
             self.counters.syncs_built += 1;
             for h in &r.haunts {
                 let reachable = match h.state {
@@ -212,16 +253,14 @@ impl Cell {
                     HauntState::Creating { sent_by, .. } => sent_by == me,
                 };
                 if reachable {
-                    self.out.push_back(super::msg::Outgoing::cell(
-                        h.cell,
-                        CellMsg::Sync {
-                            epoch: r.epoch,
-                            msg: msg.clone(),
-                        },
-                    ));
+                    let sync = CellMsg::Sync {
+                        epoch: r.epoch,
+                        msg: msg.clone(),
+                    };
+                    self.out.push_back(Outgoing::cell(h.cell, sync));
                 }
             }
-            r.cache.push(msg, cache_max);
+            r.cache.push(now, SyncMsg::clone(&msg));
         }
     }
 }

@@ -17,6 +17,9 @@
 //!   (absent)
 //! ```
 //!
+//! A `DeleteGhost` for an absent entity leaves a `Gone` tombstone too (an
+//! older `CreateGhost` may still be in flight on another channel).
+//!
 //! There is no `Offloading` state: offload is atomic on the sending side (the
 //! real becomes a ghost pointing at the destination in the same step that
 //! queues the `Onload`), and the destination becomes real in the step that
@@ -86,7 +89,7 @@ impl Residency {
     pub fn check(from: Option<Residency>, to: Option<Residency>) -> Result<(), IllegalTransition> {
         use Residency::*;
         let ok = match (from, to) {
-            (None, Some(Real { .. } | Ghost { .. })) => true,
+            (None, Some(Real { .. } | Ghost { .. } | Gone { .. })) => true,
             (Some(Gone { .. }), None) => true,
             (Some(Real { epoch: a }), Some(Ghost { epoch: b, .. })) => b > a,
             (Some(Ghost { epoch: a, .. } | Gone { epoch: a, .. }), Some(Real { epoch: b })) => {

@@ -2,32 +2,30 @@
 //!
 //! [`EntityTable`] is a slab (`Vec<Entry>`, swap-remove) with an id index, so
 //! the per-check walks over reals touch one contiguous array. An [`Entry`]
-//! has the ghost-visible part every copy shares (position, properties,
-//! version) and either a boxed [`RealPart`] or a small [`GhostPart`].
+//! has the [`Entity`] (every property on a real, the ghost-visible ones on a
+//! ghost), its sync version, and either a boxed [`RealPart`] or a small
+//! [`GhostPart`].
 //! Entities that left are not here but in the forwarding table. Owns only
 //! storage; the protocol lives in the `impl Cell` blocks of its siblings.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use crate::core::geom::Vec3;
+use crate::core::entity::{Entity, ReorderBuffer, SyncCache, SyncEmitter};
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 
 use super::msg::{Call, Haunt, Input};
 use super::residency::{History, Residency};
 use super::seq_buffer::SeqBuffer;
-use super::sync::{GhostSnapshot, ReorderBuffer, SyncCache};
 
 /// The authoritative part of an entity, present only where it is real.
 #[derive(Clone, Debug)]
 pub struct RealPart {
     /// Migrations so far (the proxy's channel version).
     pub epoch: u64,
-    /// Real-only properties (opaque).
-    pub real_props: Arc<[u8]>,
-    /// Kind of the pending change, if the real changed since the last sync.
-    pub dirty: Option<u8>,
+    /// Version counter and encoding buffers of the real's change sets.
+    pub emitter: SyncEmitter,
     /// Recent sync messages (travels on migration).
     pub cache: SyncCache,
     /// Cells holding (or being sent) a ghost.
@@ -83,13 +81,11 @@ pub enum Part {
 /// One entity held by the cell.
 #[derive(Clone, Debug)]
 pub struct Entry {
-    /// The entity.
+    /// The entity's id (same as `entity.core().id`).
     pub id: EntityId,
-    /// Position (ghost-visible).
-    pub pos: Vec3,
-    /// Ghost-visible properties (opaque).
-    pub props: Arc<[u8]>,
-    /// Sync version of `pos` and `props`.
+    /// The state: all properties on a real, a ghost replica on a ghost.
+    pub entity: Entity,
+    /// Sync version of `entity` (the last change set applied or emitted).
     pub version: u64,
     /// Real or ghost.
     pub part: Part,
@@ -106,15 +102,6 @@ impl Entry {
                 real_at: g.real_at,
                 epoch: g.epoch,
             },
-        }
-    }
-
-    /// The ghost-visible snapshot.
-    pub fn snapshot(&self) -> GhostSnapshot {
-        GhostSnapshot {
-            version: self.version,
-            pos: self.pos,
-            props: self.props.clone(),
         }
     }
 
@@ -236,17 +223,19 @@ pub fn inputs_to_wire(buf: &mut SeqBuffer<Arc<[u8]>>) -> Vec<Input> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::entity::{Audience, ReorderParams, TypeRegistry, AVATAR};
 
     fn ghost(id: u64) -> Entry {
+        let types = TypeRegistry::with_builtins();
+        let ty = types.get(AVATAR).expect("avatar").clone();
         Entry {
             id: EntityId(id),
-            pos: Vec3::default(),
-            props: Arc::from(&[][..]),
+            entity: Entity::new_replica(EntityId(id), ty, Audience::Ghost),
             version: 0,
             part: Part::Ghost(GhostPart {
                 real_at: CellId(0),
                 epoch: 0,
-                reorder: ReorderBuffer::at(0),
+                reorder: ReorderBuffer::new(ReorderParams::default(), 0),
                 since: Time::ZERO,
             }),
             history: History::default(),

@@ -1,0 +1,524 @@
+//! Scenario unit tests of the cell protocol on a tiny instant-delivery bus
+//! (one global FIFO, which keeps FIFO per pair). The randomised, delayed
+//! harness is `tests/cell_protocol.rs`.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::core::entity::{Entity, SyncEmitter, TypeRegistry, Value, AVATAR};
+use crate::core::geom::Vec3;
+use crate::core::ids::{CellId, EntityId};
+use crate::core::time::Time;
+
+const E: EntityId = EntityId(42);
+
+fn types() -> Arc<TypeRegistry> {
+    Arc::new(TypeRegistry::with_builtins())
+}
+
+fn avatar(id: EntityId, x: f64, z: f64) -> Entity {
+    let ty = types().get(AVATAR).expect("avatar").clone();
+    Entity::new_real(id, ty, Vec3::ground(x, z), 0.0)
+}
+
+fn params() -> CellParams {
+    CellParams {
+        ghost_radius_m: 30.0,
+        ghost_keep_margin_m: 10.0,
+        migrate_margin_m: 8.0,
+        check_period_ms: 100,
+        ghost_min_lifetime_ms: 0,
+        new_real_keep_ghosts_ms: 0,
+        resync_gap_timeout_ms: 300,
+        ..CellParams::default()
+    }
+}
+
+struct Bus {
+    cells: Vec<Cell>,
+    layout: GridLayout,
+    now: Time,
+    proxy: Vec<ProxyMsg>,
+    events: Vec<(CellId, CellEvent)>,
+    /// Messages matching this are dropped instead of delivered.
+    lose: Option<fn(&Outgoing) -> bool>,
+}
+
+impl Bus {
+    fn new(nx: u32, nz: u32, p: CellParams) -> Bus {
+        let layout = GridLayout::new(nx, nz, 200.0);
+        let cells = layout
+            .cells()
+            .map(|c| Cell::new(c, p.clone(), types()).expect("params"))
+            .collect();
+        Bus {
+            cells,
+            layout,
+            now: Time::ZERO,
+            proxy: Vec::new(),
+            events: Vec::new(),
+            lose: None,
+        }
+    }
+
+    fn cell(&mut self, c: u32) -> &mut Cell {
+        &mut self.cells[c as usize]
+    }
+
+    fn pump(&mut self) {
+        loop {
+            let mut batch = Vec::new();
+            for c in &mut self.cells {
+                while let Some(o) = c.poll_output() {
+                    batch.push((c.id(), o));
+                }
+                while let Some(ev) = c.poll_event() {
+                    self.events.push((c.id(), ev));
+                }
+            }
+            if batch.is_empty() {
+                return;
+            }
+            for (from, o) in batch {
+                if self.lose.is_some_and(|f| f(&o)) {
+                    continue;
+                }
+                match (o.to, o.msg) {
+                    (Dest::Cell(to), Msg::Cell(m)) => {
+                        let now = self.now;
+                        self.cells[to.0 as usize].handle(now, Source::Cell(from), m);
+                    }
+                    (Dest::Proxy(_), Msg::Proxy(m)) => self.proxy.push(m),
+                    other => panic!("mismatched output {other:?}"),
+                }
+            }
+        }
+    }
+
+    fn tick(&mut self, ms: u64) {
+        self.now = self.now + std::time::Duration::from_millis(ms);
+        let now = self.now;
+        for c in &mut self.cells {
+            c.tick(now, &self.layout);
+        }
+        self.pump();
+    }
+
+    fn spawn(&mut self, c: u32, x: f64, z: f64) {
+        let now = self.now;
+        self.cell(c)
+            .create_real(now, avatar(E, x, z), true, 0)
+            .expect("spawn");
+        self.pump();
+    }
+
+    fn real_at(&mut self, x: f64, z: f64) {
+        let c = self.where_real().expect("a real");
+        self.cell(c.0)
+            .move_real(E, Vec3::ground(x, z))
+            .expect("move");
+    }
+
+    fn where_real(&self) -> Option<CellId> {
+        let reals: Vec<CellId> = self
+            .cells
+            .iter()
+            .filter(|c| matches!(c.residency(E), Some(Residency::Real { .. })))
+            .map(|c| c.id())
+            .collect();
+        assert!(reals.len() <= 1, "two reals: {reals:?}");
+        reals.first().copied()
+    }
+
+    fn residency(&self, c: u32) -> Option<Residency> {
+        self.cells[c as usize].residency(E)
+    }
+}
+
+#[test]
+fn ghosts_follow_the_rect_rule_with_hysteresis() {
+    let mut bus = Bus::new(2, 1, params());
+    bus.spawn(0, 150.0, 100.0);
+    bus.tick(100);
+    assert_eq!(bus.residency(1), None, "50 m from the border: no ghost");
+    bus.real_at(175.0, 100.0);
+    bus.tick(100);
+    assert!(matches!(
+        bus.residency(1),
+        Some(Residency::Ghost {
+            real_at: CellId(0),
+            ..
+        })
+    ));
+    assert_eq!(
+        bus.cell(0).haunts(E).expect("real")[0].state,
+        HauntState::Created
+    );
+    bus.real_at(165.0, 100.0);
+    bus.tick(100);
+    assert!(
+        matches!(bus.residency(1), Some(Residency::Ghost { .. })),
+        "35 m: kept"
+    );
+    bus.real_at(155.0, 100.0);
+    bus.tick(100);
+    assert!(
+        matches!(bus.residency(1), Some(Residency::Gone { .. })),
+        "45 m: deleted"
+    );
+    assert_eq!(bus.cell(0).counters().ghosts_deleted, 1);
+}
+
+#[test]
+fn minimum_lifetimes_delay_deletion() {
+    let p = CellParams {
+        ghost_min_lifetime_ms: 1_000,
+        ..params()
+    };
+    let mut bus = Bus::new(2, 1, p);
+    bus.spawn(0, 180.0, 100.0);
+    bus.tick(100);
+    assert!(matches!(bus.residency(1), Some(Residency::Ghost { .. })));
+    bus.real_at(100.0, 100.0);
+    for _ in 0..8 {
+        bus.tick(100);
+        assert!(matches!(bus.residency(1), Some(Residency::Ghost { .. })));
+    }
+    bus.tick(200);
+    assert!(matches!(bus.residency(1), Some(Residency::Gone { .. })));
+}
+
+#[test]
+fn migration_moves_the_real_once_past_the_margin() {
+    let mut bus = Bus::new(2, 1, params());
+    bus.spawn(0, 190.0, 100.0);
+    bus.tick(100);
+    bus.real_at(205.0, 100.0);
+    bus.tick(100);
+    assert_eq!(
+        bus.where_real(),
+        Some(CellId(0)),
+        "5 m past: within the margin"
+    );
+    bus.real_at(209.0, 100.0);
+    bus.tick(100);
+    assert_eq!(bus.where_real(), Some(CellId(1)));
+    assert_eq!(bus.residency(1), Some(Residency::Real { epoch: 1 }));
+    assert!(matches!(
+        bus.residency(0),
+        Some(Residency::Ghost {
+            real_at: CellId(1),
+            epoch: 1
+        })
+    ));
+    let haunts = bus.cell(1).haunts(E).expect("real").to_vec();
+    assert_eq!(haunts.len(), 1);
+    assert_eq!(haunts[0].cell, CellId(0));
+    assert!(bus.proxy.contains(&ProxyMsg::RealMoved {
+        entity: E,
+        cell: CellId(1),
+        epoch: 1
+    }));
+    // Walking back a little does not migrate back (hysteresis).
+    bus.real_at(195.0, 100.0);
+    bus.tick(100);
+    assert_eq!(bus.where_real(), Some(CellId(1)));
+    assert_eq!(bus.cell(0).counters().migrations_out, 1);
+}
+
+#[test]
+fn inputs_and_calls_reaching_the_old_cell_are_forwarded() {
+    let mut bus = Bus::new(2, 1, params());
+    bus.spawn(0, 190.0, 100.0);
+    bus.tick(100);
+    bus.real_at(215.0, 100.0);
+    bus.tick(100);
+    assert_eq!(bus.where_real(), Some(CellId(1)));
+    let now = bus.now;
+    for seq in [2u64, 1] {
+        let input = ToReal {
+            entity: E,
+            hops: 0,
+            body: ToRealBody::Input(Input {
+                seq,
+                data: Arc::from(&[seq as u8][..]),
+            }),
+        };
+        let from = Source::Proxy(E);
+        let target = if seq == 1 { 0 } else { 1 };
+        bus.cell(target).handle(now, from, CellMsg::ToReal(input));
+    }
+    bus.pump();
+    bus.tick(10);
+    let applied: Vec<u64> = bus
+        .events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            CellEvent::InputApplied { seq, .. } => Some(*seq),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(applied, vec![1, 2]);
+    assert_eq!(bus.cell(0).counters().forwards, 1);
+}
+
+#[test]
+fn forwarding_gives_up_after_the_hop_limit() {
+    let mut bus = Bus::new(2, 1, params());
+    bus.spawn(0, 190.0, 100.0);
+    bus.tick(100);
+    let now = bus.now;
+    let call = ToReal {
+        entity: E,
+        hops: params().forward_hops_max,
+        body: ToRealBody::Call(Call {
+            id: 1,
+            data: Arc::from(&[][..]),
+        }),
+    };
+    bus.cell(1)
+        .handle(now, Source::Local, CellMsg::ToReal(call.clone()));
+    assert_eq!(
+        bus.cell(1)
+            .counters()
+            .dropped(DropReason::ForwardHopsExceeded),
+        1
+    );
+    bus.cell(1).handle(
+        now,
+        Source::Local,
+        CellMsg::ToReal(ToReal {
+            entity: EntityId(7),
+            ..call
+        }),
+    );
+    assert_eq!(bus.cell(1).counters().dropped(DropReason::UnknownEntity), 1);
+}
+
+#[test]
+fn a_tombstone_stops_an_older_create_from_resurrecting_a_ghost() {
+    let mut bus = Bus::new(3, 1, params());
+    let now = bus.now;
+    let c = bus.cell(2);
+    c.handle(
+        now,
+        Source::Cell(CellId(1)),
+        CellMsg::DeleteGhost {
+            entity: E,
+            epoch: 2,
+        },
+    );
+    let snapshot = SyncEmitter::resume(3).ghost_snapshot(now, &avatar(E, 390.0, 10.0));
+    let create = |epoch| CellMsg::CreateGhost {
+        entity: E,
+        epoch,
+        type_id: AVATAR,
+        snapshot: snapshot.clone(),
+    };
+    c.handle(now, Source::Cell(CellId(0)), create(1));
+    assert!(matches!(
+        c.residency(E),
+        Some(Residency::Gone { epoch: 2, .. })
+    ));
+    assert_eq!(c.counters().dropped(DropReason::StaleEpoch), 1);
+    // The same (newest) real may re-create it.
+    c.handle(now, Source::Cell(CellId(1)), create(2));
+    assert!(matches!(
+        c.residency(E),
+        Some(Residency::Ghost { epoch: 2, .. })
+    ));
+    // An older delete crossing a newer create is ignored.
+    c.handle(
+        now,
+        Source::Cell(CellId(0)),
+        CellMsg::DeleteGhost {
+            entity: E,
+            epoch: 1,
+        },
+    );
+    assert!(matches!(c.residency(E), Some(Residency::Ghost { .. })));
+    assert!(c.history(E).len() >= 2 || !cfg!(debug_assertions));
+}
+
+#[test]
+fn a_lost_sync_is_healed_by_a_resync_from_the_cache() {
+    let mut bus = Bus::new(2, 1, params());
+    bus.spawn(0, 185.0, 100.0);
+    bus.tick(100);
+    assert!(matches!(bus.residency(1), Some(Residency::Ghost { .. })));
+    let is_v1 =
+        |o: &Outgoing| matches!(&o.msg, Msg::Cell(CellMsg::Sync { msg, .. }) if msg.version == 1);
+    bus.lose = Some(is_v1);
+    bus.real_at(186.0, 100.0);
+    bus.tick(10);
+    bus.lose = None;
+    bus.real_at(187.0, 100.0);
+    bus.tick(10);
+    assert_eq!(
+        bus.cells[1].view(E).expect("ghost").version,
+        0,
+        "v2 waits for v1"
+    );
+    let hp = types()
+        .get(AVATAR)
+        .expect("avatar")
+        .prop_index("hp")
+        .expect("hp");
+    bus.cell(0)
+        .real_mut(E)
+        .expect("real")
+        .props_mut()
+        .set(hp, Value::Int(7))
+        .expect("hp");
+    for _ in 0..5 {
+        bus.tick(100);
+    }
+    let ghost = bus.cells[1].view(E).expect("ghost");
+    assert_eq!(ghost.version, 3);
+    assert_eq!(ghost.pos(), Vec3::ground(187.0, 100.0));
+    assert_eq!(ghost.entity.props().get(hp), Some(&Value::Int(7)));
+    assert_eq!(bus.cells[1].counters().resync_requests, 1);
+    let synced: Vec<u64> = bus
+        .events
+        .iter()
+        .filter_map(|(c, e)| match e {
+            CellEvent::GhostSynced { version, .. } if *c == CellId(1) => Some(*version),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(synced, vec![1, 2, 3]);
+}
+
+#[test]
+fn a_merging_cell_pushes_its_reals_out() {
+    let mut bus = Bus::new(2, 1, params());
+    bus.spawn(0, 185.0, 100.0);
+    bus.tick(100);
+    bus.layout.set_merging(CellId(0), true);
+    bus.tick(100);
+    assert_eq!(bus.where_real(), Some(CellId(1)));
+    // It now stands 15 m inside cell 0, outside cell 1's margin, but nothing
+    // migrates into a merging cell.
+    for _ in 0..5 {
+        bus.tick(100);
+        assert_eq!(bus.where_real(), Some(CellId(1)));
+    }
+    bus.layout.set_merging(CellId(0), false);
+    bus.tick(100);
+    assert_eq!(bus.where_real(), Some(CellId(0)), "back once cell 0 stays");
+}
+
+#[test]
+fn teleport_sends_create_then_onload_on_one_channel() {
+    let mut bus = Bus::new(3, 1, params());
+    bus.spawn(0, 100.0, 100.0);
+    bus.tick(100);
+    let now = bus.now;
+    let layout = bus.layout.clone();
+    bus.cell(0)
+        .teleport(now, E, Vec3::ground(500.0, 100.0), &layout)
+        .expect("teleport");
+    let mut to_2 = Vec::new();
+    while let Some(o) = bus.cell(0).poll_output() {
+        if o.to == Dest::Cell(CellId(2)) {
+            to_2.push(o);
+        }
+    }
+    assert!(matches!(
+        to_2[0].msg,
+        Msg::Cell(CellMsg::CreateGhost { .. })
+    ));
+    assert!(matches!(to_2[1].msg, Msg::Cell(CellMsg::Onload(_))));
+    for o in to_2 {
+        let Msg::Cell(m) = o.msg else { unreachable!() };
+        bus.cell(2).handle(now, Source::Cell(CellId(0)), m);
+    }
+    bus.pump();
+    assert_eq!(bus.where_real(), Some(CellId(2)));
+    // The old cell's ghost is far away: deleted once the keep periods pass.
+    for _ in 0..3 {
+        bus.tick(100);
+    }
+    assert!(matches!(bus.residency(0), Some(Residency::Gone { .. })));
+    for c in &bus.cells {
+        c.verify();
+    }
+}
+
+#[test]
+fn the_create_budget_caps_each_check() {
+    let p = CellParams {
+        ghosts_created_per_check_max: 2,
+        ..params()
+    };
+    let mut bus = Bus::new(2, 2, p);
+    let now = bus.now;
+    for i in 0..3 {
+        bus.cell(0)
+            .create_real(now, avatar(EntityId(i), 190.0, 190.0), false, 0)
+            .expect("spawn");
+    }
+    bus.tick(100);
+    assert_eq!(bus.cell(0).counters().ghosts_created, 2);
+    bus.tick(100);
+    assert_eq!(bus.cell(0).counters().ghosts_created, 4);
+    for _ in 0..4 {
+        bus.tick(100);
+    }
+    assert_eq!(
+        bus.cell(0).counters().ghosts_created,
+        9,
+        "3 reals x 3 neighbours"
+    );
+}
+
+#[test]
+fn a_destination_still_being_created_by_an_older_real_is_created_again() {
+    let mut bus = Bus::new(2, 2, params());
+    // Hold everything for cell 3 (the one both reals will ghost to).
+    let to_3 = |o: &Outgoing| o.to == Dest::Cell(CellId(3));
+    bus.spawn(0, 195.0, 195.0);
+    bus.lose = Some(to_3);
+    bus.tick(100);
+    assert_eq!(bus.residency(3), None, "create from cell 0 lost in flight");
+    bus.real_at(210.0, 195.0);
+    bus.tick(100);
+    assert_eq!(bus.where_real(), Some(CellId(1)));
+    let inherited = bus
+        .cell(1)
+        .haunts(E)
+        .expect("real")
+        .iter()
+        .find(|h| h.cell == CellId(3))
+        .copied();
+    assert!(matches!(
+        inherited.map(|h| h.state),
+        Some(HauntState::Creating {
+            sent_by: CellId(0),
+            ..
+        })
+    ));
+    bus.lose = None;
+    bus.real_at(215.0, 215.0);
+    bus.tick(100);
+    assert_eq!(
+        bus.where_real(),
+        Some(CellId(3)),
+        "migrated through a fresh ghost"
+    );
+    let steps: Vec<Option<Residency>> = bus.cells[3]
+        .history(E)
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect();
+    if cfg!(debug_assertions) {
+        assert!(matches!(
+            steps[0],
+            Some(Residency::Ghost {
+                real_at: CellId(1),
+                epoch: 1
+            })
+        ));
+        assert_eq!(steps[1], Some(Residency::Real { epoch: 2 }));
+    }
+}
