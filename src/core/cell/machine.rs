@@ -165,6 +165,18 @@ impl Cell {
         })
     }
 
+    /// Every real and ghost here, with its state (for AOI and observers).
+    pub fn entities(&self) -> impl Iterator<Item = (EntityId, EntityView<'_>)> + '_ {
+        self.entities.iter().map(|e| {
+            let view = EntityView {
+                residency: e.residency(),
+                version: e.version,
+                entity: &e.entity,
+            };
+            (e.id, view)
+        })
+    }
+
     /// The recorded transitions of `entity` here (debug and verify builds).
     pub fn history(&self, entity: EntityId) -> Vec<(Time, Option<Residency>)> {
         if let Some(e) = self.entities.get(entity) {

@@ -224,6 +224,20 @@ fn migration_moves_the_real_once_past_the_margin() {
     bus.tick(100);
     assert_eq!(bus.where_real(), Some(CellId(1)));
     assert_eq!(bus.cell(0).counters().migrations_out, 1);
+    let seen: Vec<(EntityId, Residency)> = bus.cells[0]
+        .entities()
+        .map(|(id, v)| (id, v.residency))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![(
+            E,
+            Residency::Ghost {
+                real_at: CellId(1),
+                epoch: 1
+            }
+        )]
+    );
 }
 
 #[test]
