@@ -35,7 +35,7 @@ enum Command {
     /// Run the deterministic simulator: one seed, or a swarm of seeds.
     /// Options not given are drawn from each seed (VOPR swarm); given ones
     /// apply to every seed. Cell knobs come from the config (`--config`).
-    Sim(SimArgs),
+    Sim(Box<SimArgs>),
 }
 
 /// `tessera sim` options (every flag `report::replay_command` prints).
@@ -137,10 +137,23 @@ fn run_sim(
         let options = args.options(seed);
         let out = run_one(&options, &params).with_context(|| format!("seed {seed}"))?;
         if args.verbose {
+            let (o, s, w) = (&options, &out.summary, &out.stats);
             println!(
-                "seed {seed}: {} {} shards {} cells {} entities {} ticks: {} migrations, {} forwarded, {} violations",
-                options.scenario, options.shards, options.cells, options.entities,
-                out.summary.ticks, out.summary.migrations, out.summary.forwarded, out.summary.violations
+                "seed {seed}: {} {}sh {}c {}e {}t: {} migrations, {} forwarded, {} stalls, \
+                 {} calls, {} teleports, {} deferred, {} layout changes, {} violations",
+                o.scenario,
+                o.shards,
+                o.cells,
+                o.entities,
+                s.ticks,
+                s.migrations,
+                s.forwarded,
+                w.stalls,
+                w.calls_issued,
+                w.teleports,
+                w.deferred_effects,
+                w.layout_changes,
+                s.violations
             );
         }
         total.merge(&out.summary);

@@ -224,12 +224,9 @@ impl World {
         if let Some((pos, jump)) = eff.pos {
             self.real_pos[i] = pos;
             let c = &mut self.cells[i_cell(cell)];
-            let moved = if jump {
-                c.teleport(now, e, pos, &self.layout)
-            } else {
-                Err(crate::core::cell::CellError::NotReal(e))
-            };
-            if jump && moved.is_err() || !jump {
+            // A refused jump (into a merging cell) walks there instead.
+            let jumped = jump && c.teleport(now, e, pos, &self.layout).is_ok();
+            if !jumped {
                 c.move_real(e, pos).expect("real here");
             }
             let under = self.layout.cell_at(pos);
