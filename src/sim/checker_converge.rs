@@ -177,7 +177,7 @@ impl World {
         for v in self.checker.violations() {
             let mut s = String::new();
             if let Some(e) = v.entity {
-                let _ = writeln!(s, "residency history of {e}:");
+                let _ = writeln!(s, "residency history of {e} (debug or `verify` builds):");
                 for cell in &self.cells {
                     let h = cell.history(e);
                     if !h.is_empty() {
@@ -185,18 +185,17 @@ impl World {
                     }
                 }
             }
-            let about_it: Vec<&(u64, _)> = log
-                .iter()
-                .filter(|(_, ev)| v.entity.is_none() || ev.entity() == v.entity)
-                .collect();
-            let lines: Vec<String> = about_it[about_it.len().saturating_sub(max)..]
-                .iter()
-                .map(|(t, ev)| format!("  tick {t}: {ev}"))
-                .collect();
-            let about = v.entity.map_or("the world".to_string(), |e| e.to_string());
-            let _ = writeln!(s, "last {} trace events about {about}:", lines.len());
-            for l in lines {
-                let _ = writeln!(s, "{l}");
+            if let Some(e) = v.entity {
+                let events = &self.entity_log[e.0 as usize];
+                let _ = writeln!(s, "last {} events of {e}:", events.len());
+                for (t, ev) in events {
+                    let _ = writeln!(s, "  tick {t}: {ev}");
+                }
+            }
+            let n = log.len().min(max);
+            let _ = writeln!(s, "last {n} events of the world:");
+            for (t, ev) in log.iter().skip(log.len() - n) {
+                let _ = writeln!(s, "  tick {t}: {ev}");
             }
             contexts.push(s);
         }

@@ -143,12 +143,14 @@ impl fmt::Display for Violation {
 }
 
 /// The command line that replays the run `options` describes. Every option
-/// is spelled out, so the replay does not depend on how `swarm` draws.
+/// is spelled out, so the replay does not depend on how `swarm` draws; the
+/// `verify` feature turns on the cells' whole-structure checks and their
+/// residency histories (printed with each violation).
 pub fn replay_command(options: &SimOptions) -> String {
     let o = options;
     let l = &o.latency;
     format!(
-        "cargo run --release --bin tessera -- sim --seed {} --scenario {} --shards {} \
+        "cargo run --release --features verify --bin tessera -- sim --seed {} --scenario {} --shards {} \
          --cells {} --entities {} --ticks {} --heal-ticks {} --tick-ms {} --world-side-m {} \
          --bot-speed-mps {} --latency-min-us {} --latency-max-us {} \
          --latency-pair-skew-us-max {} --burst-probability {} --burst-us-max {} \
@@ -354,7 +356,9 @@ mod tests {
         let mut o = SimOptions::swarm(99);
         o.scenario = Scenario::BorderWalk;
         let cmd = replay_command(&o);
-        assert!(cmd.starts_with("cargo run --release --bin tessera -- sim --seed 99"));
+        assert!(
+            cmd.starts_with("cargo run --release --features verify --bin tessera -- sim --seed 99")
+        );
         assert!(cmd.contains("--scenario border-walk"));
         assert!(cmd.contains(&format!("--shards {}", o.shards)));
         assert!(cmd.contains(&format!("--latency-max-us {}", o.latency.max_us)));

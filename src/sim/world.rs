@@ -33,6 +33,7 @@
 //!
 //! Owns every simulated component; the checker only reads them.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::config::Config;
@@ -82,9 +83,17 @@ pub struct WorldParams {
     pub event_log_len_max: usize,
     /// Violations kept per run (more are only counted). Default 16.
     pub violations_max: usize,
-    /// Trace events printed with a violation. Default 40.
+    /// Trace events (of the whole world) printed with a violation.
+    /// Default 12.
     pub context_events_max: usize,
+    /// Recent events kept per entity, printed with a violation about it.
+    /// Default 32; reduced so that all entities together keep at most
+    /// [`ENTITY_LOG_EVENTS_MAX`].
+    pub entity_log_len_max: usize,
 }
+
+/// Most events kept in all per-entity logs together (memory bound).
+pub const ENTITY_LOG_EVENTS_MAX: usize = 4_000_000;
 
 impl Default for WorldParams {
     fn default() -> Self {
@@ -121,7 +130,8 @@ impl WorldParams {
             proxy: ProxyParams::default(),
             event_log_len_max: 4_096,
             violations_max: 16,
-            context_events_max: 40,
+            context_events_max: 12,
+            entity_log_len_max: 32,
         }
     }
 
@@ -197,6 +207,9 @@ pub struct World {
     pub(super) bot_rng: Rng,
     pub(super) checker: Checker,
     pub(super) trace: Trace<SimEvent>,
+    /// Per entity: its recent events (for violation reports).
+    pub(super) entity_log: Vec<VecDeque<(u64, SimEvent)>>,
+    entity_log_len: usize,
     pub(super) tick: u64,
     /// Per entity: `Onload`s on the network (or in the backlog).
     pub(super) onloads_in_flight: Vec<u32>,
@@ -255,6 +268,10 @@ impl World {
             options: options.clone(),
             checker: Checker::new(options.seed, n, params.violations_max),
             trace: Trace::new(params.event_log_len_max),
+            entity_log: vec![VecDeque::new(); n],
+            entity_log_len: params
+                .entity_log_len_max
+                .min(ENTITY_LOG_EVENTS_MAX / n.max(1)),
             params,
             layout,
             types,
@@ -408,6 +425,20 @@ impl World {
         Value::Int(self.props[e.0 as usize] as i64)
     }
 
+    /// Records `ev` in the trace (hash and log) and in its entity's log.
+    pub(super) fn record(&mut self, ev: SimEvent) {
+        if self.entity_log_len > 0 {
+            if let Some(e) = ev.entity() {
+                let log = &mut self.entity_log[e.0 as usize];
+                if log.len() == self.entity_log_len {
+                    log.pop_front();
+                }
+                log.push_back((self.tick, ev.clone()));
+            }
+        }
+        self.trace.record(self.tick, ev);
+    }
+
     /// Runs one tick (see the module doc).
     pub fn step(&mut self) {
         let now = self.now();
@@ -473,8 +504,7 @@ impl World {
             let until = now + std::time::Duration::from_millis(ms);
             self.net.stall(shard, until);
             self.stats.stalls += 1;
-            self.trace
-                .record(self.tick, SimEvent::Stall { shard: s, until });
+            self.record(SimEvent::Stall { shard: s, until });
         }
     }
 

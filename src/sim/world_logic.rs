@@ -79,7 +79,7 @@ impl World {
                 seq: d.seq,
                 packets: d.msg.len() as u32,
             };
-            self.trace.record(self.tick, ev);
+            self.record(ev);
             for p in d.msg {
                 self.dispatch(now, p);
             }
@@ -181,8 +181,7 @@ impl World {
             }
             _ => {}
         }
-        self.trace
-            .record(self.tick, SimEvent::Cell { cell, event: ev });
+        self.record(SimEvent::Cell { cell, event: ev });
     }
 
     /// Applies `eff` to `e`'s real at `cell`, or keeps it pending if the
@@ -202,8 +201,7 @@ impl World {
             p.change |= eff.change;
             p.acks.extend(eff.acks);
             self.stats.deferred_effects += 1;
-            self.trace
-                .record(self.tick, SimEvent::Deferred { entity: e, cell });
+            self.record(SimEvent::Deferred { entity: e, cell });
             return;
         }
         if eff.change {
@@ -266,14 +264,11 @@ impl World {
                 hops: 0,
                 body,
             });
-            self.trace.record(
-                self.tick,
-                SimEvent::CallIssued {
-                    id,
-                    from: x,
-                    target: b,
-                },
-            );
+            self.record(SimEvent::CallIssued {
+                id,
+                from: x,
+                target: b,
+            });
             self.cells[i_cell(x)].handle(now, Source::Local, msg);
         }
     }
@@ -369,14 +364,11 @@ impl World {
     fn layout_changed(&mut self, what: &'static str, cell: CellId) {
         self.stats.layout_changes += 1;
         let version = self.layout.version();
-        self.trace.record(
-            self.tick,
-            SimEvent::Layout {
-                version,
-                what,
-                cell,
-            },
-        );
+        self.record(SimEvent::Layout {
+            version,
+            what,
+            cell,
+        });
         for i in 0..self.real_pos.len() {
             let under = self.layout.cell_at(self.real_pos[i]);
             self.checker.on_real_cell(EntityId(i as u64), under);
