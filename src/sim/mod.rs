@@ -37,5 +37,6 @@ pub mod world_client;
 pub mod world_event;
 pub mod world_layout;
 pub mod world_logic;
+pub mod world_params;
 pub mod world_route;
 pub mod world_run;

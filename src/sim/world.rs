@@ -36,13 +36,12 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::config::Config;
 use crate::core::cell::{Cell, CellEvent, CellMsg, CellParams, CellParamsError, Layout, Source};
 use crate::core::entity::schema::{TypeRegistry, AVATAR};
 use crate::core::entity::{Entity, Value};
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId, ShardId};
-use crate::core::proxy::{Proxy, ProxyError, ProxyParams};
+use crate::core::proxy::{Proxy, ProxyError};
 use crate::core::time::Time;
 use crate::sim::bots::Bot;
 use crate::sim::checker::Checker;
@@ -55,6 +54,7 @@ use crate::sim::trace::Trace;
 use crate::sim::world_client::{ClientHook, DownstreamOrder};
 use crate::sim::world_event::SimEvent;
 use crate::sim::world_layout::SimLayout;
+pub use crate::sim::world_params::{WorldParams, ENTITY_LOG_EVENTS_MAX};
 use crate::sim::world_route::{Router, SimNet};
 
 /// Why a world could not be built.
@@ -69,88 +69,6 @@ pub enum WorldError {
     /// Bad proxy parameters.
     #[error(transparent)]
     Proxy(#[from] ProxyError),
-}
-
-/// The world's own bounds, and the parameters of its cells and proxies.
-#[derive(Clone, Debug, PartialEq)]
-pub struct WorldParams {
-    /// Parameters of every cell (the world may raise the buffer bounds to
-    /// cover the configured stalls, see [`WorldParams::for_options`]).
-    pub cell: CellParams,
-    /// Parameters of every proxy.
-    pub proxy: ProxyParams,
-    /// Events kept in the trace log for failure reports. Default 4096.
-    pub event_log_len_max: usize,
-    /// Violations kept per run (more are only counted). Default 16.
-    pub violations_max: usize,
-    /// Trace events (of the whole world) printed with a violation.
-    /// Default 12.
-    pub context_events_max: usize,
-    /// Recent events kept per entity, printed with a violation about it.
-    /// Default 32; reduced so that all entities together keep at most
-    /// [`ENTITY_LOG_EVENTS_MAX`].
-    pub entity_log_len_max: usize,
-}
-
-/// Most events kept in all per-entity logs together (memory bound).
-pub const ENTITY_LOG_EVENTS_MAX: usize = 4_000_000;
-
-impl Default for WorldParams {
-    fn default() -> Self {
-        WorldParams::from_config(&Config::default())
-    }
-}
-
-impl WorldParams {
-    /// The cell knobs of a tessera config (world ghost radius, `[cell]`,
-    /// `[sync]`), default world bounds.
-    pub fn from_config(c: &Config) -> Self {
-        let d = CellParams::default();
-        let cell = CellParams {
-            ghost_radius_m: c.world.ghost_radius_m,
-            ghost_keep_margin_m: c.cell.ghost_keep_margin_m,
-            migrate_margin_m: c.cell.migrate_margin_m,
-            check_period_ms: c.cell.check_period_ms,
-            ghosts_created_per_check_max: c.cell.ghosts_created_per_check_max,
-            ghosts_deleted_per_check_max: c.cell.ghosts_deleted_per_check_max,
-            ghost_min_lifetime_ms: c.cell.ghost_min_lifetime_ms,
-            new_real_keep_ghosts_ms: c.cell.new_real_keep_ghosts_ms,
-            ghost_create_timeout_ms: c.cell.ghost_create_timeout_ms,
-            migrations_per_check_max: c.cell.migrations_per_check_max,
-            forward_table_max: c.cell.forward_table_max as usize,
-            forward_ttl_ms: c.cell.forward_ttl_ms,
-            input_buffer_max: c.cell.input_buffer_max as usize,
-            reorder_buffer_max: c.sync.reorder_buffer_max as usize,
-            sync_cache_max: c.sync.cache_len_max as usize,
-            sync_cache_age_max_ms: c.sync.cache_age_ms,
-            ..d
-        };
-        WorldParams {
-            cell,
-            proxy: ProxyParams::default(),
-            event_log_len_max: 4_096,
-            violations_max: 16,
-            context_events_max: 12,
-            entity_log_len_max: 32,
-        }
-    }
-
-    /// These parameters with the buffers that absorb a stall raised to cover
-    /// the longest stall and burst `options` can draw: a stalled shard's
-    /// proxy-bound traffic arrives in one lump afterwards, and losing inputs
-    /// to a bound the operator sized for shorter stalls is not a protocol bug.
-    pub fn for_options(&self, options: &SimOptions) -> WorldParams {
-        let l = &options.latency;
-        let worst_ms = options.stall_ms_max
-            + (l.burst_us_max + l.max_us + l.pair_skew_us_max) / 1_000
-            + 4 * options.tick_ms;
-        let lump = (2 * worst_ms / options.tick_ms.max(1)) as usize + 16;
-        let mut p = self.clone();
-        p.cell.input_buffer_max = p.cell.input_buffer_max.max(lump);
-        p.cell.pending_calls_max = p.cell.pending_calls_max.max(lump);
-        p.proxy.downstream_buffer_max = p.proxy.downstream_buffer_max.max(lump);
-        p
-    }
 }
 
 /// One simulated client: its bot and what it checks of its downstream.
