@@ -17,7 +17,8 @@ mod sections;
 
 pub use sections::{AoiConfig, CellConfig, RuntimeConfig, SpaceConfig, SyncConfig, WorldConfig};
 
-use crate::core::space::BalanceParams;
+use crate::core::cell::CellParams;
+use crate::core::space::{BalanceParams, SpaceParams};
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -137,6 +138,16 @@ impl Config {
         toml::to_string_pretty(self).expect("config serialises")
     }
 
+    /// The params every cell runs with.
+    pub fn cell_params(&self) -> CellParams {
+        sections::cell_params(&self.world, &self.cell, &self.sync)
+    }
+
+    /// The space tree's params.
+    pub fn space_params(&self) -> SpaceParams {
+        self.space.to_params(&self.world)
+    }
+
     /// Checks every value and the relations between them.
     ///
     /// # Errors
@@ -148,8 +159,7 @@ impl Config {
             .validate()
             .map_err(|e| sections::param_error("balance", &e))?;
         self.aoi.validate(&self.world)?;
-        self.cell.validate(&self.world, &self.aoi)?;
-        self.sync.validate()?;
+        sections::validate_cell(&self.world, &self.aoi, &self.cell, &self.sync)?;
         self.runtime.validate()
     }
 }

@@ -5,6 +5,7 @@
 //! `tuning/README.md`.
 
 use super::{invalid, ConfigError};
+use crate::core::cell::{CellParams, CellParamsError};
 use crate::core::geom::Rect;
 use crate::core::space::{ParamError, SpaceParams};
 use serde::{Deserialize, Serialize};
@@ -175,11 +176,12 @@ impl AoiConfig {
     }
 }
 
-/// Ghost upkeep and migration knobs (seeds 000 and 002).
+/// Ghost upkeep, migration, forwarding and input knobs (seeds 000 and 002).
+/// Field names match [`CellParams`]; `world.ghost_radius_m` completes them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CellConfig {
-    /// How often ghosts and migrations are checked.
+    /// How often ghosts, gaps and migrations are checked.
     pub check_period_ms: u64,
     /// A ghost is deleted only beyond ghost radius + this margin (hysteresis).
     pub ghost_keep_margin_m: f64,
@@ -193,99 +195,116 @@ pub struct CellConfig {
     pub ghost_min_lifetime_ms: u64,
     /// A real that just arrived keeps its ghosts this long.
     pub new_real_keep_ghosts_ms: u64,
-    /// A ghost creation unacknowledged after this long is retried.
+    /// A ghost creation unacknowledged after this long is abandoned and retried.
     pub ghost_create_timeout_ms: u64,
     /// Migrations out of one cell per check, at most.
     pub migrations_per_check_max: u32,
     /// Forwarding entries (entities that left) one cell keeps, at most.
-    pub forward_table_max: u32,
-    /// How long a forwarding entry lives.
+    pub forward_table_max: usize,
+    /// How long a forwarding entry (and a deleted ghost's tombstone) lives.
     pub forward_ttl_ms: u64,
-    /// Out-of-order client inputs buffered per entity, at most.
-    pub input_buffer_max: u32,
+    /// A message forwarded more than this many times is dropped.
+    pub forward_hops_max: u8,
+    /// Out-of-order client inputs buffered per real, at most.
+    pub input_buffer_max: usize,
+    /// Cross-entity calls queued at a real between two ticks, at most.
+    pub pending_calls_max: usize,
+    /// Catch-ups (inherited ghost acks, resync requests) queued per tick, at most.
+    pub catch_up_queue_max: usize,
 }
 
-impl CellConfig {
-    pub(crate) fn validate(&self, world: &WorldConfig, aoi: &AoiConfig) -> Result<(), ConfigError> {
-        at_least("cell.check_period_ms", self.check_period_ms, 1)?;
-        if !(self.ghost_keep_margin_m.is_finite() && self.ghost_keep_margin_m >= 0.0) {
-            return Err(invalid(
-                "cell.ghost_keep_margin_m",
-                self.ghost_keep_margin_m,
-                "must be finite and >= 0",
-            ));
-        }
-        positive("cell.migrate_margin_m", self.migrate_margin_m)?;
-        // An observer up to migrate_margin_m outside its cell sees up to
-        // leave_radius_m further: all of that must be ghosted into its cell.
-        let reach = self.migrate_margin_m + aoi.leave_radius_m;
-        if reach > world.ghost_radius_m {
-            return Err(invalid(
-                "cell.migrate_margin_m",
-                self.migrate_margin_m,
-                format!(
-                    "cell.migrate_margin_m + aoi.leave_radius_m = {reach} must be <= world.ghost_radius_m = {}, \
-                     or observers near a border miss entities",
-                    world.ghost_radius_m
-                ),
-            ));
-        }
-        at_least(
-            "cell.ghosts_created_per_check_max",
-            u64::from(self.ghosts_created_per_check_max),
-            1,
-        )?;
-        at_least(
-            "cell.ghosts_deleted_per_check_max",
-            u64::from(self.ghosts_deleted_per_check_max),
-            1,
-        )?;
-        at_least(
-            "cell.ghost_create_timeout_ms",
-            self.ghost_create_timeout_ms,
-            self.check_period_ms,
-        )?;
-        at_least(
-            "cell.migrations_per_check_max",
-            u64::from(self.migrations_per_check_max),
-            1,
-        )?;
-        at_least(
-            "cell.forward_table_max",
-            u64::from(self.forward_table_max),
-            1,
-        )?;
-        at_least(
-            "cell.forward_ttl_ms",
-            self.forward_ttl_ms,
-            self.check_period_ms,
-        )?;
-        at_least("cell.input_buffer_max", u64::from(self.input_buffer_max), 1)
-    }
-}
-
-/// Property sync ordering and caching (seed 000).
+/// Property sync ordering and caching (seed 000). Field names match
+/// [`CellParams`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SyncConfig {
     /// Early sync messages a ghost buffers per entity before asking for a resync.
-    pub reorder_buffer_max: u32,
-    /// Recent sync messages kept per entity (and carried on migration).
-    pub cache_len_max: u32,
+    pub reorder_buffer_max: usize,
+    /// A ghost waits this long for a version gap to fill before asking for a resync.
+    pub resync_gap_timeout_ms: u64,
+    /// Interval between repeated resync requests of one ghost.
+    pub resync_retry_ms: u64,
+    /// Recent sync messages kept per real (and carried on migration).
+    pub sync_cache_max: usize,
+    /// Payload bytes the sync cache keeps per real, at most.
+    pub sync_cache_bytes_max: usize,
     /// Cached sync messages older than this are dropped.
-    pub cache_age_ms: u64,
+    pub sync_cache_age_max_ms: u64,
 }
 
-impl SyncConfig {
-    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        at_least(
-            "sync.reorder_buffer_max",
-            u64::from(self.reorder_buffer_max),
-            1,
-        )?;
-        at_least("sync.cache_len_max", u64::from(self.cache_len_max), 1)?;
-        at_least("sync.cache_age_ms", self.cache_age_ms, 1)
+/// The sync keys among [`CellParams`]' fields (the rest are `cell.*`).
+const SYNC_KEYS: &[&str] = &[
+    "reorder_buffer_max",
+    "resync_gap_timeout_ms",
+    "resync_retry_ms",
+    "sync_cache_max",
+    "sync_cache_bytes_max",
+    "sync_cache_age_max_ms",
+];
+
+/// Builds the cells' params from the world, cell and sync sections.
+pub(crate) fn cell_params(world: &WorldConfig, cell: &CellConfig, sync: &SyncConfig) -> CellParams {
+    CellParams {
+        ghost_radius_m: world.ghost_radius_m,
+        ghost_keep_margin_m: cell.ghost_keep_margin_m,
+        migrate_margin_m: cell.migrate_margin_m,
+        check_period_ms: cell.check_period_ms,
+        ghosts_created_per_check_max: cell.ghosts_created_per_check_max,
+        ghosts_deleted_per_check_max: cell.ghosts_deleted_per_check_max,
+        ghost_min_lifetime_ms: cell.ghost_min_lifetime_ms,
+        new_real_keep_ghosts_ms: cell.new_real_keep_ghosts_ms,
+        ghost_create_timeout_ms: cell.ghost_create_timeout_ms,
+        migrations_per_check_max: cell.migrations_per_check_max,
+        forward_table_max: cell.forward_table_max,
+        forward_ttl_ms: cell.forward_ttl_ms,
+        forward_hops_max: cell.forward_hops_max,
+        input_buffer_max: cell.input_buffer_max,
+        pending_calls_max: cell.pending_calls_max,
+        reorder_buffer_max: sync.reorder_buffer_max,
+        resync_gap_timeout_ms: sync.resync_gap_timeout_ms,
+        resync_retry_ms: sync.resync_retry_ms,
+        sync_cache_max: sync.sync_cache_max,
+        sync_cache_bytes_max: sync.sync_cache_bytes_max,
+        sync_cache_age_max_ms: sync.sync_cache_age_max_ms,
+        catch_up_queue_max: cell.catch_up_queue_max,
     }
+}
+
+/// Checks the cell and sync sections (through [`CellParams::validate`]) and
+/// the relation an observer near a border needs.
+pub(crate) fn validate_cell(
+    world: &WorldConfig,
+    aoi: &AoiConfig,
+    cell: &CellConfig,
+    sync: &SyncConfig,
+) -> Result<(), ConfigError> {
+    cell_params(world, cell, sync)
+        .validate()
+        .map_err(|e| match e {
+            CellParamsError::Invalid { key, reason } => {
+                let section = if SYNC_KEYS.contains(&key) {
+                    "sync"
+                } else {
+                    "cell"
+                };
+                invalid(format!("{section}.{key}"), "(see rule)", reason)
+            }
+        })?;
+    // An observer up to migrate_margin_m outside its cell sees up to
+    // leave_radius_m further: all of that must be ghosted into its cell.
+    let reach = cell.migrate_margin_m + aoi.leave_radius_m;
+    if reach > world.ghost_radius_m {
+        return Err(invalid(
+            "cell.migrate_margin_m",
+            cell.migrate_margin_m,
+            format!(
+                "cell.migrate_margin_m + aoi.leave_radius_m = {reach} must be <= world.ghost_radius_m = {}, \
+                 or observers near a border miss entities",
+                world.ghost_radius_m
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The tick loop.

@@ -6,9 +6,11 @@
 
 pub mod aoi;
 pub mod cell;
+pub mod combat;
 pub mod entity;
 pub mod geom;
 pub mod ids;
 pub mod proxy;
 pub mod space;
 pub mod time;
+pub mod view;

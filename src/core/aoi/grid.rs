@@ -1,0 +1,636 @@
+//! [`GridAoi`]: the production AOI index. A uniform grid over the world
+//! rectangle; the entities sit sorted by grid cell in one contiguous layout
+//! (`sx`, `sz`, `sflags`, `sslot`, patched in place on moves within a cell,
+//! re-sorted by a counting sort at the next update when anything changed
+//! cell); entities and areas live in dense slot arrays, and an id -> slot map
+//! with a fixed hash finds them.
+//!
+//! This file owns the state and the mutators; `grid_update.rs` owns the
+//! per-tick recompute and the shape queries, `grid_kinetic.rs` the watch
+//! lists that let a tick re-check only the pairs near a rim.
+//!
+//! # Incremental updates
+//!
+//! Every change stamps the tick: a moved entity stamps itself and the grid
+//! cells it left and entered; adds, removals and flag changes stamp their
+//! cell (and count as structural); spec changes, new areas and forcing mark
+//! the area dirty. An area with no stamp within its leave radius plus the skin
+//! sits the update out; the others re-check their due watched pairs, or rescan
+//! in full when dirty, after a structural change nearby, or when their watch
+//! list expired.
+//!
+//! # Slot lifetime
+//!
+//! A removed entity's slot (and a removed area's) stays allocated, marked
+//! dead, until the end of the next update, so that update can still name it in
+//! leave events; only then is it reused.
+
+use super::types::{check_position, AoiError, AoiParams, AreaId, AreaSpec};
+use super::IdMap;
+use crate::core::geom::Vec3;
+use crate::core::ids::EntityId;
+use std::collections::BTreeMap;
+
+/// Entities sorted by grid cell, in contiguous arrays (rebuilt at the start
+/// of an update when anything changed cell; patched in place otherwise).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Layout {
+    pub cell_start: Vec<u32>,
+    pub sx: Vec<f64>,
+    pub sz: Vec<f64>,
+    pub sflags: Vec<u64>,
+    pub sslot: Vec<u32>,
+    /// Entities whose entry is missing or stale since the last rebuild.
+    pub relocated: Relocated,
+    /// A rebuild is due.
+    pub dirty: bool,
+}
+
+/// The slots without a current layout entry (each listed once).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Relocated {
+    pub slots: Vec<u32>,
+    /// Per slot: listed in `slots` (reset at rebuild).
+    pub listed: Vec<bool>,
+}
+
+impl Relocated {
+    fn push(&mut self, s: u32) {
+        if self.listed.len() <= s as usize {
+            self.listed.resize(s as usize + 1, false);
+        }
+        if !self.listed[s as usize] {
+            self.listed[s as usize] = true;
+            self.slots.push(s);
+        }
+    }
+
+    pub fn clear(&mut self) {
+        for &s in &self.slots {
+            self.listed[s as usize] = false;
+        }
+        self.slots.clear();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+}
+
+pub(super) const NONE: u32 = u32::MAX;
+
+/// One area ("radius entity").
+#[derive(Clone, Debug)]
+pub(super) struct Area {
+    pub id: AreaId,
+    pub owner: u32,
+    pub spec: AreaSpec,
+    pub re2: f64,
+    pub rl: f64,
+    pub rl2: f64,
+    /// The area has a height band (needs the entities' `y`).
+    pub has_height: bool,
+    pub cap: usize,
+    /// Entity slots in the set (forced ones included), unordered.
+    pub members: Vec<u32>,
+    /// Forced entity slots, unordered.
+    pub forced: Vec<u32>,
+    pub dirty: bool,
+    pub alive: bool,
+    /// The watch list (see `grid_kinetic.rs`).
+    pub watch: Vec<Watch>,
+    /// Area clock at the last full recompute.
+    pub g_build: f64,
+    /// Clock advance of the ticks this area sat idle (its clock is
+    /// `g_clock - g_idle`).
+    pub g_idle: f64,
+    /// Entries `..live` of `watch` may fall due before the list expires;
+    /// the rest cannot and are not scanned.
+    pub live: u32,
+    /// Smallest `rel` in `watch[..live]`.
+    pub min_rel: f64,
+    /// The watch list may be used (false while the cap limits the set).
+    pub kinetic_ok: bool,
+}
+
+/// One watched entity of an area, 8 bytes: re-check it once the area clock
+/// reaches `g_build + rel` (`rel` rounded down, so never late).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Watch {
+    pub rel: f32,
+    /// `slot << 1 | member`.
+    pub key: u32,
+}
+
+impl Watch {
+    /// A watch on `slot` due at `g_build + rel`.
+    pub fn new(rel: f64, slot: u32, member: bool) -> Self {
+        debug_assert!(slot < 1 << 31);
+        Watch {
+            rel: f32_at_most(rel),
+            key: slot << 1 | member as u32,
+        }
+    }
+
+    #[inline]
+    pub fn slot(self) -> u32 {
+        self.key >> 1
+    }
+
+    #[inline]
+    pub fn member(self) -> bool {
+        self.key & 1 == 1
+    }
+}
+
+/// The largest `f32` not above `v` (NaN never occurs here).
+#[inline]
+pub(super) fn f32_at_most(v: f64) -> f32 {
+    let r = v as f32;
+    if (r as f64) <= v {
+        r
+    } else if r > 0.0 {
+        f32::from_bits(r.to_bits() - 1)
+    } else if r == 0.0 {
+        -f32::from_bits(1)
+    } else {
+        f32::from_bits(r.to_bits() + 1)
+    }
+}
+
+/// The production AOI index (see the module doc).
+#[derive(Clone, Debug)]
+pub struct GridAoi {
+    pub(super) params: AoiParams,
+    pub(super) cols: usize,
+    pub(super) rows: usize,
+    pub(super) inv_cell: f64,
+    /// Tick at which the cell last changed.
+    pub(super) cell_stamp: Vec<u64>,
+    /// The layout: entities sorted by grid cell, cell `c` at
+    /// `cell_start[c]..cell_start[c + 1]` of `sx`, `sz`, `sflags`, `sslot`.
+    pub(super) layout: Layout,
+
+    pub(super) ids: IdMap,
+    pub(super) ent_id: Vec<EntityId>,
+    pub(super) pos: Vec<Vec3>,
+    pub(super) flags: Vec<u64>,
+    pub(super) cell_of: Vec<u32>,
+    /// Index of the entity's entry in the layout, `NONE` when it has none
+    /// or it is stale (the entity changed cell since the last rebuild).
+    pub(super) arr_pos: Vec<u32>,
+    /// Tick at which the entity last moved or changed flags.
+    pub(super) ent_stamp: Vec<u64>,
+    pub(super) alive: Vec<bool>,
+    pub(super) owned: Vec<Vec<u32>>,
+    /// How many areas force the entity (skips a scan on removal when 0).
+    pub(super) forced_by: Vec<u32>,
+    /// Scratch per entity slot for the recompute (see `grid_update.rs`).
+    pub(super) mark: Vec<u32>,
+    pub(super) mark_base: u32,
+    pub(super) free_ents: Vec<u32>,
+    pub(super) dead_ents: Vec<u32>,
+    pub(super) live_ents: usize,
+
+    pub(super) areas: Vec<Area>,
+    pub(super) area_slot: BTreeMap<AreaId, u32>,
+    /// Area slots in `AreaId` order (dead ones are dropped at update).
+    pub(super) order: Vec<u32>,
+    pub(super) free_areas: Vec<u32>,
+    pub(super) dead_areas: Vec<u32>,
+    pub(super) next_area: u64,
+
+    /// The current tick (changes since the last update carry it).
+    pub(super) tick: u64,
+    /// Entity positions at the last update (to measure each step).
+    pub(super) last_pos: Vec<Vec3>,
+    /// Tick of the entity's last structural change (added, jumped, height
+    /// or flags changed).
+    pub(super) ent_struct: Vec<u64>,
+    /// Tick of the last structural change in the cell.
+    pub(super) cell_struct: Vec<u64>,
+    /// Any structural change in this tick.
+    pub(super) any_struct: bool,
+    /// Entities moved since the last update (each once, see `moved_tick`).
+    pub(super) movers: Vec<u32>,
+    pub(super) moved_tick: Vec<u64>,
+    /// The movement clock: sum over updates of the longest ordinary step.
+    pub(super) g_clock: f64,
+    /// This update's advance of the clock.
+    pub(super) dg: f64,
+    pub(super) scratch: super::grid_update::Scratch,
+}
+
+impl GridAoi {
+    /// An empty index over `params.world`.
+    ///
+    /// # Errors
+    /// [`AoiError::Params`] when `params` is unusable.
+    pub fn new(params: AoiParams) -> Result<Self, AoiError> {
+        params.validate()?;
+        let (cols, rows) = params.grid_dims();
+        Ok(GridAoi {
+            params,
+            cols,
+            rows,
+            inv_cell: 1.0 / params.grid_cell_m,
+            cell_stamp: vec![0; cols * rows],
+            layout: Layout {
+                cell_start: vec![0; cols * rows + 1],
+                ..Layout::default()
+            },
+            ids: IdMap::default(),
+            ent_id: Vec::new(),
+            pos: Vec::new(),
+            flags: Vec::new(),
+            cell_of: Vec::new(),
+            arr_pos: Vec::new(),
+            ent_stamp: Vec::new(),
+            alive: Vec::new(),
+            owned: Vec::new(),
+            forced_by: Vec::new(),
+            mark: Vec::new(),
+            mark_base: 0,
+            free_ents: Vec::new(),
+            dead_ents: Vec::new(),
+            live_ents: 0,
+            areas: Vec::new(),
+            area_slot: BTreeMap::new(),
+            order: Vec::new(),
+            free_areas: Vec::new(),
+            dead_areas: Vec::new(),
+            next_area: 1,
+            tick: 1,
+            last_pos: Vec::new(),
+            ent_struct: Vec::new(),
+            cell_struct: vec![0; cols * rows],
+            any_struct: false,
+            movers: Vec::new(),
+            moved_tick: Vec::new(),
+            g_clock: 0.0,
+            dg: 0.0,
+            scratch: Default::default(),
+        })
+    }
+
+    /// The parameters this index was built with.
+    pub fn params(&self) -> &AoiParams {
+        &self.params
+    }
+
+    /// Column of `x`, clamped into the grid (monotone in `x`).
+    #[inline]
+    pub(super) fn col(&self, x: f64) -> usize {
+        // Truncation is floor for t >= 0 (and cheaper than a libm call);
+        // negatives clamp to 0, huge values saturate then clamp.
+        let t = (x - self.params.world.min_x) * self.inv_cell;
+        if t > 0.0 {
+            (t as usize).min(self.cols - 1)
+        } else {
+            0
+        }
+    }
+
+    /// Row of `z`, clamped into the grid (monotone in `z`).
+    #[inline]
+    pub(super) fn row(&self, z: f64) -> usize {
+        let t = (z - self.params.world.min_z) * self.inv_cell;
+        if t > 0.0 {
+            (t as usize).min(self.rows - 1)
+        } else {
+            0
+        }
+    }
+
+    #[inline]
+    pub(super) fn cell_index(&self, p: Vec3) -> usize {
+        self.row(p.z) * self.cols + self.col(p.x)
+    }
+
+    #[inline]
+    pub(super) fn slot(&self, id: EntityId) -> Result<usize, AoiError> {
+        self.ids
+            .get(id)
+            .map(|s| s as usize)
+            .ok_or(AoiError::UnknownEntity(id))
+    }
+
+    pub(super) fn area_index(&self, id: AreaId) -> Result<usize, AoiError> {
+        self.area_slot
+            .get(&id)
+            .map(|&s| s as usize)
+            .ok_or(AoiError::UnknownArea(id))
+    }
+
+    /// Puts entity `s` into cell `c` (its layout entry goes stale until the
+    /// next rebuild; queries look at it through `layout.relocated`).
+    fn cell_insert(&mut self, s: usize, c: usize) {
+        self.cell_of[s] = c as u32;
+        self.cell_stamp[c] = self.tick;
+        self.unlay(s);
+    }
+
+    fn cell_remove(&mut self, s: usize) {
+        let c = self.cell_of[s] as usize;
+        self.cell_of[s] = NONE;
+        self.cell_stamp[c] = self.tick;
+        self.unlay(s);
+    }
+
+    /// Records a structural change of entity `s` in cell `c`.
+    pub(super) fn mark_struct(&mut self, s: usize, c: usize) {
+        self.ent_struct[s] = self.tick;
+        self.cell_struct[c] = self.tick;
+        self.any_struct = true;
+    }
+
+    /// Marks `s`'s layout entry stale.
+    fn unlay(&mut self, s: usize) {
+        self.layout.relocated.push(s as u32);
+        self.arr_pos[s] = NONE;
+        self.layout.dirty = true;
+    }
+
+    fn alloc_entity(&mut self, id: EntityId, pos: Vec3, flags: u64) -> usize {
+        if let Some(s) = self.free_ents.pop() {
+            let s = s as usize;
+            self.ent_id[s] = id;
+            self.pos[s] = pos;
+            self.flags[s] = flags;
+            self.alive[s] = true;
+            self.last_pos[s] = pos;
+            debug_assert!(self.owned[s].is_empty());
+            s
+        } else {
+            self.ent_id.push(id);
+            self.pos.push(pos);
+            self.flags.push(flags);
+            self.cell_of.push(NONE);
+            self.arr_pos.push(NONE);
+            self.ent_stamp.push(0);
+            self.last_pos.push(pos);
+            self.ent_struct.push(0);
+            self.moved_tick.push(0);
+            self.alive.push(true);
+            self.owned.push(Vec::new());
+            self.forced_by.push(0);
+            self.mark.push(0);
+            self.pos.len() - 1
+        }
+    }
+
+    fn drop_area(&mut self, a: usize) {
+        let area = &mut self.areas[a];
+        debug_assert!(area.alive);
+        area.alive = false;
+        area.members.clear();
+        for &f in &area.forced {
+            self.forced_by[f as usize] -= 1;
+        }
+        area.forced.clear();
+        self.area_slot.remove(&area.id);
+        self.dead_areas.push(a as u32);
+    }
+
+    /// Frees the slots of entities and areas removed before this update.
+    pub(super) fn reclaim(&mut self) {
+        for s in std::mem::take(&mut self.dead_ents) {
+            self.free_ents.push(s);
+        }
+        for a in std::mem::take(&mut self.dead_areas) {
+            self.free_areas.push(a);
+        }
+        let areas = &self.areas;
+        self.order.retain(|&a| areas[a as usize].alive);
+    }
+}
+
+impl GridAoi {
+    pub(super) fn do_add_entity(
+        &mut self,
+        id: EntityId,
+        pos: Vec3,
+        flags: u64,
+    ) -> Result<(), AoiError> {
+        check_position(pos)?;
+        if self.ids.get(id).is_some() {
+            return Err(AoiError::DuplicateEntity(id));
+        }
+        if self.live_ents >= self.params.max_entities {
+            return Err(AoiError::Full {
+                what: "max_entities",
+                max: self.params.max_entities,
+            });
+        }
+        let s = self.alloc_entity(id, pos, flags);
+        self.ids.insert(id, s as u32);
+        self.live_ents += 1;
+        self.ent_stamp[s] = self.tick;
+        let c = self.cell_index(pos);
+        self.cell_insert(s, c);
+        self.mark_struct(s, c);
+        Ok(())
+    }
+
+    pub(super) fn do_remove_entity(&mut self, id: EntityId) -> Result<(), AoiError> {
+        let s = self.slot(id)?;
+        self.ids.remove(id);
+        self.live_ents -= 1;
+        // Structural where it is and where the areas last saw it.
+        self.mark_struct(s, self.cell_of[s] as usize);
+        self.mark_struct(s, self.cell_index(self.last_pos[s]));
+        self.cell_remove(s);
+        self.alive[s] = false;
+        self.ent_stamp[s] = self.tick;
+        for a in std::mem::take(&mut self.owned[s]) {
+            self.drop_area(a as usize);
+        }
+        // Forced pairs naming it end now; the areas re-check at the update.
+        if self.forced_by[s] > 0 {
+            for &a in &self.order {
+                let area = &mut self.areas[a as usize];
+                if let Some(i) = area.forced.iter().position(|&f| f as usize == s) {
+                    area.forced.swap_remove(i);
+                    area.dirty = true;
+                }
+            }
+            self.forced_by[s] = 0;
+        }
+        self.dead_ents.push(s as u32);
+        Ok(())
+    }
+
+    #[inline]
+    pub(super) fn do_set_position(&mut self, id: EntityId, pos: Vec3) -> Result<(), AoiError> {
+        check_position(pos)?;
+        let s = self.slot(id)?;
+        let c_old = self.cell_of[s] as usize;
+        let c_new = self.cell_index(pos);
+        self.pos[s] = pos;
+        self.ent_stamp[s] = self.tick;
+        if self.moved_tick[s] != self.tick {
+            self.moved_tick[s] = self.tick;
+            self.movers.push(s as u32);
+        }
+        self.cell_stamp[c_old] = self.tick;
+        if c_old != c_new {
+            self.cell_insert(s, c_new);
+        } else if let Some(k) = self.live_entry(s) {
+            self.layout.sx[k] = pos.x;
+            self.layout.sz[k] = pos.z;
+        }
+        Ok(())
+    }
+
+    /// The entity's layout entry, if it has a current one.
+    #[inline]
+    pub(super) fn live_entry(&self, s: usize) -> Option<usize> {
+        let k = self.arr_pos[s];
+        (k != NONE).then_some(k as usize)
+    }
+
+    pub(super) fn do_set_flags(&mut self, id: EntityId, flags: u64) -> Result<(), AoiError> {
+        let s = self.slot(id)?;
+        if self.flags[s] != flags {
+            self.flags[s] = flags;
+            if let Some(k) = self.live_entry(s) {
+                self.layout.sflags[k] = flags;
+            }
+            self.mark_struct(s, self.cell_of[s] as usize);
+            self.ent_stamp[s] = self.tick;
+            self.cell_stamp[self.cell_of[s] as usize] = self.tick;
+        }
+        Ok(())
+    }
+
+    pub(super) fn do_add_area(
+        &mut self,
+        owner: EntityId,
+        spec: AreaSpec,
+    ) -> Result<AreaId, AoiError> {
+        spec.validate()?;
+        let s = self.slot(owner)?;
+        if self.owned[s].len() >= self.params.max_areas_per_entity {
+            return Err(AoiError::Full {
+                what: "max_areas_per_entity",
+                max: self.params.max_areas_per_entity,
+            });
+        }
+        if self.area_slot.len() >= self.params.max_areas {
+            return Err(AoiError::Full {
+                what: "max_areas",
+                max: self.params.max_areas,
+            });
+        }
+        let id = AreaId(self.next_area);
+        self.next_area += 1;
+        let mut area = Area {
+            id,
+            owner: s as u32,
+            spec,
+            re2: 0.0,
+            rl: 0.0,
+            rl2: 0.0,
+            has_height: false,
+            cap: usize::MAX,
+            members: Vec::new(),
+            forced: Vec::new(),
+            dirty: true,
+            alive: true,
+            watch: Vec::new(),
+            g_build: 0.0,
+            g_idle: 0.0,
+            live: 0,
+            min_rel: 0.0,
+            kinetic_ok: false,
+        };
+        set_spec(&mut area, spec);
+        let a = match self.free_areas.pop() {
+            Some(a) => {
+                let old = std::mem::replace(&mut self.areas[a as usize], area);
+                // Keep the buffers' capacity for the next user of the slot.
+                let fresh = &mut self.areas[a as usize];
+                fresh.members = old.members;
+                fresh.forced = old.forced;
+                fresh.watch = old.watch;
+                fresh.watch.clear();
+                a as usize
+            }
+            None => {
+                self.areas.push(area);
+                self.areas.len() - 1
+            }
+        };
+        self.area_slot.insert(id, a as u32);
+        self.order.push(a as u32);
+        self.owned[s].push(a as u32);
+        Ok(id)
+    }
+
+    pub(super) fn do_remove_area(&mut self, id: AreaId) -> Result<(), AoiError> {
+        let a = self.area_index(id)?;
+        let owner = self.areas[a].owner as usize;
+        let owned = &mut self.owned[owner];
+        let i = owned.iter().position(|&x| x as usize == a);
+        owned.swap_remove(i.expect("an area is listed by its owner"));
+        self.drop_area(a);
+        Ok(())
+    }
+
+    pub(super) fn do_set_area_spec(&mut self, id: AreaId, spec: AreaSpec) -> Result<(), AoiError> {
+        spec.validate()?;
+        let a = self.area_index(id)?;
+        set_spec(&mut self.areas[a], spec);
+        Ok(())
+    }
+
+    pub(super) fn do_force(&mut self, id: AreaId, entity: EntityId) -> Result<(), AoiError> {
+        let a = self.area_index(id)?;
+        let s = self.slot(entity)? as u32;
+        let max = self.params.max_forced_per_area;
+        let area = &mut self.areas[a];
+        if area.owner == s {
+            return Err(AoiError::SelfInterest(id));
+        }
+        if area.forced.contains(&s) {
+            return Ok(());
+        }
+        if area.forced.len() >= max {
+            return Err(AoiError::Full {
+                what: "max_forced_per_area",
+                max,
+            });
+        }
+        area.forced.push(s);
+        area.dirty = true;
+        self.forced_by[s as usize] += 1;
+        Ok(())
+    }
+
+    pub(super) fn do_unforce(&mut self, id: AreaId, entity: EntityId) -> Result<bool, AoiError> {
+        let a = self.area_index(id)?;
+        let s = self.slot(entity)? as u32;
+        let area = &mut self.areas[a];
+        match area.forced.iter().position(|&f| f == s) {
+            Some(i) => {
+                area.forced.swap_remove(i);
+                area.dirty = true;
+                self.forced_by[s as usize] -= 1;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+/// Installs `spec` into `area` with its derived fields and marks it dirty.
+fn set_spec(area: &mut Area, spec: AreaSpec) {
+    let rl = spec.leave_radius();
+    area.spec = spec;
+    area.re2 = spec.radius_m * spec.radius_m;
+    area.rl = rl;
+    area.rl2 = rl * rl;
+    area.has_height = spec.height.is_some();
+    area.cap = spec.max_interest.map_or(usize::MAX, |c| c as usize);
+    area.dirty = true;
+}

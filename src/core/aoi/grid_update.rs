@@ -1,0 +1,622 @@
+//! The per-tick work of [`GridAoi`]: deciding which areas to recompute,
+//! recomputing one area against the grid cells within its leave radius,
+//! emitting the events in order, and the shape queries. Also the
+//! [`AoiIndex`] impl that routes to `grid.rs`.
+//!
+//! Recompute of one area, with a per-entity scratch `mark` and a fresh
+//! `base` (old members `base`, forced `base + 1`, old members seen qualifying
+//! `base + 2`, members of a capped selection `base + 3`): one pass over the
+//! candidate cells finds the kept members and the newcomers; when neither a
+//! member left nor one came the set is untouched (the common case), otherwise
+//! it is rebuilt and the changes are reported leaves first, each group by
+//! entity id.
+
+use super::grid::{Area, GridAoi, NONE};
+#[cfg(test)]
+use super::types::HeightBand;
+use super::types::{AoiError, AoiEvent, AreaId, AreaSpec, EventKind, FlagFilter};
+use super::AoiIndex;
+use crate::core::geom::{Shape, Vec3};
+use crate::core::ids::EntityId;
+
+/// Reused buffers of the recompute (no allocation per update once warm).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Scratch {
+    /// Layout indices within the watch radius, and their `d2`.
+    hits: Vec<u32>,
+    hit_d2: Vec<f64>,
+    /// Rebuild cursor per cell.
+    cursor: Vec<u32>,
+    pub enters: Vec<u32>,
+    pub leaves: Vec<u32>,
+    qual: Vec<(f64, u32)>,
+    /// Entities passing the filters within the watch radius, with `d2`.
+    pub cands: Vec<(u32, f64)>,
+    pub ids: Vec<EntityId>,
+}
+
+/// Inclusive cell ranges `(col0, col1, row0, row1)` and the padded radius.
+type Range = (usize, usize, usize, usize);
+
+impl GridAoi {
+    /// Distance along z from `z` to row `r` (0 inside; edge rows reach out
+    /// to infinity, they hold the clamped outsiders).
+    #[inline]
+    fn row_gap(&self, r: usize, z: f64) -> f64 {
+        let (s, min) = (self.params.grid_cell_m, self.params.world.min_z);
+        let lo = if r == 0 {
+            f64::NEG_INFINITY
+        } else {
+            min + r as f64 * s
+        };
+        let hi = if r + 1 == self.rows {
+            f64::INFINITY
+        } else {
+            min + (r + 1) as f64 * s
+        };
+        (lo - z).max(0.0).max(z - hi)
+    }
+
+    /// The layout range of row `r` holding every entity within `pad` of `p`
+    /// (columns narrowed to the circle's chord over the row), or `None`.
+    #[inline]
+    fn row_span(&self, r: usize, p: Vec3, pad: f64) -> Option<(usize, usize)> {
+        let dz = self.row_gap(r, p.z);
+        let h2 = pad * pad - dz * dz;
+        if h2 < 0.0 {
+            return None;
+        }
+        // Widen the chord a hair so rounding never drops a rim point.
+        let hw = h2.sqrt() * (1.0 + 1e-12) + pad * 1e-12;
+        let base = r * self.cols;
+        let start = &self.layout.cell_start;
+        let (c0, c1) = (self.col(p.x - hw), self.col(p.x + hw));
+        Some((start[base + c0] as usize, start[base + c1 + 1] as usize))
+    }
+
+    /// Re-sorts the entities by cell when anything changed cell, was added
+    /// or removed since the last rebuild (a counting sort, O(N + cells)).
+    fn rebuild_layout(&mut self) {
+        if !self.layout.dirty {
+            return;
+        }
+        let l = &mut self.layout;
+        l.cell_start.fill(0);
+        for (s, &c) in self.cell_of.iter().enumerate() {
+            if self.alive[s] {
+                l.cell_start[c as usize + 1] += 1;
+            }
+        }
+        for c in 1..l.cell_start.len() {
+            l.cell_start[c] += l.cell_start[c - 1];
+        }
+        let n = self.live_ents;
+        l.sx.resize(n, 0.0);
+        l.sz.resize(n, 0.0);
+        l.sflags.resize(n, 0);
+        l.sslot.resize(n, 0);
+        let cursor = &mut self.scratch.cursor;
+        cursor.clear();
+        cursor.extend_from_slice(&l.cell_start);
+        for (s, &c) in self.cell_of.iter().enumerate() {
+            if self.alive[s] {
+                let k = cursor[c as usize] as usize;
+                cursor[c as usize] += 1;
+                l.sx[k] = self.pos[s].x;
+                l.sz[k] = self.pos[s].z;
+                l.sflags[k] = self.flags[s];
+                l.sslot[k] = s as u32;
+                self.arr_pos[s] = k as u32;
+            }
+        }
+        l.relocated.clear();
+        l.dirty = false;
+        let sc = &mut self.scratch;
+        sc.hits.resize(n, 0);
+        sc.hit_d2.resize(n, 0.0);
+    }
+
+    pub(super) fn next_mark_base(&mut self) -> u32 {
+        if self.mark_base > u32::MAX - 8 {
+            self.mark.fill(0);
+            self.mark_base = 0;
+        }
+        self.mark_base += 4;
+        self.mark_base
+    }
+
+    /// Cells that may hold a point within `r` of `p` (padded against
+    /// rounding so a point exactly on the rim is never missed).
+    #[inline]
+    fn cell_range(&self, p: Vec3, r: f64) -> (Range, f64) {
+        let pad = r + (p.x.abs().max(p.z.abs()) + r) * 1e-12;
+        let range = (
+            self.col(p.x - pad),
+            self.col(p.x + pad),
+            self.row(p.z - pad),
+            self.row(p.z + pad),
+        );
+        (range, pad)
+    }
+
+    /// True when some cell within `r` of `p` has a stamp of this tick.
+    fn stamped_near(&self, stamps: &[u64], p: Vec3, r: f64) -> bool {
+        let ((c0, c1, r0, r1), _) = self.cell_range(p, r);
+        (r0..=r1).any(|r| (c0..=c1).any(|c| stamps[r * self.cols + c] == self.tick))
+    }
+
+    /// False when nothing within the watch radius changed this tick (the
+    /// area then sits the tick out and its clock does not advance).
+    fn needs_recompute(&self, area: &Area) -> bool {
+        let owner = area.owner as usize;
+        area.dirty
+            || self.ent_stamp[owner] == self.tick
+            || self.stamped_near(
+                &self.cell_stamp,
+                self.pos[owner],
+                area.rl + self.params.skin_m,
+            )
+    }
+
+    /// True when the watch list cannot be trusted at area clock `g`.
+    fn needs_full(&self, area: &Area, g: f64) -> bool {
+        let owner = area.owner as usize;
+        let skin = self.params.skin_m;
+        area.dirty
+            || !area.kinetic_ok
+            || self.ent_struct[owner] == self.tick
+            || g - area.g_build >= self.expiry()
+            || (self.any_struct
+                && self.stamped_near(&self.cell_struct, self.pos[owner], area.rl + 2.0 * skin))
+    }
+
+    /// Updates every area: idle ones sit out, the others re-check their due
+    /// watched pairs or rescan in full (see `grid_kinetic.rs`).
+    pub(super) fn do_update(&mut self, out: &mut Vec<AoiEvent>) {
+        out.clear();
+        self.classify_movers();
+        self.rebuild_layout();
+        for k in 0..self.order.len() {
+            let a = self.order[k] as usize;
+            let area = &self.areas[a];
+            if !area.alive {
+                continue;
+            }
+            if !self.needs_recompute(area) {
+                self.areas[a].g_idle += self.dg;
+                continue;
+            }
+            let g = self.g_clock - area.g_idle;
+            if self.needs_full(area, g) || !self.kinetic(a, g, out) {
+                self.recompute(a, g, out);
+            }
+            self.areas[a].dirty = false;
+        }
+        self.reclaim();
+        self.any_struct = false;
+        self.tick += 1;
+    }
+
+    /// Marks the old members and forced entities; returns the newly forced
+    /// ones in `scratch.enters`.
+    fn mark_members(&mut self, a: usize, base: u32) {
+        let area = &self.areas[a];
+        let (mark, enters) = (&mut self.mark, &mut self.scratch.enters);
+        enters.clear();
+        for &m in &area.members {
+            mark[m as usize] = base;
+        }
+        for &f in &area.forced {
+            if mark[f as usize] != base {
+                enters.push(f);
+            }
+            mark[f as usize] = base + 1;
+        }
+    }
+
+    /// Collects the layout entries within the (padded) leave radius of the
+    /// owner into `scratch.hits` / `hit_d2`, branch-free; returns the count.
+    fn gather(&mut self, p: Vec3, rl: f64, rl2: f64) -> usize {
+        let ((_, _, r0, r1), pad) = self.cell_range(p, rl);
+        let mut n = 0;
+        for r in r0..=r1 {
+            let Some((k0, k1)) = self.row_span(r, p, pad) else {
+                continue;
+            };
+            let l = &self.layout;
+            let (hits, hit_d2) = (&mut self.scratch.hits, &mut self.scratch.hit_d2);
+            for (k, (&x, &z)) in (k0..k1).zip(l.sx[k0..k1].iter().zip(&l.sz[k0..k1])) {
+                let (dx, dz) = (p.x - x, p.z - z);
+                let d2 = dx * dx + dz * dz;
+                hits[n] = k as u32;
+                hit_d2[n] = d2;
+                n += (d2 <= rl2) as usize;
+            }
+        }
+        n
+    }
+
+    /// One pass over the gathered entries: marks kept members `base + 2`,
+    /// appends newcomers to `scratch.enters` and, for capped areas, every
+    /// qualifying non-forced entity to `scratch.qual`. Returns the kept count.
+    fn scan(&mut self, a: usize, base: u32) -> usize {
+        let area = &self.areas[a];
+        let owner = area.owner;
+        let p = self.pos[owner as usize];
+        let (re2, filter, band) = (area.re2, area.spec.filter, area.spec.height);
+        let capped = area.cap != usize::MAX;
+        let rl2 = area.rl2;
+        let outer = area.rl + self.params.skin_m;
+        let n = self.gather(p, outer, outer * outer);
+        let (l, pos) = (&self.layout, &self.pos);
+        let (sc, mark) = (&mut self.scratch, &mut self.mark);
+        sc.qual.clear();
+        sc.cands.clear();
+        let mut kept = 0;
+        for i in 0..n {
+            let (k, d2) = (sc.hits[i] as usize, sc.hit_d2[i]);
+            let j = l.sslot[k];
+            let m = mark[j as usize];
+            if m == base + 1 || j == owner || !filter.accepts(l.sflags[k]) {
+                continue;
+            }
+            if band.is_some_and(|b| !b.accepts(p.y, pos[j as usize].y)) {
+                continue;
+            }
+            sc.cands.push((j, d2));
+            if d2 > rl2 {
+                continue;
+            }
+            if m == base {
+                mark[j as usize] = base + 2;
+                kept += 1;
+            } else if d2 <= re2 {
+                sc.enters.push(j);
+            } else {
+                continue;
+            }
+            if capped {
+                sc.qual.push((d2, j));
+            }
+        }
+        kept
+    }
+
+    /// Full recompute of area `a` at area clock `g`: rescans the cells,
+    /// reports the changes and rebuilds the watch list.
+    fn recompute(&mut self, a: usize, g: f64, out: &mut Vec<AoiEvent>) {
+        let limited = self.recompute_set(a, out);
+        self.build_watch(a, g, limited);
+    }
+
+    /// Rescans and reports; returns whether the cap cut the set.
+    fn recompute_set(&mut self, a: usize, out: &mut Vec<AoiEvent>) -> bool {
+        let base = self.next_mark_base();
+        self.mark_members(a, base);
+        let newly_forced = self.scratch.enters.len();
+        let kept = self.scan(a, base);
+        let area = &self.areas[a];
+        let forced_n = area.forced.len();
+        let qualifying = forced_n + kept + self.scratch.enters.len() - newly_forced;
+        let limited = qualifying > area.cap;
+        let kept = if limited {
+            self.select_capped(a, base, newly_forced)
+        } else {
+            kept
+        };
+        let area = &mut self.areas[a];
+        let old_plain = area.members.len() - (forced_n - newly_forced);
+        let (leaves, enters) = (old_plain - kept, self.scratch.enters.len());
+        if leaves == 0 && enters == 0 {
+            return limited;
+        }
+        let (mark, ids, ent_id) = (&self.mark, &mut self.scratch.ids, &self.ent_id);
+        let (aid, owner) = (area.id, ent_id[area.owner as usize]);
+        let ev = |kind, entity| AoiEvent {
+            area: aid,
+            owner,
+            entity,
+            kind,
+        };
+        ids.clear();
+        ids.extend(
+            area.members
+                .iter()
+                .filter(|&&m| mark[m as usize] == base)
+                .map(|&m| ent_id[m as usize]),
+        );
+        ids.sort_unstable();
+        out.extend(ids.iter().map(|&e| ev(EventKind::Leave, e)));
+        area.members.retain(|&m| mark[m as usize] != base);
+        ids.clear();
+        for &j in &self.scratch.enters {
+            ids.push(ent_id[j as usize]);
+            area.members.push(j);
+        }
+        ids.sort_unstable();
+        out.extend(ids.iter().map(|&e| ev(EventKind::Enter, e)));
+        limited
+    }
+
+    /// More qualify than the cap: keeps the forced, then the nearest
+    /// (ties to the lower id). Rewrites the marks so that `recompute` sees
+    /// dropped old members as unseen (`base`) and `scratch.enters` as the
+    /// newly forced plus the selected newcomers. Returns the kept count.
+    fn select_capped(&mut self, a: usize, base: u32, newly_forced: usize) -> usize {
+        let area = &self.areas[a];
+        let room = area.cap.saturating_sub(area.forced.len());
+        let (sc, mark, ent_id) = (&mut self.scratch, &mut self.mark, &self.ent_id);
+        let key = |e: &(f64, u32)| (e.0, ent_id[e.1 as usize]);
+        let cmp = |x: &(f64, u32), y: &(f64, u32)| {
+            let (a, b) = (key(x), key(y));
+            a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
+        };
+        if sc.qual.len() > room {
+            if room > 0 {
+                sc.qual.select_nth_unstable_by(room - 1, cmp);
+            }
+            // Old members that were seen but are now out of the selection
+            // go back to `base` (leaving).
+            for &(_, j) in &sc.qual[room..] {
+                if mark[j as usize] == base + 2 {
+                    mark[j as usize] = base;
+                }
+            }
+            sc.qual.truncate(room);
+        }
+        sc.enters.truncate(newly_forced);
+        let mut kept = 0;
+        for &(_, j) in &sc.qual {
+            if mark[j as usize] == base + 2 {
+                kept += 1;
+            } else {
+                sc.enters.push(j);
+            }
+        }
+        kept
+    }
+
+    /// Shape query over the layout (skipping stale entries) plus the
+    /// entities relocated since the last rebuild.
+    fn do_query(
+        &self,
+        shape: &Shape,
+        filter: &FlagFilter,
+        out: &mut Vec<EntityId>,
+    ) -> Result<(), AoiError> {
+        shape.validate()?;
+        out.clear();
+        let b = shape.bounds();
+        let pad = (b.min_x.abs() + b.max_x.abs() + b.min_z.abs() + b.max_z.abs()) * 1e-12 + 1e-9;
+        let (c0, c1) = (self.col(b.min_x - pad), self.col(b.max_x + pad));
+        let (r0, r1) = (self.row(b.min_z - pad), self.row(b.max_z + pad));
+        let l = &self.layout;
+        let mut consider = |s: usize| {
+            if filter.accepts(self.flags[s]) && shape.contains(self.pos[s]) {
+                out.push(self.ent_id[s]);
+            }
+        };
+        for r in r0..=r1 {
+            let (k0, k1) = (
+                l.cell_start[r * self.cols + c0],
+                l.cell_start[r * self.cols + c1 + 1],
+            );
+            for k in k0 as usize..k1 as usize {
+                let s = l.sslot[k] as usize;
+                if self.arr_pos[s] as usize == k {
+                    consider(s);
+                }
+            }
+        }
+        for &s in &l.relocated.slots {
+            let s = s as usize;
+            if self.alive[s] && self.arr_pos[s] == NONE {
+                consider(s);
+            }
+        }
+        out.sort_unstable();
+        Ok(())
+    }
+}
+
+impl AoiIndex for GridAoi {
+    fn add_entity(&mut self, id: EntityId, pos: Vec3, flags: u64) -> Result<(), AoiError> {
+        self.do_add_entity(id, pos, flags)
+    }
+
+    fn remove_entity(&mut self, id: EntityId) -> Result<(), AoiError> {
+        self.do_remove_entity(id)
+    }
+
+    #[inline]
+    fn set_position(&mut self, id: EntityId, pos: Vec3) -> Result<(), AoiError> {
+        self.do_set_position(id, pos)
+    }
+
+    fn set_flags(&mut self, id: EntityId, flags: u64) -> Result<(), AoiError> {
+        self.do_set_flags(id, flags)
+    }
+
+    fn add_area(&mut self, owner: EntityId, spec: AreaSpec) -> Result<AreaId, AoiError> {
+        self.do_add_area(owner, spec)
+    }
+
+    fn remove_area(&mut self, area: AreaId) -> Result<(), AoiError> {
+        self.do_remove_area(area)
+    }
+
+    fn set_area_spec(&mut self, area: AreaId, spec: AreaSpec) -> Result<(), AoiError> {
+        self.do_set_area_spec(area, spec)
+    }
+
+    fn force(&mut self, area: AreaId, entity: EntityId) -> Result<(), AoiError> {
+        self.do_force(area, entity)
+    }
+
+    fn unforce(&mut self, area: AreaId, entity: EntityId) -> Result<bool, AoiError> {
+        self.do_unforce(area, entity)
+    }
+
+    fn update(&mut self, out: &mut Vec<AoiEvent>) {
+        self.do_update(out);
+    }
+
+    fn interest(&self, area: AreaId, out: &mut Vec<EntityId>) -> Result<(), AoiError> {
+        let a = self.area_index(area)?;
+        out.clear();
+        out.extend(
+            self.areas[a]
+                .members
+                .iter()
+                .map(|&m| self.ent_id[m as usize]),
+        );
+        out.sort_unstable();
+        Ok(())
+    }
+
+    fn query(
+        &self,
+        shape: &Shape,
+        filter: &FlagFilter,
+        out: &mut Vec<EntityId>,
+    ) -> Result<(), AoiError> {
+        self.do_query(shape, filter, out)
+    }
+
+    fn position(&self, id: EntityId) -> Option<Vec3> {
+        self.ids.get(id).map(|s| self.pos[s as usize])
+    }
+
+    fn entity_count(&self) -> usize {
+        self.live_ents
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::aoi::AoiParams;
+
+    fn grid(skin_m: f64) -> GridAoi {
+        GridAoi::new(AoiParams {
+            grid_cell_m: 10.0,
+            skin_m,
+            ..AoiParams::default()
+        })
+        .unwrap()
+    }
+
+    fn ids(ev: &[AoiEvent]) -> Vec<(u64, EventKind)> {
+        ev.iter().map(|e| (e.entity.0, e.kind)).collect()
+    }
+
+    #[test]
+    fn walkers_cross_the_rim_in_small_steps() {
+        for skin in [0.0, 2.0, 8.0] {
+            let mut g = grid(skin);
+            let mut ev = Vec::new();
+            g.add_entity(EntityId(1), Vec3::ground(500.0, 500.0), 1)
+                .unwrap();
+            g.add_entity(EntityId(2), Vec3::ground(530.0, 500.0), 1)
+                .unwrap();
+            g.add_area(EntityId(1), AreaSpec::circle(20.0)).unwrap();
+            g.update(&mut ev);
+            assert!(ev.is_empty());
+            let mut log = Vec::new();
+            // 2 walks in 0.5 m steps to 510 and back out again.
+            for k in 1..=80 {
+                let x = if k <= 40 {
+                    530.0 - 0.5 * k as f64
+                } else {
+                    490.0 + 0.5 * k as f64
+                };
+                g.set_position(EntityId(2), Vec3::ground(x, 500.0)).unwrap();
+                g.update(&mut ev);
+                log.extend(ids(&ev).into_iter().map(|e| (k, e)));
+                g.verify();
+            }
+            // Enters at x = 520 (k = 20), leaves once x > 520 (k = 61).
+            assert_eq!(
+                log,
+                vec![(20, (2, EventKind::Enter)), (61, (2, EventKind::Leave))],
+                "skin {skin}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_jump_into_range_is_seen_at_once() {
+        let mut g = grid(8.0);
+        let mut ev = Vec::new();
+        g.add_entity(EntityId(1), Vec3::ground(100.0, 100.0), 1)
+            .unwrap();
+        g.add_entity(EntityId(2), Vec3::ground(1900.0, 1900.0), 1)
+            .unwrap();
+        g.add_area(EntityId(1), AreaSpec::circle(20.0)).unwrap();
+        g.update(&mut ev);
+        g.set_position(EntityId(2), Vec3::ground(105.0, 100.0))
+            .unwrap();
+        g.update(&mut ev);
+        assert_eq!(ids(&ev), vec![(2, EventKind::Enter)]);
+        // A height change is a jump too (height bands are relative).
+        let band = HeightBand {
+            min_dy_m: -1.0,
+            max_dy_m: 1.0,
+        };
+        let a = g
+            .add_area(
+                EntityId(1),
+                AreaSpec {
+                    height: Some(band),
+                    ..AreaSpec::circle(20.0)
+                },
+            )
+            .unwrap();
+        g.update(&mut ev);
+        assert_eq!(ev.len(), 1);
+        g.set_position(EntityId(2), Vec3::new(105.0, 1.5, 100.0))
+            .unwrap();
+        g.update(&mut ev);
+        assert_eq!((ev.len(), ev[0].area, ev[0].kind), (1, a, EventKind::Leave));
+        g.verify();
+    }
+
+    #[test]
+    fn idle_updates_report_nothing_and_queries_see_pending_moves() {
+        let mut g = grid(8.0);
+        let mut ev = Vec::new();
+        for i in 0..20u64 {
+            g.add_entity(EntityId(i), Vec3::ground(i as f64 * 3.0, 0.0), 1)
+                .unwrap();
+            g.add_area(EntityId(i), AreaSpec::circle(10.0)).unwrap();
+        }
+        g.update(&mut ev);
+        assert!(!ev.is_empty());
+        g.update(&mut ev);
+        assert!(ev.is_empty(), "nothing moved");
+        // Moved to another cell and added, not yet updated: queries see both.
+        g.set_position(EntityId(0), Vec3::ground(500.0, 500.0))
+            .unwrap();
+        g.add_entity(EntityId(99), Vec3::ground(501.0, 500.0), 2)
+            .unwrap();
+        let mut out = Vec::new();
+        let circle = Shape::Circle {
+            center: Vec3::ground(500.0, 500.0),
+            radius: 2.0,
+        };
+        g.query(&circle, &FlagFilter::ACCEPT_ALL, &mut out).unwrap();
+        assert_eq!(out, vec![EntityId(0), EntityId(99)]);
+        let only_2 = FlagFilter {
+            any: 2,
+            need: 0,
+            forbid: 0,
+        };
+        g.query(&circle, &only_2, &mut out).unwrap();
+        assert_eq!(out, vec![EntityId(99)]);
+        g.remove_entity(EntityId(99)).unwrap();
+        g.query(&circle, &FlagFilter::ACCEPT_ALL, &mut out).unwrap();
+        assert_eq!(out, vec![EntityId(0)]);
+        g.update(&mut ev);
+        g.verify();
+    }
+}

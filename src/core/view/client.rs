@@ -1,0 +1,412 @@
+//! The client side of the view: decode batches, keep the world as the client
+//! sees it, and count every broken rule.
+//!
+//! Owns [`ClientView`]: handles -> [`Shown`] entities (an `OtherClients`
+//! replica at a version), the own entity (an `OwnClient` replica), and the
+//! [`Violation`]s found. Used as the checker of the simulator now and as the
+//! state of the client library later. It trusts nothing: a malformed batch
+//! is a violation, not a panic. It knows nothing of cells or observers.
+//!
+//! # Rules checked
+//! - an update (move, props) or resync before the handle's enter;
+//! - an enter of a handle that is live (double enter), or of an entity that
+//!   is already shown under another handle;
+//! - versions not consecutive since the last snapshot (enter or resync);
+//! - an update, resync or leave of a handle after its leave;
+//! - movement (or any update, or a resync) older than what was shown;
+//! - own stream versions not consecutive since the last own snapshot;
+//! - bytes that do not decode, payloads the replica rejects.
+
+use super::codec::{BatchReader, DecodeError};
+use super::event::{ClientEvent, Handle};
+use crate::core::entity::{Audience, Entity, SyncKind, TypeRegistry};
+use crate::core::ids::EntityId;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Bounds of a [`ClientView`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientViewParams {
+    /// Most violations kept with detail (all are counted). Default 256.
+    pub violations_max: usize,
+    /// Most left handles remembered to tell "after leave" from "before
+    /// enter". Default 4096.
+    pub left_handles_max: usize,
+    /// Most entities shown at once. Default 4096.
+    pub shown_max: usize,
+}
+
+impl Default for ClientViewParams {
+    fn default() -> Self {
+        ClientViewParams {
+            violations_max: 256,
+            left_handles_max: 4096,
+            shown_max: 4096,
+        }
+    }
+}
+
+/// Which rule an event broke.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Rule {
+    /// An update or resync for a handle never entered.
+    UpdateBeforeEnter,
+    /// An enter of a live handle.
+    DoubleEnter,
+    /// An enter of an entity already shown under `other`.
+    EntityTwice {
+        /// The handle it is already shown under.
+        other: Handle,
+    },
+    /// A version that is not the next one.
+    VersionGap {
+        /// The version expected.
+        expected: u64,
+        /// The version received.
+        got: u64,
+    },
+    /// An update, resync or leave after the handle's leave.
+    AfterLeave,
+    /// An update or resync older than (or equal to) what was shown.
+    Stale {
+        /// The version shown.
+        shown: u64,
+        /// The version received.
+        got: u64,
+    },
+    /// A leave of a handle never entered.
+    LeaveUnknown,
+    /// More entities than `shown_max`.
+    TooMany,
+    /// The batch did not decode.
+    Decode(DecodeError),
+    /// A payload the replica could not apply, or an unknown entity type.
+    BadPayload(DecodeError),
+}
+
+/// One broken rule, with where.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Violation {
+    /// Index of the batch (from 0).
+    pub batch: u64,
+    /// The handle (`None` for the own stream or undecodable bytes).
+    pub handle: Option<Handle>,
+    /// The rule.
+    pub rule: Rule,
+}
+
+/// One entity as the client shows it.
+#[derive(Clone, Debug)]
+pub struct Shown {
+    /// The entity.
+    pub entity: EntityId,
+    /// The version shown.
+    pub version: u64,
+    /// The replica (`OtherClients` view, or `OwnClient` for the own entity).
+    pub replica: Entity,
+}
+
+/// The client's world (see the module doc).
+#[derive(Clone, Debug)]
+pub struct ClientView {
+    params: ClientViewParams,
+    registry: Arc<TypeRegistry>,
+    shown: BTreeMap<Handle, Shown>,
+    by_entity: BTreeMap<EntityId, Handle>,
+    left: BTreeSet<Handle>,
+    own: Option<Shown>,
+    owner: EntityId,
+    violations: Vec<Violation>,
+    violation_count: u64,
+    batches: u64,
+}
+
+impl ClientView {
+    /// An empty view of the client of `owner`; entity types come from
+    /// `registry`.
+    pub fn new(owner: EntityId, registry: Arc<TypeRegistry>, params: ClientViewParams) -> Self {
+        ClientView {
+            params,
+            registry,
+            shown: BTreeMap::new(),
+            by_entity: BTreeMap::new(),
+            left: BTreeSet::new(),
+            own: None,
+            owner,
+            violations: Vec::new(),
+            violation_count: 0,
+            batches: 0,
+        }
+    }
+
+    /// Violations kept (at most `violations_max`).
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// Every violation seen.
+    pub fn violation_count(&self) -> u64 {
+        self.violation_count
+    }
+
+    /// The entities shown, by handle.
+    pub fn shown(&self) -> &BTreeMap<Handle, Shown> {
+        &self.shown
+    }
+
+    /// The shown entity `entity`, if any.
+    pub fn find(&self, entity: EntityId) -> Option<&Shown> {
+        self.by_entity.get(&entity).map(|h| &self.shown[h])
+    }
+
+    /// The own entity, once its snapshot arrived.
+    pub fn own(&self) -> Option<&Shown> {
+        self.own.as_ref()
+    }
+
+    fn violate(&mut self, handle: Option<Handle>, rule: Rule) {
+        self.violation_count += 1;
+        if self.violations.len() < self.params.violations_max {
+            self.violations.push(Violation {
+                batch: self.batches,
+                handle,
+                rule,
+            });
+        }
+    }
+
+    /// Applies one batch from the server. Never panics; every broken rule is
+    /// recorded and the rest of the batch is still applied when it decodes.
+    pub fn handle_batch(&mut self, batch: &[u8]) {
+        for ev in BatchReader::new(batch) {
+            match ev {
+                Ok(ev) => self.apply(&ev),
+                Err(e) => self.violate(None, Rule::Decode(e)),
+            }
+        }
+        self.batches += 1;
+    }
+
+    fn apply(&mut self, ev: &ClientEvent<'_>) {
+        match *ev {
+            ClientEvent::Enter {
+                handle,
+                entity,
+                type_id,
+                version,
+                snapshot,
+                ..
+            } => self.enter(handle, entity, type_id, version, snapshot),
+            ClientEvent::Leave { handle } => self.leave(handle),
+            ClientEvent::Move {
+                handle, version, ..
+            } => self.update(handle, version, SyncKind::Movement, ev),
+            ClientEvent::Props {
+                handle, version, ..
+            } => self.update(handle, version, SyncKind::Props, ev),
+            ClientEvent::MoveProps {
+                handle, version, ..
+            } => self.update(handle, version, SyncKind::MovementAndProps, ev),
+            ClientEvent::Resync {
+                handle,
+                version,
+                snapshot,
+            } => self.resync(handle, version, snapshot),
+            ClientEvent::Own {
+                version,
+                kind,
+                payload,
+            } => self.own_event(version, kind, payload),
+        }
+    }
+
+    fn replica(&self, entity: EntityId, ty: u16, aud: Audience) -> Result<Entity, Rule> {
+        let t = self
+            .registry
+            .get(crate::core::entity::EntityTypeId(ty))
+            .ok_or(Rule::BadPayload(DecodeError::BadTag(0)))?;
+        Ok(Entity::new_replica(entity, t.clone(), aud))
+    }
+
+    fn enter(
+        &mut self,
+        handle: Handle,
+        entity: EntityId,
+        ty: crate::core::entity::EntityTypeId,
+        version: u64,
+        snapshot: &[u8],
+    ) {
+        if self.shown.contains_key(&handle) {
+            self.violate(Some(handle), Rule::DoubleEnter);
+            return;
+        }
+        if let Some(&other) = self.by_entity.get(&entity) {
+            self.violate(Some(handle), Rule::EntityTwice { other });
+            return;
+        }
+        if self.shown.len() >= self.params.shown_max {
+            self.violate(Some(handle), Rule::TooMany);
+            return;
+        }
+        let mut replica = match self.replica(entity, ty.0, Audience::OtherClients) {
+            Ok(r) => r,
+            Err(rule) => return self.violate(Some(handle), rule),
+        };
+        if let Err(e) = replica.apply_payload(SyncKind::Snapshot, snapshot) {
+            self.violate(Some(handle), Rule::BadPayload(e));
+            return;
+        }
+        self.left.remove(&handle);
+        self.by_entity.insert(entity, handle);
+        let shown = Shown {
+            entity,
+            version,
+            replica,
+        };
+        self.shown.insert(handle, shown);
+    }
+
+    fn leave(&mut self, handle: Handle) {
+        let Some(s) = self.shown.remove(&handle) else {
+            let rule = if self.left.contains(&handle) {
+                Rule::AfterLeave
+            } else {
+                Rule::LeaveUnknown
+            };
+            return self.violate(Some(handle), rule);
+        };
+        self.by_entity.remove(&s.entity);
+        if self.left.len() < self.params.left_handles_max {
+            self.left.insert(handle);
+        }
+    }
+
+    /// The shown entity of `handle`, or the violation of using it.
+    fn live(&mut self, handle: Handle) -> Option<&mut Shown> {
+        if !self.shown.contains_key(&handle) {
+            let rule = if self.left.contains(&handle) {
+                Rule::AfterLeave
+            } else {
+                Rule::UpdateBeforeEnter
+            };
+            self.violate(Some(handle), rule);
+            return None;
+        }
+        self.shown.get_mut(&handle)
+    }
+
+    fn update(&mut self, handle: Handle, version: u64, kind: SyncKind, ev: &ClientEvent<'_>) {
+        let Some(s) = self.live(handle) else {
+            return;
+        };
+        let shown = s.version;
+        if version != shown + 1 {
+            let rule = if version <= shown {
+                Rule::Stale {
+                    shown,
+                    got: version,
+                }
+            } else {
+                Rule::VersionGap {
+                    expected: shown + 1,
+                    got: version,
+                }
+            };
+            return self.violate(Some(handle), rule);
+        }
+        s.version = version;
+        let r = apply_update(&mut s.replica, kind, ev);
+        if let Err(e) = r {
+            self.violate(Some(handle), Rule::BadPayload(e));
+        }
+    }
+
+    fn resync(&mut self, handle: Handle, version: u64, snapshot: &[u8]) {
+        let Some(s) = self.live(handle) else {
+            return;
+        };
+        let shown = s.version;
+        if version < shown {
+            return self.violate(
+                Some(handle),
+                Rule::Stale {
+                    shown,
+                    got: version,
+                },
+            );
+        }
+        s.version = version;
+        if let Err(e) = s.replica.apply_payload(SyncKind::Snapshot, snapshot) {
+            self.violate(Some(handle), Rule::BadPayload(e));
+        }
+    }
+
+    fn own_event(&mut self, version: u64, kind: SyncKind, payload: &[u8]) {
+        if kind == SyncKind::Snapshot {
+            let ty = match super::codec::snapshot_header(payload) {
+                Ok((ty, ..)) => ty,
+                Err(e) => return self.violate(None, Rule::BadPayload(e)),
+            };
+            let mut replica = match self.replica(self.owner, ty.0, Audience::OwnClient) {
+                Ok(r) => r,
+                Err(rule) => return self.violate(None, rule),
+            };
+            if let Err(e) = replica.apply_payload(kind, payload) {
+                return self.violate(None, Rule::BadPayload(e));
+            }
+            self.own = Some(Shown {
+                entity: self.owner,
+                version,
+                replica,
+            });
+            return;
+        }
+        let Some(own) = self.own.as_mut() else {
+            return self.violate(None, Rule::UpdateBeforeEnter);
+        };
+        if version != own.version + 1 {
+            let expected = own.version + 1;
+            return self.violate(
+                None,
+                Rule::VersionGap {
+                    expected,
+                    got: version,
+                },
+            );
+        }
+        own.version = version;
+        if let Err(e) = own.replica.apply_payload(kind, payload) {
+            self.violate(None, Rule::BadPayload(e));
+        }
+    }
+}
+
+fn apply_update(
+    replica: &mut Entity,
+    kind: SyncKind,
+    ev: &ClientEvent<'_>,
+) -> Result<(), DecodeError> {
+    let mut buf = [0u8; super::codec::MOVEMENT_BYTES];
+    match *ev {
+        ClientEvent::Move { pos, yaw, .. } => {
+            movement_block(&mut buf, pos, yaw);
+            replica.apply_payload(kind, &buf)
+        }
+        ClientEvent::Props { delta, .. } => replica.apply_payload(kind, delta),
+        ClientEvent::MoveProps {
+            pos, yaw, delta, ..
+        } => {
+            movement_block(&mut buf, pos, yaw);
+            replica.apply_payload(SyncKind::Movement, &buf)?;
+            replica.apply_payload(SyncKind::Props, delta)
+        }
+        _ => unreachable!("updates only"),
+    }
+}
+
+fn movement_block(buf: &mut [u8; 28], pos: crate::core::geom::Vec3, yaw: f32) {
+    buf[0..8].copy_from_slice(&pos.x.to_le_bytes());
+    buf[8..16].copy_from_slice(&pos.y.to_le_bytes());
+    buf[16..24].copy_from_slice(&pos.z.to_le_bytes());
+    buf[24..28].copy_from_slice(&yaw.to_le_bytes());
+}

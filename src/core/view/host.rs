@@ -1,0 +1,77 @@
+//! What an observer reads from the cell that hosts its real.
+//!
+//! Owns the [`ObserverHost`] trait (the observer's only window on the cell:
+//! the local copy, real or ghost, of each entity it may show) and
+//! [`LocalCopy`], a plain implementation over a map of copies used by the
+//! tests and the simulator. The cell implements the trait over its own
+//! entity table; nothing here mutates a copy.
+
+use crate::core::entity::{Audience, Entity, SyncCache, SyncCacheParams};
+use crate::core::ids::EntityId;
+use std::collections::BTreeMap;
+
+/// The local copies (reals and ghosts) of the cell hosting an observer.
+///
+/// # Contract
+/// For each entity, `copy_version`, `copy_cache` and `copy_snapshot` must
+/// describe one consistent state: the snapshot reflects exactly every change
+/// set up to `copy_version` (so call the observer after the cell flushed its
+/// reals' change sets and applied the ghosts' released messages), and the
+/// cache holds versions ending at `copy_version` (or is empty).
+pub trait ObserverHost {
+    /// The last version the local copy of `entity` applied (a real: its last
+    /// change set), or `None` if the cell holds no copy.
+    fn copy_version(&self, entity: EntityId) -> Option<u64>;
+
+    /// The local copy's recent messages, if it keeps any.
+    fn copy_cache(&self, entity: EntityId) -> Option<&SyncCache>;
+
+    /// Appends the copy's snapshot for `audience` (as
+    /// [`Entity::encode_snapshot`] writes it) and returns its version, or
+    /// `None` (nothing appended) if there is no copy.
+    fn copy_snapshot(&self, entity: EntityId, audience: Audience, out: &mut Vec<u8>)
+        -> Option<u64>;
+}
+
+/// One local copy: state, version and cache (tests and simulator).
+#[derive(Clone, Debug)]
+pub struct LocalCopy {
+    /// The copy (a ghost replica, or a real).
+    pub entity: Entity,
+    /// The last version applied.
+    pub version: u64,
+    /// Recent messages, ending at `version`.
+    pub cache: SyncCache,
+}
+
+impl LocalCopy {
+    /// A copy at `version` with an empty cache.
+    pub fn new(entity: Entity, version: u64, cache: SyncCacheParams) -> Self {
+        LocalCopy {
+            entity,
+            version,
+            cache: SyncCache::new(cache, version),
+        }
+    }
+}
+
+impl ObserverHost for BTreeMap<EntityId, LocalCopy> {
+    fn copy_version(&self, entity: EntityId) -> Option<u64> {
+        self.get(&entity).map(|c| c.version)
+    }
+
+    fn copy_cache(&self, entity: EntityId) -> Option<&SyncCache> {
+        self.get(&entity).map(|c| &c.cache)
+    }
+
+    fn copy_snapshot(
+        &self,
+        entity: EntityId,
+        audience: Audience,
+        out: &mut Vec<u8>,
+    ) -> Option<u64> {
+        let c = self.get(&entity)?;
+        c.entity.encode_snapshot(audience, out);
+        Some(c.version)
+    }
+}

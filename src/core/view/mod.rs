@@ -1,0 +1,81 @@
+//! The client-facing view of one observer (an avatar with a client), sans-IO.
+//!
+//! Runs on the shard of the cell that holds the observer's real; owns that
+//! client's view state and the bytes sent to it, never a cell, an AOI index
+//! or a socket.
+//!
+//! - [`event`]: [`ClientEvent`], the server-to-client view messages.
+//! - [`codec`]: their compact byte layout, the untrusted [`BatchReader`].
+//! - [`host`]: [`ObserverHost`], what the observer reads from its cell.
+//! - [`observer`]: [`Observer`], one client's view: handles, tracker,
+//!   per-tick batch.
+//! - [`carry`]: the observer's migration blob (`Onload::observer`).
+//! - [`client`]: [`ClientView`], the client side that checks every rule.
+//!
+//! # Handles survive migration without a remap
+//!
+//! Seed 000 names entities to the client by the cell-local `aoi_index`, so
+//! after the observer migrates it must send `notify_aoi_reindex` and the
+//! client must rewrite its map. Here the handle is allocated by the
+//! observer itself and the handle map travels in the blob: the new cell
+//! keeps every handle, so there is nothing to remap and no window where
+//! the client's ids are wrong.
+//!
+//! # Integration (what the cell calls, and when)
+//!
+//! The cell keeps one [`Observer`] per real that has a client and an AOI
+//! area, and implements [`ObserverHost`] over its entity table (the real
+//! or ghost copy of each entity: `copy_version` = its last applied version,
+//! `copy_cache` = its `SyncCache`, `copy_snapshot` = `Entity::encode_snapshot`
+//! of the copy). Each tick, after the step that builds the reals' change
+//! sets (step 3 of the cell's tick) and after every ghost message received
+//! this tick was applied:
+//!
+//! 1. For every real `E` that changed: `observer(E).handle_own(version,
+//!    kind, change_set.own)` (only if `E` has an observer).
+//! 2. For every message *released* this tick by a copy (the real's own
+//!    change set, or what a ghost's reorder buffer released, snapshots
+//!    included) and for every observer whose view contains that entity
+//!    ([`Observer::sees`]; keep a reverse index entity -> observers from
+//!    the AOI events): `handle_sync(host, entity, version, kind,
+//!    msg.others_payload())`, in release order. Push the message into the
+//!    copy's cache *before* this call (the observer fills gaps from it).
+//! 3. Run the AOI update; for each event of an observer's area:
+//!    `handle_aoi(host, entity, kind)` (leaves before enters, as the AOI
+//!    reports them).
+//! 4. For an observer that arrived by migration this tick
+//!    ([`Observer::needs_view`]): create its area, run the update, then
+//!    `handle_view(host, &interest)` with the area's whole interest set
+//!    (`AoiIndex::interest`); feeding that update's enter events as well is
+//!    harmless (an enter of a shown entity only heals it).
+//! 5. `let batch = observer.flush(host)`; if not empty,
+//!    `cell.send_to_client(E, Arc::from(batch))`.
+//!
+//! Optionally call [`Observer::refresh`] before `flush` (pulls every shown
+//! entity up to its copy from the cache: a safety net, O(view) per tick).
+//!
+//! On offload of `E`: `observer.encode_blob(&mut onload.observer)` (after
+//! the last flush at the old cell), drop the observer. On onload:
+//! `Observer::decode_blob(E, params, &onload.observer)`; on
+//! [`carry::BlobError`] count it and start a fresh `Observer::new` after
+//! telling the client to drop its view (a new session). The copy in the new
+//! cell may be behind the client (a lagging ghost): the observer holds that
+//! entity (its versions stay stale) until the copy passes the client's
+//! version; never resync backwards.
+
+pub mod carry;
+pub mod client;
+pub mod codec;
+pub mod event;
+pub mod host;
+pub mod observer;
+
+pub use carry::BlobError;
+pub use client::{ClientView, ClientViewParams, Rule, Shown, Violation};
+pub use codec::{decode_event, encode_event, BatchReader, DecodeError};
+pub use event::{ClientEvent, Handle};
+pub use host::{LocalCopy, ObserverHost};
+pub use observer::{Observer, ObserverParams, ObserverStats};
+
+#[cfg(test)]
+mod tests;

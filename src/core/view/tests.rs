@@ -1,0 +1,356 @@
+//! Unit tests of the observer, its blob and the client view together.
+
+use super::*;
+use crate::core::aoi::EventKind;
+use crate::core::entity::{
+    Audience, Entity, SyncCacheParams, SyncEmitter, SyncMsg, TypeRegistry, Value, AVATAR,
+};
+use crate::core::geom::Vec3;
+use crate::core::ids::EntityId;
+use crate::core::time::Time;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+const OWNER: EntityId = EntityId(1);
+const A: EntityId = EntityId(10);
+const B: EntityId = EntityId(11);
+
+struct World {
+    reg: Arc<TypeRegistry>,
+    reals: BTreeMap<EntityId, (Entity, SyncEmitter)>,
+    now: Time,
+}
+
+impl World {
+    fn new(ids: &[EntityId]) -> Self {
+        let reg = Arc::new(TypeRegistry::with_builtins());
+        let ty = reg.get(AVATAR).expect("avatar").clone();
+        let reals = ids
+            .iter()
+            .map(|&id| {
+                let e = Entity::new_real(id, ty.clone(), Vec3::default(), 0.0);
+                (id, (e, SyncEmitter::new()))
+            })
+            .collect();
+        World {
+            reg,
+            reals,
+            now: Time::ZERO,
+        }
+    }
+
+    fn step(&mut self, id: EntityId, x: f64, hp: Option<i64>) -> (SyncMsg, Vec<u8>) {
+        self.now = self.now + std::time::Duration::from_millis(10);
+        let (e, em) = self.reals.get_mut(&id).expect("real");
+        e.set_movement(Vec3 { x, y: 0.0, z: 0.0 }, 0.0);
+        if let Some(hp) = hp {
+            let i = e.props().entity_type().prop_index("hp").expect("hp");
+            e.props_mut().set(i, Value::Int(hp)).expect("set");
+        }
+        let cs = em.flush(self.now, e).expect("changed");
+        (cs.msg, cs.own.to_vec())
+    }
+
+    fn ghost(&mut self, id: EntityId, cache: SyncCacheParams) -> LocalCopy {
+        let (e, em) = self.reals.get_mut(&id).expect("real");
+        let snap = em.ghost_snapshot(self.now, e);
+        let mut g = Entity::new_replica(id, e.props().entity_type().clone(), Audience::Ghost);
+        g.apply_payload(snap.kind, snap.ghost_payload())
+            .expect("snapshot");
+        LocalCopy::new(g, snap.version, cache)
+    }
+
+    fn owner_copy(&self) -> LocalCopy {
+        let (e, em) = &self.reals[&OWNER];
+        LocalCopy::new(e.clone(), em.version(), SyncCacheParams::default())
+    }
+}
+
+fn apply(copies: &mut BTreeMap<EntityId, LocalCopy>, now: Time, m: &SyncMsg) {
+    let c = copies.get_mut(&m.entity).expect("copy");
+    assert_eq!(m.version, c.version + 1, "copies apply in order");
+    c.entity
+        .apply_payload(m.kind, m.ghost_payload())
+        .expect("apply");
+    c.version = m.version;
+    c.cache.push(now, m.clone());
+}
+
+fn client(w: &World) -> ClientView {
+    ClientView::new(OWNER, w.reg.clone(), ClientViewParams::default())
+}
+
+fn shown_x(cv: &ClientView, e: EntityId) -> Option<(u64, f64)> {
+    cv.find(e).map(|s| (s.version, s.replica.core().pos.x))
+}
+
+#[test]
+fn enter_updates_leave_reach_a_clean_client() {
+    let mut w = World::new(&[OWNER, A]);
+    let mut host = BTreeMap::new();
+    host.insert(OWNER, w.owner_copy());
+    host.insert(A, w.ghost(A, SyncCacheParams::default()));
+    let mut o = Observer::new(OWNER, ObserverParams::default());
+    let mut cv = client(&w);
+    o.handle_aoi(&host, A, EventKind::Enter);
+    cv.handle_batch(o.flush(&host));
+    assert_eq!(shown_x(&cv, A), Some((0, 0.0)));
+    assert!(cv.own().is_some(), "own snapshot first");
+    for (i, x) in [1.0, 2.0, 3.0].into_iter().enumerate() {
+        let (m, _) = w.step(A, x, (i == 1).then_some(50));
+        apply(&mut host, w.now, &m);
+        o.handle_sync(&host, A, m.version, m.kind, m.others_payload());
+        o.handle_sync(&host, A, m.version, m.kind, m.others_payload());
+        cv.handle_batch(o.flush(&host));
+    }
+    assert_eq!(shown_x(&cv, A), Some((3, 3.0)));
+    assert_eq!(o.stats().stale, 3, "duplicates dropped");
+    let (m, own) = w.step(OWNER, 5.0, Some(7));
+    o.handle_own(m.version, m.kind, &own);
+    o.handle_aoi(&host, A, EventKind::Leave);
+    cv.handle_batch(o.flush(&host));
+    assert!(cv.find(A).is_none());
+    assert_eq!(cv.own().map(|s| s.version), Some(1));
+    assert_eq!(cv.violations(), &[]);
+    assert!(o.flush(&host).is_empty(), "nothing new");
+}
+
+#[test]
+fn gaps_are_filled_from_the_cache_or_resynced() {
+    let mut w = World::new(&[OWNER, A]);
+    let small = SyncCacheParams {
+        cache_msgs_max: 3,
+        ..Default::default()
+    };
+    let mut host = BTreeMap::new();
+    host.insert(OWNER, w.owner_copy());
+    host.insert(A, w.ghost(A, small));
+    let mut o = Observer::new(OWNER, ObserverParams::default());
+    let mut cv = client(&w);
+    o.handle_aoi(&host, A, EventKind::Enter);
+    cv.handle_batch(o.flush(&host));
+    // Versions 1 and 2 reach the copy but not the observer; 3 does.
+    let mut last = None;
+    for x in [1.0, 2.0, 3.0] {
+        let (m, _) = w.step(A, x, None);
+        apply(&mut host, w.now, &m);
+        last = Some(m);
+    }
+    let m = last.take().expect("sent");
+    o.handle_sync(&host, A, m.version, m.kind, m.others_payload());
+    cv.handle_batch(o.flush(&host));
+    assert_eq!(shown_x(&cv, A), Some((3, 3.0)));
+    assert_eq!(o.stats().filled, 3, "1, 2 and 3 itself, from the cache");
+    // Now five versions go missing and the cache only holds three: resync.
+    for x in 4..=8 {
+        let (m, _) = w.step(A, f64::from(x), Some(x.into()));
+        apply(&mut host, w.now, &m);
+        last = Some(m);
+    }
+    let m = last.expect("sent");
+    o.handle_sync(&host, A, m.version, m.kind, m.others_payload());
+    cv.handle_batch(o.flush(&host));
+    assert_eq!(shown_x(&cv, A), Some((8, 8.0)));
+    assert_eq!(o.stats().resyncs, 1);
+    assert_eq!(cv.violations(), &[]);
+}
+
+#[test]
+fn migration_keeps_handles_fills_holds_and_rederives() {
+    let mut w = World::new(&[OWNER, A, B, EntityId(12)]);
+    let c = EntityId(12);
+    let mut old = BTreeMap::new();
+    old.insert(OWNER, w.owner_copy());
+    for e in [A, B] {
+        old.insert(e, w.ghost(e, SyncCacheParams::default()));
+    }
+    // The new cell's copy of A starts now (it will lag behind `old`).
+    let mut new = BTreeMap::new();
+    new.insert(A, w.ghost(A, SyncCacheParams::default()));
+    new.insert(c, w.ghost(c, SyncCacheParams::default()));
+    let mut o = Observer::new(OWNER, ObserverParams::default());
+    let mut cv = client(&w);
+    o.handle_aoi(&old, A, EventKind::Enter);
+    o.handle_aoi(&old, B, EventKind::Enter);
+    cv.handle_batch(o.flush(&old));
+    let ha = o.handle_of(A).expect("shown");
+    let mut lagging = Vec::new();
+    for x in 1..=3 {
+        let (m, _) = w.step(A, f64::from(x), None);
+        apply(&mut old, w.now, &m);
+        o.handle_sync(&old, A, m.version, m.kind, m.others_payload());
+        lagging.push(m);
+    }
+    cv.handle_batch(o.flush(&old));
+    assert_eq!(shown_x(&cv, A), Some((3, 3.0)));
+    // Migrate: the blob goes to the new cell, where A's copy is at 0.
+    let mut blob = Vec::new();
+    o.encode_blob(&mut blob);
+    let mut o = Observer::decode_blob(OWNER, ObserverParams::default(), &blob).expect("blob");
+    assert!(o.needs_view());
+    new.insert(OWNER, w.owner_copy());
+    o.handle_view(&new, &[A, c]);
+    cv.handle_batch(o.flush(&new));
+    assert_eq!(o.handle_of(A), Some(ha), "no remap");
+    assert!(cv.find(B).is_none(), "B is not in the new view");
+    assert!(cv.find(c).is_some(), "C entered");
+    assert_eq!(o.stats().held, 1, "A's copy lags");
+    // The lagging copy catches up: 1..=3 are stale, 4 is delivered.
+    let (m4, _) = w.step(A, 4.0, None);
+    lagging.push(m4);
+    for m in &lagging {
+        apply(&mut new, w.now, m);
+        o.handle_sync(&new, A, m.version, m.kind, m.others_payload());
+    }
+    cv.handle_batch(o.flush(&new));
+    assert_eq!(shown_x(&cv, A), Some((4, 4.0)));
+    assert_eq!(cv.violations(), &[]);
+}
+
+#[test]
+fn migration_to_a_copy_ahead_fills_from_its_cache() {
+    let mut w = World::new(&[OWNER, A]);
+    let mut old = BTreeMap::new();
+    old.insert(OWNER, w.owner_copy());
+    old.insert(A, w.ghost(A, SyncCacheParams::default()));
+    let mut new = BTreeMap::new();
+    new.insert(A, w.ghost(A, SyncCacheParams::default()));
+    let mut o = Observer::new(OWNER, ObserverParams::default());
+    let mut cv = client(&w);
+    o.handle_aoi(&old, A, EventKind::Enter);
+    cv.handle_batch(o.flush(&old));
+    for x in 1..=3 {
+        let (m, _) = w.step(A, f64::from(x), None);
+        apply(&mut new, w.now, &m);
+    }
+    let mut blob = Vec::new();
+    o.encode_blob(&mut blob);
+    let mut o = Observer::decode_blob(OWNER, ObserverParams::default(), &blob).expect("blob");
+    new.insert(OWNER, w.owner_copy());
+    o.handle_view(&new, &[A]);
+    cv.handle_batch(o.flush(&new));
+    assert_eq!(shown_x(&cv, A), Some((3, 3.0)));
+    assert_eq!(o.stats().filled, 3);
+    assert_eq!(cv.violations(), &[]);
+}
+
+#[test]
+fn snapshots_over_the_batch_budget_wait_for_the_next_tick() {
+    let ids: Vec<EntityId> = (10..20).map(EntityId).collect();
+    let mut all = ids.clone();
+    all.push(OWNER);
+    let mut w = World::new(&all);
+    let mut host = BTreeMap::new();
+    host.insert(OWNER, w.owner_copy());
+    for &e in &ids {
+        host.insert(e, w.ghost(e, SyncCacheParams::default()));
+    }
+    let params = ObserverParams {
+        batch_bytes_max: 1,
+        ..Default::default()
+    };
+    let mut o = Observer::new(OWNER, params);
+    let mut cv = client(&w);
+    o.handle_view(&host, &ids);
+    for tick in 0..ids.len() {
+        cv.handle_batch(o.flush(&host));
+        assert_eq!(cv.shown().len(), tick + 1, "one snapshot per tick");
+    }
+    assert!(o.stats().deferred > 0);
+    assert_eq!(cv.violations(), &[]);
+}
+
+#[test]
+fn bad_blobs_are_typed_errors() {
+    let p = ObserverParams::default();
+    assert!(matches!(
+        Observer::decode_blob(OWNER, p, &[]),
+        Err(BlobError::Decode(_))
+    ));
+    assert_eq!(
+        Observer::decode_blob(OWNER, p, &[9]).err(),
+        Some(BlobError::Format(9))
+    );
+    assert!(matches!(
+        Observer::decode_blob(OWNER, p, &[1, 2, 0, 0, 0]),
+        Err(BlobError::Owner { .. })
+    ));
+    // Two entities sharing handle 0.
+    let dup = [1, 1, 0, 1, 2, 5, 1, 0, 0, 6, 1, 0, 0];
+    assert_eq!(
+        Observer::decode_blob(OWNER, p, &dup).err(),
+        Some(BlobError::Handle(0))
+    );
+    let unordered = [1, 1, 0, 2, 2, 6, 1, 0, 0, 5, 1, 1, 0];
+    assert_eq!(
+        Observer::decode_blob(OWNER, p, &unordered).err(),
+        Some(BlobError::Order(EntityId(5)))
+    );
+    let ok = [1, 1, 0, 2, 2, 5, 1, 1, 3, 6, 2, 0, 0];
+    let o = Observer::decode_blob(OWNER, p, &ok).expect("valid");
+    assert_eq!(o.handle_of(EntityId(5)), Some(1));
+    assert_eq!(o.client_version(EntityId(5)), Some(3));
+}
+
+#[test]
+fn the_client_view_names_every_broken_rule() {
+    let w = World::new(&[A]);
+    let (e, _) = &w.reals[&A];
+    let mut snap = Vec::new();
+    e.encode_snapshot(Audience::OtherClients, &mut snap);
+    let enter = |h, v| ClientEvent::Enter {
+        handle: h,
+        entity: A,
+        type_id: AVATAR,
+        pos: Vec3::default(),
+        yaw: 0.0,
+        version: v,
+        snapshot: &snap,
+    };
+    let mv = |h, v| ClientEvent::Move {
+        handle: h,
+        version: v,
+        pos: Vec3::default(),
+        yaw: 0.0,
+    };
+    let cases: Vec<(Vec<ClientEvent<'_>>, Rule)> = vec![
+        (vec![mv(0, 1)], Rule::UpdateBeforeEnter),
+        (vec![enter(0, 0), enter(0, 0)], Rule::DoubleEnter),
+        (
+            vec![enter(0, 0), enter(1, 0)],
+            Rule::EntityTwice { other: 0 },
+        ),
+        (
+            vec![enter(0, 3), mv(0, 5)],
+            Rule::VersionGap {
+                expected: 4,
+                got: 5,
+            },
+        ),
+        (
+            vec![enter(0, 3), mv(0, 3)],
+            Rule::Stale { shown: 3, got: 3 },
+        ),
+        (
+            vec![enter(0, 3), ClientEvent::Leave { handle: 0 }, mv(0, 4)],
+            Rule::AfterLeave,
+        ),
+        (vec![ClientEvent::Leave { handle: 4 }], Rule::LeaveUnknown),
+    ];
+    for (evs, rule) in cases {
+        let mut buf = Vec::new();
+        for ev in &evs {
+            encode_event(&mut buf, ev);
+        }
+        let mut cv = client(&w);
+        cv.handle_batch(&buf);
+        assert_eq!(cv.violation_count(), 1, "{rule:?}");
+        assert_eq!(cv.violations()[0].rule, rule);
+    }
+    let mut cv = client(&w);
+    cv.handle_batch(&[42]);
+    assert_eq!(
+        cv.violations()[0].rule,
+        Rule::Decode(DecodeError::BadTag(42))
+    );
+}
