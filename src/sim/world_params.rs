@@ -42,26 +42,7 @@ impl WorldParams {
     /// The cell knobs of a tessera config (world ghost radius, `[cell]`,
     /// `[sync]`), default world bounds.
     pub fn from_config(c: &Config) -> Self {
-        let d = CellParams::default();
-        let cell = CellParams {
-            ghost_radius_m: c.world.ghost_radius_m,
-            ghost_keep_margin_m: c.cell.ghost_keep_margin_m,
-            migrate_margin_m: c.cell.migrate_margin_m,
-            check_period_ms: c.cell.check_period_ms,
-            ghosts_created_per_check_max: c.cell.ghosts_created_per_check_max,
-            ghosts_deleted_per_check_max: c.cell.ghosts_deleted_per_check_max,
-            ghost_min_lifetime_ms: c.cell.ghost_min_lifetime_ms,
-            new_real_keep_ghosts_ms: c.cell.new_real_keep_ghosts_ms,
-            ghost_create_timeout_ms: c.cell.ghost_create_timeout_ms,
-            migrations_per_check_max: c.cell.migrations_per_check_max,
-            forward_table_max: c.cell.forward_table_max as usize,
-            forward_ttl_ms: c.cell.forward_ttl_ms,
-            input_buffer_max: c.cell.input_buffer_max as usize,
-            reorder_buffer_max: c.sync.reorder_buffer_max as usize,
-            sync_cache_max: c.sync.cache_len_max as usize,
-            sync_cache_age_max_ms: c.sync.cache_age_ms,
-            ..d
-        };
+        let cell = c.cell_params();
         WorldParams {
             cell,
             proxy: ProxyParams::default(),
