@@ -4,7 +4,8 @@
 //! After phase two (no faults, no new input), the world must have quiesced
 //! and converged:
 //! - nothing in flight, nothing backlogged, no deferred effect;
-//! - every input sent applied, every call run exactly once;
+//! - every input sent applied, every call run exactly once, every
+//!   downstream message sent by a real delivered to its client;
 //! - every proxy knows its real's cell and epoch;
 //! - every haunt of every real is `Created` and holds a ghost equal to the
 //!   real (position, properties, version) that knows where the real is;
@@ -78,6 +79,15 @@ impl World {
             let d = format!("{sent} inputs sent, {applied} applied after healing");
             self.checker
                 .report(tick, ViolationKind::InputLost, Some(e), d);
+        }
+        let (acks_sent, acks_got) = self.acks[i];
+        let skipped = self.proxies[i].counters().downstream_skipped;
+        if acks_sent != acks_got || skipped > 0 {
+            let d = format!(
+                "{acks_sent} acks sent downstream, {acks_got} reached the client, {skipped} skipped by the proxy"
+            );
+            self.checker
+                .report(tick, ViolationKind::DownstreamBroken, Some(e), d);
         }
         if self.pending[i].is_some() {
             let d = format!("an input effect still waits for the real (at {rc})");

@@ -139,6 +139,9 @@ pub struct World {
     pub(super) real_pos: Vec<Vec3>,
     /// Per entity: effects waiting for the real to land.
     pub(super) pending: Vec<Option<Effect>>,
+    /// Per entity: input acks sent downstream by its real, and received by
+    /// its client.
+    pub(super) acks: Vec<(u64, u64)>,
     /// Per entity: its property counter (the ghost-visible state).
     pub(super) props: Vec<u64>,
     pub(super) stats: WorldStats,
@@ -207,6 +210,7 @@ impl World {
             real_cell: vec![None; n],
             real_pos: Vec::with_capacity(n),
             pending: vec![None; n],
+            acks: vec![(0, 0); n],
             props: vec![0; n],
             stats: WorldStats::default(),
             scratch_events: Vec::new(),

@@ -24,7 +24,7 @@ use crate::core::time::Time;
 use crate::sim::net::Endpoint;
 use crate::sim::report::ViolationKind;
 use crate::sim::world::{Effect, World};
-use crate::sim::world_client::encode_ack;
+use crate::sim::world_client::{decode_ack, encode_ack};
 use crate::sim::world_event::SimEvent;
 use crate::sim::world_route::Packet;
 
@@ -114,6 +114,9 @@ impl World {
             }
             Packet::Down { entity, seq, data } => {
                 let tick = self.tick;
+                if decode_ack(&data).is_some() {
+                    self.acks[entity.0 as usize].1 += 1;
+                }
                 if let Err(d) = self.clients[entity.0 as usize]
                     .hook
                     .on_downstream(tick, seq, &data)
@@ -218,6 +221,7 @@ impl World {
             self.cells[i_cell(cell)]
                 .send_to_client(e, Arc::from(&encode_ack(ack)[..]))
                 .expect("real with a proxy");
+            self.acks[i].0 += 1;
         }
         if let Some((pos, jump)) = eff.pos {
             self.real_pos[i] = pos;

@@ -92,7 +92,11 @@ mod tests {
             ..SimOptions::test_min()
         };
         let q = p.for_options(&o);
-        assert!(q.cell.input_buffer_max >= 500, "{}", q.cell.input_buffer_max);
+        assert!(
+            q.cell.input_buffer_max >= 500,
+            "{}",
+            q.cell.input_buffer_max
+        );
         assert_eq!(q.cell.ghost_radius_m, p.cell.ghost_radius_m);
     }
 }
