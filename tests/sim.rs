@@ -371,3 +371,33 @@ fn checker_catches_a_diverged_ghost_after_healing() {
     let k = kinds(&w);
     assert!(k.contains(&ViolationKind::GhostDiverged), "{k:?}");
 }
+
+#[test]
+fn cli_prints_a_summary_and_one_json_line() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["sim", "--seeds", "3", "--entities", "12", "--ticks", "60"])
+        .args(["--heal-ticks", "100", "--scenario", "border-walk"])
+        .output()
+        .expect("tessera runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("OK: 3 seeds"), "{stdout}");
+    let last = stdout.lines().last().expect("a JSON line");
+    let v: serde_json::Value = serde_json::from_str(last).expect("JSON");
+    assert_eq!(v["seeds"], 3);
+    assert_eq!(v["violations"], 0);
+    for key in [
+        "ticks",
+        "migrations",
+        "forwarded",
+        "sim_ticks_per_s",
+        "max_reorder_buffer",
+        "max_cache_len",
+    ] {
+        assert!(v.get(key).is_some(), "{key} missing: {last}");
+    }
+}
