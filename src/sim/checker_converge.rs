@@ -23,6 +23,7 @@ use crate::core::geom::Rect;
 use crate::core::ids::{CellId, EntityId};
 use crate::sim::report::ViolationKind;
 use crate::sim::world::World;
+use crate::sim::world_event::SimEvent;
 
 impl World {
     /// Runs every convergence check (see the module doc).
@@ -196,14 +197,18 @@ impl World {
                 }
             }
             if let Some(e) = v.entity {
-                let events = &self.entity_log[e.0 as usize];
-                let _ = writeln!(s, "last {} events of {e}:", events.len());
-                for (t, ev) in events {
+                let about: Vec<&(u64, SimEvent)> = log
+                    .iter()
+                    .filter(|(_, ev)| ev.entity() == Some(e))
+                    .collect();
+                let n = about.len().min(max);
+                let _ = writeln!(s, "last {n} trace events about {e}:");
+                for (t, ev) in &about[about.len() - n..] {
                     let _ = writeln!(s, "  tick {t}: {ev}");
                 }
             }
-            let n = log.len().min(max);
-            let _ = writeln!(s, "last {n} events of the world:");
+            let n = log.len().min(max / 4);
+            let _ = writeln!(s, "last {n} trace events:");
             for (t, ev) in log.iter().skip(log.len() - n) {
                 let _ = writeln!(s, "  tick {t}: {ev}");
             }

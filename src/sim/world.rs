@@ -33,7 +33,6 @@
 //!
 //! Owns every simulated component; the checker only reads them.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::core::cell::{Cell, CellEvent, CellMsg, CellParams, CellParamsError, Layout, Source};
@@ -54,7 +53,7 @@ use crate::sim::trace::Trace;
 use crate::sim::world_client::{ClientHook, DownstreamOrder};
 use crate::sim::world_event::SimEvent;
 use crate::sim::world_layout::SimLayout;
-pub use crate::sim::world_params::{WorldParams, ENTITY_LOG_EVENTS_MAX};
+pub use crate::sim::world_params::WorldParams;
 use crate::sim::world_route::{Router, SimNet};
 
 /// Why a world could not be built.
@@ -125,9 +124,6 @@ pub struct World {
     pub(super) bot_rng: Rng,
     pub(super) checker: Checker,
     pub(super) trace: Trace<SimEvent>,
-    /// Per entity: its recent events (for violation reports).
-    pub(super) entity_log: Vec<VecDeque<(u64, SimEvent)>>,
-    entity_log_len: usize,
     pub(super) tick: u64,
     /// Per entity: `Onload`s on the network (or in the backlog).
     pub(super) onloads_in_flight: Vec<u32>,
@@ -146,6 +142,7 @@ pub struct World {
     pub(super) props: Vec<u64>,
     pub(super) stats: WorldStats,
     pub(super) scratch_events: Vec<(CellId, CellEvent)>,
+    scratch_counts: Vec<u32>,
     pub(super) split_done: bool,
 }
 
@@ -189,10 +186,6 @@ impl World {
             options: options.clone(),
             checker: Checker::new(options.seed, n, params.violations_max),
             trace: Trace::new(params.event_log_len_max),
-            entity_log: vec![VecDeque::new(); n],
-            entity_log_len: params
-                .entity_log_len_max
-                .min(ENTITY_LOG_EVENTS_MAX / n.max(1)),
             params,
             layout,
             types,
@@ -214,6 +207,7 @@ impl World {
             props: vec![0; n],
             stats: WorldStats::default(),
             scratch_events: Vec::new(),
+            scratch_counts: Vec::new(),
             split_done: false,
             plan,
         };
@@ -347,17 +341,8 @@ impl World {
         Value::Int(self.props[e.0 as usize] as i64)
     }
 
-    /// Records `ev` in the trace (hash and log) and in its entity's log.
+    /// Records `ev` in the trace (hash and log).
     pub(super) fn record(&mut self, ev: SimEvent) {
-        if self.entity_log_len > 0 {
-            if let Some(e) = ev.entity() {
-                let log = &mut self.entity_log[e.0 as usize];
-                if log.len() == self.entity_log_len {
-                    log.pop_front();
-                }
-                log.push_back((self.tick, ev.clone()));
-            }
-        }
         self.trace.record(self.tick, ev);
     }
 
@@ -431,8 +416,9 @@ impl World {
     }
 
     fn check_residency(&mut self) {
-        let n = self.real_cell.len();
-        let mut reals = vec![0u32; n];
+        let mut reals = std::mem::take(&mut self.scratch_counts);
+        reals.clear();
+        reals.resize(self.real_cell.len(), 0);
         for slot in &mut self.real_cell {
             *slot = None;
         }
@@ -444,6 +430,7 @@ impl World {
         }
         self.checker
             .check_reals(self.tick, &reals, &self.onloads_in_flight);
+        self.scratch_counts = reals;
         for c in 0..self.cells.len() {
             let id = CellId(c as u32);
             if self.layout.is_retired(id) && !self.cells[c].reals().is_empty() {

@@ -80,9 +80,11 @@ impl World {
                 packets: d.msg.len() as u32,
             };
             self.record(ev);
-            for p in d.msg {
+            let mut batch = d.msg;
+            for p in batch.drain(..) {
                 self.dispatch(now, p);
             }
+            self.router.recycle(batch);
         }
     }
 

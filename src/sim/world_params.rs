@@ -16,21 +16,16 @@ pub struct WorldParams {
     pub cell: CellParams,
     /// Parameters of every proxy.
     pub proxy: ProxyParams,
-    /// Events kept in the trace log for failure reports. Default 4096.
+    /// Events kept in the trace log for failure reports (the events about
+    /// the entity of a violation are picked from it). Default 65 536: the
+    /// whole of a small run, the last ten ticks or so of 1,000 entities.
     pub event_log_len_max: usize,
     /// Violations kept per run (more are only counted). Default 16.
     pub violations_max: usize,
-    /// Trace events (of the whole world) printed with a violation.
-    /// Default 12.
+    /// Trace events printed with a violation: this many about its entity,
+    /// and a quarter as many of the whole world. Default 40.
     pub context_events_max: usize,
-    /// Recent events kept per entity, printed with a violation about it.
-    /// Default 32; reduced so that all entities together keep at most
-    /// [`ENTITY_LOG_EVENTS_MAX`].
-    pub entity_log_len_max: usize,
 }
-
-/// Most events kept in all per-entity logs together (memory bound).
-pub const ENTITY_LOG_EVENTS_MAX: usize = 4_000_000;
 
 impl Default for WorldParams {
     fn default() -> Self {
@@ -46,10 +41,9 @@ impl WorldParams {
         WorldParams {
             cell,
             proxy: ProxyParams::default(),
-            event_log_len_max: 4_096,
+            event_log_len_max: 65_536,
             violations_max: 16,
-            context_events_max: 12,
-            entity_log_len_max: 32,
+            context_events_max: 40,
         }
     }
 

@@ -55,33 +55,64 @@ pub type Batch = Vec<Packet>;
 /// The simulator's network type.
 pub type SimNet = Net<Endpoint, Batch>;
 
+/// Most empty batches kept for reuse.
+pub const BATCH_POOL_MAX: usize = 8_192;
+
 /// Per-tick outbox plus the back-pressure backlog.
+///
+/// The outbox keeps one (usually empty) batch per pair ever used, and
+/// delivered batches come back through [`Router::recycle`], so a steady run
+/// allocates no batch per tick.
 #[derive(Default)]
 pub struct Router {
     outbox: BTreeMap<(Endpoint, Endpoint), Batch>,
     backlog: BTreeMap<(Endpoint, Endpoint), VecDeque<Batch>>,
+    pool: Vec<Batch>,
     backlogged: u64,
 }
 
 impl Router {
     /// Queues `packet` from `from` to `to` for this tick's flush.
     pub fn push(&mut self, from: Endpoint, to: Endpoint, packet: Packet) {
-        self.outbox.entry((from, to)).or_default().push(packet);
+        let pool = &mut self.pool;
+        self.outbox
+            .entry((from, to))
+            .or_insert_with(|| pool.pop().unwrap_or_default())
+            .push(packet);
+    }
+
+    /// Takes back a delivered (drained) batch for reuse.
+    pub fn recycle(&mut self, mut batch: Batch) {
+        batch.clear();
+        if self.pool.len() < BATCH_POOL_MAX {
+            self.pool.push(batch);
+        }
     }
 
     /// Sends this tick's batches (after any backlog on the same pair, in
     /// pair order); a refused batch joins its pair's backlog.
     pub fn flush(&mut self, now: Time, net: &mut SimNet) {
         self.retry(now, net);
-        for ((from, to), batch) in std::mem::take(&mut self.outbox) {
-            if let Some(q) = self.backlog.get_mut(&(from, to)) {
+        let Router {
+            outbox,
+            backlog,
+            pool,
+            backlogged,
+        } = self;
+        for (&(from, to), slot) in outbox.iter_mut() {
+            if slot.is_empty() {
+                continue;
+            }
+            let batch = std::mem::replace(slot, pool.pop().unwrap_or_default());
+            let backlogged = &mut *backlogged;
+            if let Some(q) = backlog.get_mut(&(from, to)) {
                 q.push_back(batch);
-                self.backlogged += 1;
+                *backlogged += 1;
                 continue;
             }
             if let Err(SendError::Full(batch)) = net.send(now, from, to, batch) {
-                self.backlog.entry((from, to)).or_default().push_back(batch);
-                self.backlogged += 1;
+                backlog.entry((from, to)).or_default().push_back(batch);
+                *backlogged += 1;
             }
         }
     }
