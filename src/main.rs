@@ -6,6 +6,10 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tessera::config::Config;
+use tessera::sim::options::{Scenario, SimOptions};
+use tessera::sim::report::replay_command;
+use tessera::sim::world::WorldParams;
+use tessera::sim::world_run::run_one;
 
 /// mimalloc underneath everything: much faster than glibc when objects are
 /// freed on another core (batches cross shards) and with a large live set.
@@ -33,6 +37,159 @@ struct Cli {
 enum Command {
     /// Load and validate the configuration, print its world fingerprint.
     CheckConfig,
+    /// Run the deterministic simulator: one seed, or a swarm of seeds.
+    /// Options not given are drawn from each seed (VOPR swarm); given ones
+    /// apply to every seed. Cell knobs come from the config (`--config`).
+    Sim(Box<SimArgs>),
+}
+
+/// `tessera sim` options (every flag `report::replay_command` prints).
+#[derive(clap::Args, Debug, Default)]
+struct SimArgs {
+    /// The seed to run (with --seeds: the first of the swarm).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Run this many consecutive seeds.
+    #[arg(long)]
+    seeds: Option<u64>,
+    /// random-walk, border-walk, teleport, combat-storm, merge-drain, hotspot.
+    #[arg(long)]
+    scenario: Option<Scenario>,
+    #[arg(long)]
+    shards: Option<u16>,
+    #[arg(long)]
+    cells: Option<u32>,
+    #[arg(long)]
+    entities: Option<u32>,
+    /// Ticks of phase one (faults).
+    #[arg(long)]
+    ticks: Option<u64>,
+    /// Ticks of phase two (healing).
+    #[arg(long)]
+    heal_ticks: Option<u64>,
+    #[arg(long)]
+    tick_ms: Option<u64>,
+    #[arg(long)]
+    world_side_m: Option<f64>,
+    #[arg(long)]
+    bot_speed_mps: Option<f64>,
+    #[arg(long)]
+    latency_min_us: Option<u64>,
+    #[arg(long)]
+    latency_max_us: Option<u64>,
+    #[arg(long)]
+    latency_pair_skew_us_max: Option<u64>,
+    #[arg(long)]
+    burst_probability: Option<f64>,
+    #[arg(long)]
+    burst_us_max: Option<u64>,
+    #[arg(long)]
+    in_flight_per_pair_max: Option<usize>,
+    #[arg(long)]
+    stall_probability: Option<f64>,
+    #[arg(long)]
+    stall_ms_max: Option<u64>,
+    /// Print one line per seed.
+    #[arg(long)]
+    verbose: bool,
+}
+
+impl SimArgs {
+    /// The swarm options of `seed` with every given flag applied.
+    fn options(&self, seed: u64) -> SimOptions {
+        let mut o = SimOptions::swarm(seed);
+        macro_rules! set {
+            ($($field:ident => $($path:ident).+),* $(,)?) => {$(
+                if let Some(v) = self.$field { o.$($path).+ = v; }
+            )*};
+        }
+        set!(
+            scenario => scenario, shards => shards, cells => cells,
+            entities => entities, ticks => ticks, heal_ticks => heal_ticks,
+            tick_ms => tick_ms, world_side_m => world_side_m,
+            bot_speed_mps => bot_speed_mps, latency_min_us => latency.min_us,
+            latency_max_us => latency.max_us,
+            latency_pair_skew_us_max => latency.pair_skew_us_max,
+            burst_probability => latency.burst_probability,
+            burst_us_max => latency.burst_us_max,
+            in_flight_per_pair_max => in_flight_per_pair_max,
+            stall_probability => stall_probability, stall_ms_max => stall_ms_max,
+        );
+        // A given cell count below the drawn shard count (or the reverse)
+        // is resolved in favour of what was given.
+        if self.cells.is_some() && self.shards.is_none() {
+            o.shards = o.shards.min(o.cells.min(u32::from(u16::MAX)) as u16).max(1);
+        }
+        if self.shards.is_some() && self.cells.is_none() {
+            o.cells = o.cells.max(u32::from(o.shards));
+        }
+        o
+    }
+}
+
+fn run_sim(
+    args: &SimArgs,
+    config: &Config,
+    config_path: Option<&std::path::Path>,
+) -> anyhow::Result<ExitCode> {
+    let params = WorldParams::from_config(config);
+    let first = args.seed.unwrap_or(0);
+    let count = args.seeds.unwrap_or(1);
+    let started = std::time::Instant::now();
+    let mut total = tessera::sim::report::SimSummary::default();
+    let mut failed = Vec::new();
+    for seed in first..first.saturating_add(count) {
+        let options = args.options(seed);
+        let out = run_one(&options, &params).with_context(|| format!("seed {seed}"))?;
+        if args.verbose {
+            let (o, s, w) = (&options, &out.summary, &out.stats);
+            println!(
+                "seed {seed}: {} {}sh {}c {}e {}t: {} migrations, {} forwarded, {} stalls, \
+                 {} calls, {} teleports, {} deferred, {} layout changes, {} violations",
+                o.scenario,
+                o.shards,
+                o.cells,
+                o.entities,
+                s.ticks,
+                s.migrations,
+                s.forwarded,
+                w.stalls,
+                w.calls_issued,
+                w.teleports,
+                w.deferred_effects,
+                w.layout_changes,
+                s.violations
+            );
+        }
+        total.merge(&out.summary);
+        if !out.passed() {
+            failed.push(out);
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    total.sim_ticks_per_s = if secs > 0.0 {
+        total.ticks as f64 / secs
+    } else {
+        0.0
+    };
+    let config_flag = config_path.map_or(String::new(), |p| format!(" --config {}", p.display()));
+    for out in &failed {
+        println!("FAILED seed {}:", out.options.seed);
+        for v in &out.violations {
+            println!("  {v}");
+            for line in v.context.lines() {
+                println!("    {line}");
+            }
+        }
+        println!("  replay: {}{config_flag}", replay_command(&out.options));
+    }
+    println!("{total}");
+    println!("{}", total.to_json_line());
+    Ok(if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn main() -> ExitCode {
@@ -61,6 +218,7 @@ fn run() -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::Sim(args)) => run_sim(&args, &config, cli.config.as_deref()),
         None => {
             eprintln!("tessera: no command given; see `tessera --help`");
             Ok(ExitCode::from(2))

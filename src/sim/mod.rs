@@ -12,10 +12,31 @@
 //! - [`bots`]: movement behaviours, shared with `loadgen`;
 //! - [`trace`]: the run's hash and its recent-event log;
 //! - [`report`]: summary, violations, replay command.
+//!
+//! The world on top of it:
+//! - [`world`]: shards, cells, proxies and clients over the network, one
+//!   step per tick ([`world_logic`]: delivery, routing, entity logic;
+//!   [`world_layout`]: the grid that merges and splits; [`world_route`]:
+//!   per-tick batches and back-pressure; [`world_client`]: the client hook
+//!   observers plug into; [`world_event`]: what the trace records);
+//! - [`checker`]: the invariants, every step, and after healing;
+//! - [`scenario`]: what the bots do in each scenario;
+//! - [`world_run`]: one seed or a swarm, panics turned into violations.
 
 pub mod bots;
+pub mod checker;
+mod checker_converge;
 pub mod net;
 pub mod options;
 pub mod report;
 pub mod rng;
+pub mod scenario;
 pub mod trace;
+pub mod world;
+pub mod world_client;
+pub mod world_event;
+pub mod world_layout;
+pub mod world_logic;
+pub mod world_params;
+pub mod world_route;
+pub mod world_run;

@@ -39,11 +39,40 @@ pub enum ViolationKind {
     ForwardLost,
     /// After healing, an observer's view differs from the truth.
     ViewDiverged,
+    /// A client input was never applied (skipped, or still missing after
+    /// healing).
+    InputLost,
+    /// A call was never run (or ran for another entity).
+    CallLost,
+    /// A call ran twice.
+    CallDuplicated,
+    /// A ghost applied a version that is not the next one (or went back).
+    GhostOutOfOrder,
+    /// A real migrated again without having crossed into another cell since
+    /// its last migration (flapping at a border).
+    MigrationFlap,
+    /// After healing, a ghost differs from its real (state, version, or
+    /// where it believes the real is), or is orphaned.
+    GhostDiverged,
+    /// After healing, a real lacks a ghost in a cell within the ghost radius.
+    MissingGhost,
+    /// After healing, a proxy does not know where its real is.
+    ProxyStale,
+    /// After healing, messages are still in flight or buffered.
+    NotQuiesced,
+    /// A merging cell did not drain, or a retired cell holds a real.
+    MergeNotDrained,
+    /// A cell dropped a message in a way that loses information.
+    HarmfulDrop,
+    /// Downstream data reached a client out of order, twice, or not at all.
+    DownstreamBroken,
+    /// The core panicked (an assertion of a protocol invariant).
+    Panic,
 }
 
 impl ViolationKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [ViolationKind; 11] = [
+    pub const ALL: [ViolationKind; 24] = [
         ViolationKind::TwoReals,
         ViolationKind::NoReal,
         ViolationKind::InputOutOfOrder,
@@ -55,6 +84,19 @@ impl ViolationKind {
         ViolationKind::MigratedWithoutGhost,
         ViolationKind::ForwardLost,
         ViolationKind::ViewDiverged,
+        ViolationKind::InputLost,
+        ViolationKind::CallLost,
+        ViolationKind::CallDuplicated,
+        ViolationKind::GhostOutOfOrder,
+        ViolationKind::MigrationFlap,
+        ViolationKind::GhostDiverged,
+        ViolationKind::MissingGhost,
+        ViolationKind::ProxyStale,
+        ViolationKind::NotQuiesced,
+        ViolationKind::MergeNotDrained,
+        ViolationKind::HarmfulDrop,
+        ViolationKind::DownstreamBroken,
+        ViolationKind::Panic,
     ];
 }
 
@@ -78,6 +120,9 @@ pub struct Violation {
     pub entity: Option<EntityId>,
     /// What was seen against what was expected.
     pub detail: String,
+    /// The lead-up: the entity's residency history in every cell and the
+    /// last events of the trace (filled by the world; may be empty).
+    pub context: String,
 }
 
 fn entity_as_u64<S: serde::Serializer>(e: &Option<EntityId>, s: S) -> Result<S::Ok, S::Error> {
@@ -98,12 +143,14 @@ impl fmt::Display for Violation {
 }
 
 /// The command line that replays the run `options` describes. Every option
-/// is spelled out, so the replay does not depend on how `swarm` draws.
+/// is spelled out, so the replay does not depend on how `swarm` draws; the
+/// `verify` feature turns on the cells' whole-structure checks and their
+/// residency histories (printed with each violation).
 pub fn replay_command(options: &SimOptions) -> String {
     let o = options;
     let l = &o.latency;
     format!(
-        "cargo run --release --bin tessera -- sim --seed {} --scenario {} --shards {} \
+        "cargo run --release --features verify --bin tessera -- sim --seed {} --scenario {} --shards {} \
          --cells {} --entities {} --ticks {} --heal-ticks {} --tick-ms {} --world-side-m {} \
          --bot-speed-mps {} --latency-min-us {} --latency-max-us {} \
          --latency-pair-skew-us-max {} --burst-probability {} --burst-us-max {} \
@@ -293,6 +340,7 @@ mod tests {
             kind: ViolationKind::VersionGap,
             entity: Some(EntityId(5)),
             detail: "got v7 after v5".into(),
+            context: String::new(),
         };
         assert_eq!(
             v.to_string(),
@@ -300,7 +348,7 @@ mod tests {
         );
         let json = serde_json::to_string(&v).expect("serialises");
         assert!(json.contains(r#""kind":"VersionGap""#) && json.contains(r#""entity":5"#));
-        assert_eq!(ViolationKind::ALL.len(), 11);
+        assert_eq!(ViolationKind::ALL.len(), 24);
     }
 
     #[test]
@@ -308,7 +356,9 @@ mod tests {
         let mut o = SimOptions::swarm(99);
         o.scenario = Scenario::BorderWalk;
         let cmd = replay_command(&o);
-        assert!(cmd.starts_with("cargo run --release --bin tessera -- sim --seed 99"));
+        assert!(
+            cmd.starts_with("cargo run --release --features verify --bin tessera -- sim --seed 99")
+        );
         assert!(cmd.contains("--scenario border-walk"));
         assert!(cmd.contains(&format!("--shards {}", o.shards)));
         assert!(cmd.contains(&format!("--latency-max-us {}", o.latency.max_us)));

@@ -1,0 +1,497 @@
+//! The simulated world: shards hosting cells and proxies, clients driven by
+//! bots, all over the simulated network, checked at every step.
+//!
+//! # Model
+//!
+//! - **Shards** `0..shards`: cell `c` lives on shard `c % shards`, the proxy
+//!   of entity `e` on shard `e % shards` (the shard that "accepted" its
+//!   client). A stalled shard neither receives (the network holds its
+//!   messages, FIFO kept) nor ticks.
+//! - **Cells** follow a [`SimLayout`] (a grid that can merge and split);
+//!   every cell ticks every sim tick with the current layout.
+//! - **Entities** `0..entities`, each with a client (a [`Bot`]), a proxy and
+//!   one real. Each tick of phase one, every client steps its bot and sends
+//!   the new position as an input to its proxy (client -> proxy -> the real's
+//!   cell, forwarded as the real migrates).
+//! - **Entity logic** runs at the real on every applied input: it moves (or
+//!   teleports) the real, changes a property every few inputs (so sync
+//!   traffic flows), and sends a small downstream message to the client every
+//!   few inputs; a call run at a real changes a property too.
+//!
+//! # One step (one tick)
+//!
+//! 1. scenario actions (merge, split); 2. clients send inputs (phase one);
+//! 3. the network delivers everything due; 4. every cell on a running shard
+//!    ticks; 5. cell events feed the checker and the entity logic, until no
+//!    cell has any left; 6. calls are issued (phase one); 7. every output is
+//!    batched per ordered pair of endpoints and sent; 8. new stalls are drawn
+//!    (phase one); 9. drained merging cells retire; 10. residency is checked.
+//!
+//! Phase one lasts `ticks` ticks; phase two (`heal_ticks`) draws no faults
+//! and no input, so the world must quiesce; then the convergence checks run
+//! (`checker_converge.rs`).
+//!
+//! Owns every simulated component; the checker only reads them.
+
+use std::sync::Arc;
+
+use crate::core::cell::{Cell, CellEvent, CellMsg, CellParams, CellParamsError, Layout, Source};
+use crate::core::entity::schema::{TypeRegistry, AVATAR};
+use crate::core::entity::{Entity, Value};
+use crate::core::geom::Vec3;
+use crate::core::ids::{CellId, EntityId, ShardId};
+use crate::core::proxy::{Proxy, ProxyError};
+use crate::core::time::Time;
+use crate::sim::bots::Bot;
+use crate::sim::checker::Checker;
+use crate::sim::net::{Endpoint, Net};
+use crate::sim::options::{OptionsError, SimOptions};
+use crate::sim::report::{SimSummary, ViolationKind};
+use crate::sim::rng::Rng;
+use crate::sim::scenario::ScenarioPlan;
+use crate::sim::trace::Trace;
+use crate::sim::world_client::{ClientHook, DownstreamOrder};
+use crate::sim::world_event::SimEvent;
+use crate::sim::world_layout::SimLayout;
+pub use crate::sim::world_params::WorldParams;
+use crate::sim::world_route::{Router, SimNet};
+
+/// Why a world could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum WorldError {
+    /// Bad simulation options.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// Bad cell parameters.
+    #[error(transparent)]
+    Cell(#[from] CellParamsError),
+    /// Bad proxy parameters.
+    #[error(transparent)]
+    Proxy(#[from] ProxyError),
+}
+
+/// One simulated client: its bot and what it checks of its downstream.
+pub(super) struct Client {
+    pub(super) bot: Bot,
+    pub(super) hook: Box<dyn ClientHook>,
+}
+
+/// A pending effect of applied inputs and calls, for a real that migrated
+/// in the tick that applied them (see `world_logic.rs`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(super) struct Effect {
+    /// The new position, and whether it is a jump.
+    pub(super) pos: Option<(Vec3, bool)>,
+    /// Whether a property changes.
+    pub(super) change: bool,
+    /// Input sequence numbers to acknowledge downstream.
+    pub(super) acks: Vec<u64>,
+}
+
+/// Counts the world keeps beyond the cells' own counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorldStats {
+    /// Inputs sent by clients.
+    pub inputs_sent: u64,
+    /// Calls issued.
+    pub calls_issued: u64,
+    /// Shard stalls drawn.
+    pub stalls: u64,
+    /// Effects deferred because the real left in the same tick.
+    pub deferred_effects: u64,
+    /// Teleports requested.
+    pub teleports: u64,
+    /// Layout changes (merge, retire, split).
+    pub layout_changes: u64,
+}
+
+/// The simulated world (see the module doc).
+pub struct World {
+    pub(super) options: SimOptions,
+    pub(super) params: WorldParams,
+    pub(super) plan: ScenarioPlan,
+    pub(super) layout: SimLayout,
+    /// The entity types every cell knows (the built-ins).
+    pub(super) types: Arc<TypeRegistry>,
+    /// Index of the avatar's `hp`, the property the entity logic changes.
+    pub(super) hp_index: usize,
+    pub(super) cells: Vec<Cell>,
+    pub(super) proxies: Vec<Proxy>,
+    pub(super) clients: Vec<Client>,
+    pub(super) net: SimNet,
+    pub(super) router: Router,
+    pub(super) rng: Rng,
+    pub(super) bot_rng: Rng,
+    pub(super) checker: Checker,
+    pub(super) trace: Trace<SimEvent>,
+    pub(super) tick: u64,
+    /// Per entity: `Onload`s on the network (or in the backlog).
+    pub(super) onloads_in_flight: Vec<u32>,
+    /// Per cell: `Onload`s on their way to it.
+    pub(super) onloads_to_cell: Vec<u32>,
+    /// Per entity: the cell holding its real, as of the last check.
+    pub(super) real_cell: Vec<Option<CellId>>,
+    /// Per entity: the position last given to its real.
+    pub(super) real_pos: Vec<Vec3>,
+    /// Per entity: effects waiting for the real to land.
+    pub(super) pending: Vec<Option<Effect>>,
+    /// Per entity: input acks sent downstream by its real, and received by
+    /// its client.
+    pub(super) acks: Vec<(u64, u64)>,
+    /// Per entity: its property counter (the ghost-visible state).
+    pub(super) props: Vec<u64>,
+    pub(super) stats: WorldStats,
+    pub(super) scratch_events: Vec<(CellId, CellEvent)>,
+    scratch_counts: Vec<u32>,
+    pub(super) split_done: bool,
+}
+
+/// `cells = nx * nz` with `nx >= nz` and `nz` the largest divisor `<= sqrt`.
+pub fn grid_dims(cells: u32) -> (u32, u32) {
+    let mut nz = (f64::from(cells).sqrt() as u32).max(1);
+    while cells % nz != 0 {
+        nz -= 1;
+    }
+    (cells / nz, nz)
+}
+
+impl World {
+    /// Builds the world `options` describe: layout, cells, entities with
+    /// their reals, proxies and bots.
+    ///
+    /// # Errors
+    /// Invalid options, cell or proxy parameters.
+    pub fn new(options: &SimOptions, params: &WorldParams) -> Result<World, WorldError> {
+        options.validate()?;
+        let params = params.for_options(options);
+        params.cell.validate()?;
+        let (nx, nz) = grid_dims(options.cells);
+        // Cells at least 4 ghost radii wide (the config rule): the world
+        // grows rather than the radius shrinking.
+        let side = (options.world_side_m / f64::from(nx)).max(4.0 * params.cell.ghost_radius_m);
+        let layout = SimLayout::new(nx, nz, side);
+        let mut rng = Rng::new(options.seed);
+        let net = Net::new(options.net_params(), rng.fork())?;
+        let mut plan_rng = rng.fork();
+        let bot_rng = rng.fork();
+        let plan = ScenarioPlan::new(options, &layout, &params.cell, &mut plan_rng);
+        let types = Arc::new(TypeRegistry::with_builtins());
+        let avatar = types.get(AVATAR).expect("built-in avatar");
+        let hp_index = avatar.prop_index("hp").expect("avatars have hp");
+        let cells = (0..layout.cell_count())
+            .map(|c| Cell::new(CellId(c), params.cell.clone(), types.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = options.entities as usize;
+        let mut world = World {
+            options: options.clone(),
+            checker: Checker::new(options.seed, n, params.violations_max),
+            trace: Trace::new(params.event_log_len_max),
+            params,
+            layout,
+            types,
+            hp_index,
+            cells,
+            proxies: Vec::with_capacity(n),
+            clients: Vec::with_capacity(n),
+            net,
+            router: Router::default(),
+            rng,
+            bot_rng,
+            tick: 0,
+            onloads_in_flight: vec![0; n],
+            onloads_to_cell: Vec::new(),
+            real_cell: vec![None; n],
+            real_pos: Vec::with_capacity(n),
+            pending: vec![None; n],
+            acks: vec![(0, 0); n],
+            props: vec![0; n],
+            stats: WorldStats::default(),
+            scratch_events: Vec::new(),
+            scratch_counts: Vec::new(),
+            split_done: false,
+            plan,
+        };
+        world.onloads_to_cell = vec![0; world.cells.len()];
+        world.spawn_all()?;
+        Ok(world)
+    }
+
+    fn spawn_all(&mut self) -> Result<(), WorldError> {
+        let bots = std::mem::take(&mut self.plan.bots);
+        for (i, bot) in bots.into_iter().enumerate() {
+            let e = EntityId(i as u64);
+            let pos = bot.pose.pos;
+            let c = self.layout.cell_at(pos).expect("bots start in the world");
+            let avatar = self.types.get(AVATAR).expect("built-in avatar").clone();
+            let mut entity = Entity::new_real(e, avatar, pos, 0.0);
+            entity
+                .props_mut()
+                .set(self.hp_index, self.hp_value(e))
+                .expect("hp is an int");
+            self.cells[c.0 as usize]
+                .create_real(Time::ZERO, entity, true, 0)
+                .expect("a fresh entity spawns");
+            self.proxies
+                .push(Proxy::new(e, c, 0, self.params.proxy.clone())?);
+            self.clients.push(Client {
+                bot,
+                hook: Box::new(DownstreamOrder::default()),
+            });
+            self.real_cell[i] = Some(c);
+            self.real_pos.push(pos);
+            self.checker.on_real_cell(e, Some(c));
+        }
+        Ok(())
+    }
+
+    /// Replaces what entity `e`'s client does with the bytes its proxy
+    /// delivers (observers plug in here).
+    ///
+    /// # Panics
+    /// If `e` is not an entity of this world.
+    pub fn set_client_hook(&mut self, e: EntityId, hook: Box<dyn ClientHook>) {
+        self.clients[e.0 as usize].hook = hook;
+    }
+
+    /// The current tick.
+    pub fn tick(&self) -> u64 {
+        self.tick
+    }
+
+    /// The simulated time of the current tick.
+    pub fn now(&self) -> Time {
+        Time::from_millis(self.tick * self.options.tick_ms)
+    }
+
+    /// True while faults and inputs are injected (phase one).
+    pub fn in_phase_one(&self) -> bool {
+        self.tick < self.options.ticks
+    }
+
+    /// The cells, indexed by id (retired ones included).
+    pub fn cells(&self) -> &[Cell] {
+        &self.cells
+    }
+
+    /// Mutable cells, for tests that break an invariant on purpose.
+    pub fn cells_mut(&mut self) -> &mut [Cell] {
+        &mut self.cells
+    }
+
+    /// Sends `msg` to cell `to` as if `from` had sent it this tick (through
+    /// the network, after everything already queued on that pair). For tests
+    /// that break an invariant on purpose, to prove the checker notices.
+    pub fn inject(&mut self, from: Source, to: CellId, msg: CellMsg) {
+        let src = match from {
+            Source::Cell(c) => Endpoint::Shard(self.cell_shard(c)),
+            Source::Proxy(e) => Endpoint::Shard(self.proxy_shard(e)),
+            Source::Local => Endpoint::Shard(self.cell_shard(to)),
+        };
+        self.route_to_cell(src, from, to, msg);
+    }
+
+    /// Where the real of `e` was at the end of the last step (`None` while
+    /// its `Onload` is in flight).
+    pub fn real_cell(&self, e: EntityId) -> Option<CellId> {
+        self.real_cell[e.0 as usize]
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &SimLayout {
+        &self.layout
+    }
+
+    /// The checker.
+    pub fn checker(&self) -> &Checker {
+        &self.checker
+    }
+
+    /// The world's own counters.
+    pub fn stats(&self) -> WorldStats {
+        self.stats
+    }
+
+    /// The options the world runs (as validated).
+    pub fn options(&self) -> &SimOptions {
+        &self.options
+    }
+
+    /// The cell parameters in force (after [`WorldParams::for_options`]).
+    pub fn cell_params(&self) -> &CellParams {
+        &self.params.cell
+    }
+
+    /// The trace hash so far.
+    pub fn trace_hash(&self) -> u64 {
+        self.trace.hash()
+    }
+
+    /// The shard hosting cell `c`.
+    pub fn cell_shard(&self, c: CellId) -> ShardId {
+        ShardId::local((c.0 % u32::from(self.options.shards)) as u16)
+    }
+
+    /// The shard hosting the proxy of `e`.
+    pub fn proxy_shard(&self, e: EntityId) -> ShardId {
+        ShardId::local((e.0 % u64::from(self.options.shards)) as u16)
+    }
+
+    /// The `hp` the entity logic gives `e` now (its change counter).
+    pub(super) fn hp_value(&self, e: EntityId) -> Value {
+        Value::Int(self.props[e.0 as usize] as i64)
+    }
+
+    /// Records `ev` in the trace (hash and log).
+    pub(super) fn record(&mut self, ev: SimEvent) {
+        self.trace.record(self.tick, ev);
+    }
+
+    /// Runs one tick (see the module doc).
+    pub fn step(&mut self) {
+        let now = self.now();
+        let faulty = self.in_phase_one();
+        self.scenario_actions();
+        if faulty {
+            self.clients_act(now);
+        }
+        self.deliver(now);
+        for c in 0..self.cells.len() {
+            if !self
+                .net
+                .is_stalled(Endpoint::Shard(self.cell_shard(CellId(c as u32))), now)
+            {
+                self.cells[c].tick(now, &self.layout);
+            }
+        }
+        self.drain_events(now);
+        if faulty {
+            self.issue_calls(now);
+            self.drain_events(now);
+        }
+        self.collect_outputs();
+        self.router.flush(now, &mut self.net);
+        if faulty {
+            self.draw_stalls(now);
+        }
+        self.retire_drained();
+        self.check_residency();
+        self.tick += 1;
+    }
+
+    /// Runs both phases (stopping early after a step with a violation),
+    /// then the convergence checks; returns the run's summary.
+    pub fn run(&mut self) -> SimSummary {
+        let total = self.options.ticks + self.options.heal_ticks;
+        while self.tick < total && self.checker.total() == 0 {
+            self.step();
+        }
+        self.finish()
+    }
+
+    /// Ends a run: the convergence checks (if nothing broke before), then
+    /// context for the violations; returns the summary.
+    pub fn finish(&mut self) -> SimSummary {
+        if self.checker.total() == 0 {
+            self.check_converged();
+        }
+        self.add_context();
+        self.summary()
+    }
+
+    fn draw_stalls(&mut self, now: Time) {
+        if self.options.stall_probability <= 0.0 {
+            return;
+        }
+        for s in 0..self.options.shards {
+            let shard = Endpoint::Shard(ShardId::local(s));
+            if self.net.is_stalled(shard, now) || !self.rng.bool(self.options.stall_probability) {
+                continue;
+            }
+            let ms = self.rng.range(1, self.options.stall_ms_max);
+            let until = now + std::time::Duration::from_millis(ms);
+            self.net.stall(shard, until);
+            self.stats.stalls += 1;
+            self.record(SimEvent::Stall { shard: s, until });
+        }
+    }
+
+    fn check_residency(&mut self) {
+        let mut reals = std::mem::take(&mut self.scratch_counts);
+        reals.clear();
+        reals.resize(self.real_cell.len(), 0);
+        for slot in &mut self.real_cell {
+            *slot = None;
+        }
+        for cell in &self.cells {
+            for e in cell.reals() {
+                reals[e.0 as usize] += 1;
+                self.real_cell[e.0 as usize] = Some(cell.id());
+            }
+        }
+        self.checker
+            .check_reals(self.tick, &reals, &self.onloads_in_flight);
+        self.scratch_counts = reals;
+        for c in 0..self.cells.len() {
+            let id = CellId(c as u32);
+            if self.layout.is_retired(id) && !self.cells[c].reals().is_empty() {
+                let d = format!("retired cell {id} holds reals {:?}", self.cells[c].reals());
+                self.checker
+                    .report(self.tick, ViolationKind::MergeNotDrained, None, d);
+            }
+        }
+    }
+
+    /// The run's summary so far.
+    pub fn summary(&self) -> SimSummary {
+        let mut s = SimSummary {
+            seeds: 1,
+            ticks: self.tick,
+            violations: self.checker.total(),
+            trace_hash: self.trace.hash(),
+            ..SimSummary::default()
+        };
+        if s.violations > 0 {
+            s.failed_seeds.push(self.options.seed);
+        }
+        for c in &self.cells {
+            s.migrations += c.counters().migrations_in;
+            s.forwarded += c.counters().forwards;
+        }
+        let n = self.net.stats();
+        s.messages_delivered = n.delivered;
+        s.messages_rejected_full = n.rejected_full;
+        s.max_in_flight = n.max_in_flight;
+        s.max_delay_us = n.max_delay_us;
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_dims_factor_exactly_wide_side_first() {
+        assert_eq!(grid_dims(1), (1, 1));
+        assert_eq!(grid_dims(8), (4, 2));
+        assert_eq!(grid_dims(16), (4, 4));
+        assert_eq!(grid_dims(7), (7, 1));
+        assert_eq!(grid_dims(12), (4, 3));
+        for c in 1..200 {
+            let (nx, nz) = grid_dims(c);
+            assert_eq!(nx * nz, c);
+            assert!(nx >= nz);
+        }
+    }
+
+    #[test]
+    fn a_small_world_runs_clean_and_replays() {
+        let o = SimOptions::test_min();
+        let p = WorldParams::default();
+        let mut a = World::new(&o, &p).expect("world");
+        let sa = a.run();
+        assert_eq!(sa.violations, 0, "{:?}", a.checker().violations());
+        let mut b = World::new(&o, &p).expect("world");
+        assert_eq!(b.run().trace_hash, sa.trace_hash);
+    }
+}

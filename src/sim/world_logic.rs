@@ -1,0 +1,400 @@
+//! The world's moving parts: clients sending inputs, delivery, routing of
+//! outputs, the entity logic run at reals, calls, and layout changes.
+//!
+//! # Entity logic and the "effect after offload" gap
+//!
+//! A cell reports an applied input as [`CellEvent::InputApplied`] from
+//! inside `tick`, but the same `tick` may then offload the real (the
+//! migration check runs after the inputs). The effect (move, property
+//! change, downstream ack) can then no longer be applied where the input
+//! was: the world keeps it as a pending [`Effect`] and applies it when the
+//! real lands ([`CellEvent::BecameReal`]). Positions are absolute, so a
+//! later input's position wins; acks keep their order.
+//!
+//! Owns nothing beyond the `impl World` steps.
+
+use std::sync::Arc;
+
+use crate::core::cell::{
+    Call, CellEvent, CellMsg, Dest, Layout, Msg, Residency, Source, ToReal, ToRealBody,
+};
+use crate::core::geom::Vec3;
+use crate::core::ids::{CellId, EntityId};
+use crate::core::time::Time;
+use crate::sim::net::Endpoint;
+use crate::sim::report::ViolationKind;
+use crate::sim::world::{Effect, World};
+use crate::sim::world_client::{decode_ack, encode_ack};
+use crate::sim::world_event::SimEvent;
+use crate::sim::world_route::Packet;
+
+const FLAG_TELEPORT: u8 = 1;
+
+/// Encodes a move input: flags, x, z.
+pub fn encode_move(pos: Vec3, teleport: bool) -> Arc<[u8]> {
+    let mut b = [0u8; 17];
+    b[0] = if teleport { FLAG_TELEPORT } else { 0 };
+    b[1..9].copy_from_slice(&pos.x.to_le_bytes());
+    b[9..17].copy_from_slice(&pos.z.to_le_bytes());
+    Arc::from(&b[..])
+}
+
+/// Decodes a move input (`None` if malformed).
+pub fn decode_move(data: &[u8]) -> Option<(Vec3, bool)> {
+    let b: &[u8; 17] = data.try_into().ok()?;
+    let x = f64::from_le_bytes(b[1..9].try_into().ok()?);
+    let z = f64::from_le_bytes(b[9..17].try_into().ok()?);
+    Some((Vec3::ground(x, z), b[0] & FLAG_TELEPORT != 0))
+}
+
+impl World {
+    /// Every client steps its bot and sends its position to its proxy.
+    pub(super) fn clients_act(&mut self, now: Time) {
+        let world = self.layout.world();
+        let t_s = now.as_micros() as f64 / 1e6;
+        let dt_s = self.options.tick_ms as f64 / 1e3;
+        for i in 0..self.clients.len() {
+            let e = EntityId(i as u64);
+            let step = self.clients[i]
+                .bot
+                .step(&mut self.bot_rng, &world, t_s, dt_s);
+            let data = encode_move(step.pose.pos, step.teleported);
+            let to = Endpoint::Shard(self.proxy_shard(e));
+            self.router.push(
+                Endpoint::Client(i as u32),
+                to,
+                Packet::Input { entity: e, data },
+            );
+            self.stats.inputs_sent += 1;
+            self.stats.teleports += u64::from(step.teleported);
+        }
+    }
+
+    /// Delivers everything due by `now`.
+    pub(super) fn deliver(&mut self, now: Time) {
+        while let Some(d) = self.net.poll_delivery(now) {
+            let ev = SimEvent::Delivered {
+                from: d.from,
+                to: d.to,
+                seq: d.seq,
+                packets: d.msg.len() as u32,
+            };
+            self.record(ev);
+            let mut batch = d.msg;
+            for p in batch.drain(..) {
+                self.dispatch(now, p);
+            }
+            self.router.recycle(batch);
+        }
+    }
+
+    fn dispatch(&mut self, now: Time, p: Packet) {
+        match p {
+            Packet::Cell { from, to, msg } => {
+                if let CellMsg::Onload(o) = &msg {
+                    let e = o.entity;
+                    self.onloads_in_flight[e.0 as usize] -= 1;
+                    self.onloads_to_cell[to.0 as usize] -= 1;
+                    let before = self.cells[to.0 as usize].residency(e);
+                    self.checker.on_onload(self.tick, to, e, before);
+                }
+                self.cells[to.0 as usize].handle(now, from, msg);
+            }
+            Packet::Proxy(msg) => {
+                let e = match &msg {
+                    crate::core::cell::ProxyMsg::RealMoved { entity, .. }
+                    | crate::core::cell::ProxyMsg::Downstream { entity, .. } => *entity,
+                };
+                if let Err(err) = self.proxies[e.0 as usize].handle(now, msg) {
+                    let d = format!("proxy refused a message: {err}");
+                    self.checker
+                        .report(self.tick, ViolationKind::HarmfulDrop, Some(e), d);
+                }
+            }
+            Packet::Input { entity, data } => {
+                self.proxies[entity.0 as usize].send_input(now, data);
+            }
+            Packet::Down { entity, seq, data } => {
+                let tick = self.tick;
+                if decode_ack(&data).is_some() {
+                    self.acks[entity.0 as usize].1 += 1;
+                }
+                if let Err(d) = self.clients[entity.0 as usize]
+                    .hook
+                    .on_downstream(tick, seq, &data)
+                {
+                    self.checker
+                        .report(tick, ViolationKind::DownstreamBroken, Some(entity), d);
+                }
+            }
+        }
+    }
+
+    /// Drains every cell's events (again and again: the logic's effects may
+    /// raise more) into the checker and the entity logic.
+    pub(super) fn drain_events(&mut self, now: Time) {
+        let mut events = std::mem::take(&mut self.scratch_events);
+        loop {
+            events.clear();
+            for cell in &mut self.cells {
+                let id = cell.id();
+                while let Some(ev) = cell.poll_event() {
+                    events.push((id, ev));
+                }
+            }
+            if events.is_empty() {
+                break;
+            }
+            for (cell, ev) in events.drain(..) {
+                self.on_cell_event(now, cell, ev);
+            }
+        }
+        self.scratch_events = events;
+    }
+
+    fn on_cell_event(&mut self, now: Time, cell: CellId, ev: CellEvent) {
+        self.checker.on_event(self.tick, cell, &ev);
+        match &ev {
+            CellEvent::InputApplied { entity, seq, data } => {
+                let seq = *seq;
+                let mut eff = Effect {
+                    pos: decode_move(data),
+                    change: seq % self.plan.change_every_inputs == 0,
+                    acks: Vec::new(),
+                };
+                if seq % self.plan.downstream_every_inputs == 0 {
+                    eff.acks.push(seq);
+                }
+                self.apply_effect(now, cell, *entity, eff);
+            }
+            CellEvent::CallRun { entity, .. } => {
+                let eff = Effect {
+                    change: true,
+                    ..Effect::default()
+                };
+                self.apply_effect(now, cell, *entity, eff);
+            }
+            CellEvent::BecameReal { entity, .. } => {
+                if let Some(eff) = self.pending[entity.0 as usize].take() {
+                    self.apply_effect(now, cell, *entity, eff);
+                }
+            }
+            CellEvent::BecameGhost { entity, .. } => {
+                if let Some(v) = self.cells[cell.0 as usize].view(*entity) {
+                    self.checker.ghost_baseline(cell, *entity, v.version);
+                }
+            }
+            _ => {}
+        }
+        self.record(SimEvent::Cell { cell, event: ev });
+    }
+
+    /// Applies `eff` to `e`'s real at `cell`, or keeps it pending if the
+    /// real is no longer there.
+    fn apply_effect(&mut self, now: Time, cell: CellId, e: EntityId, eff: Effect) {
+        let i = e.0 as usize;
+        let is_real = matches!(
+            self.cells[i_cell(cell)].residency(e),
+            Some(Residency::Real { .. })
+        );
+        if !is_real {
+            let p = self.pending[i].get_or_insert_with(Effect::default);
+            if let Some((pos, jump)) = eff.pos {
+                let was_jump = p.pos.is_some_and(|(_, j)| j);
+                p.pos = Some((pos, jump || was_jump));
+            }
+            p.change |= eff.change;
+            p.acks.extend(eff.acks);
+            self.stats.deferred_effects += 1;
+            self.record(SimEvent::Deferred { entity: e, cell });
+            return;
+        }
+        if eff.change {
+            self.props[i] += 1;
+            let hp = self.hp_value(e);
+            self.cells[i_cell(cell)]
+                .real_mut(e)
+                .expect("real here")
+                .props_mut()
+                .set(self.hp_index, hp)
+                .expect("hp is an int");
+        }
+        for ack in eff.acks {
+            self.cells[i_cell(cell)]
+                .send_to_client(e, Arc::from(&encode_ack(ack)[..]))
+                .expect("real with a proxy");
+            self.acks[i].0 += 1;
+        }
+        if let Some((pos, jump)) = eff.pos {
+            self.real_pos[i] = pos;
+            let c = &mut self.cells[i_cell(cell)];
+            // A refused jump (into a merging cell) walks there instead.
+            let jumped = jump && c.teleport(now, e, pos, &self.layout).is_ok();
+            if !jumped {
+                c.move_real(e, pos).expect("real here");
+            }
+            let under = self.layout.cell_at(pos);
+            self.checker.on_real_cell(e, under);
+        }
+    }
+
+    /// Each real (on a running shard) calls a random entity it knows of
+    /// with probability `call_probability`.
+    pub(super) fn issue_calls(&mut self, now: Time) {
+        let p = self.plan.call_probability;
+        let n = self.real_cell.len() as u64;
+        if p <= 0.0 || n < 2 {
+            return;
+        }
+        for a in 0..self.real_cell.len() {
+            let Some(x) = self.real_cell[a] else { continue };
+            if !self.rng.bool(p) {
+                continue;
+            }
+            let stalled = self
+                .net
+                .is_stalled(Endpoint::Shard(self.cell_shard(x)), now);
+            let b = EntityId(self.rng.below(n));
+            let known = self.cells[i_cell(x)].residency(b).is_some();
+            if stalled || !known || b.0 as usize == a {
+                continue;
+            }
+            let id = self.checker.on_call_issued(b);
+            self.stats.calls_issued += 1;
+            let body = ToRealBody::Call(Call {
+                id,
+                data: Arc::from(&id.to_le_bytes()[..]),
+            });
+            let msg = CellMsg::ToReal(ToReal {
+                entity: b,
+                hops: 0,
+                body,
+            });
+            self.record(SimEvent::CallIssued {
+                id,
+                from: x,
+                target: b,
+            });
+            self.cells[i_cell(x)].handle(now, Source::Local, msg);
+        }
+    }
+
+    /// Batches every cell's and proxy's outputs into the router.
+    pub(super) fn collect_outputs(&mut self) {
+        for c in 0..self.cells.len() {
+            let id = CellId(c as u32);
+            let from = Endpoint::Shard(self.cell_shard(id));
+            while let Some(o) = self.cells[c].poll_output() {
+                match (o.to, o.msg) {
+                    (Dest::Cell(to), Msg::Cell(msg)) => {
+                        self.route_to_cell(from, Source::Cell(id), to, msg)
+                    }
+                    (Dest::Proxy(e), Msg::Proxy(msg)) => {
+                        let to = Endpoint::Shard(self.proxy_shard(e));
+                        self.router.push(from, to, Packet::Proxy(msg));
+                    }
+                    (to, msg) => panic!("{id} addressed {msg:?} to {to:?}"),
+                }
+            }
+        }
+        for i in 0..self.proxies.len() {
+            let e = EntityId(i as u64);
+            let from = Endpoint::Shard(self.proxy_shard(e));
+            while let Some(o) = self.proxies[i].poll_output() {
+                match (o.to, o.msg) {
+                    (Dest::Cell(to), Msg::Cell(msg)) => {
+                        self.route_to_cell(from, Source::Proxy(e), to, msg)
+                    }
+                    (to, msg) => panic!("proxy of {e} addressed {msg:?} to {to:?}"),
+                }
+            }
+            while let Some((seq, data)) = self.proxies[i].poll_client() {
+                let p = Packet::Down {
+                    entity: e,
+                    seq,
+                    data,
+                };
+                self.router.push(from, Endpoint::Client(i as u32), p);
+            }
+        }
+    }
+
+    pub(super) fn route_to_cell(&mut self, from: Endpoint, src: Source, to: CellId, msg: CellMsg) {
+        if let CellMsg::Onload(o) = &msg {
+            self.onloads_in_flight[o.entity.0 as usize] += 1;
+            self.onloads_to_cell[i_cell(to)] += 1;
+        }
+        let dst = Endpoint::Shard(self.cell_shard(to));
+        self.router
+            .push(from, dst, Packet::Cell { from: src, to, msg });
+    }
+
+    /// MergeDrain: start the merge, and split the slot out again later.
+    pub(super) fn scenario_actions(&mut self) {
+        let Some(m) = self.plan.merge else { return };
+        if self.tick == m.merge_at_tick && self.layout.begin_merge(m.cell, m.into).is_ok() {
+            self.layout_changed("merge", m.cell);
+        }
+        let retired = self.layout.is_retired(m.cell);
+        if self.tick >= m.split_at_tick && retired && !self.split_done {
+            let slot = self.layout.home_slot(m.cell);
+            let fresh = self
+                .layout
+                .split(m.into, slot)
+                .expect("retired slot splits");
+            let params = self.params.cell.clone();
+            let cell = crate::core::cell::Cell::new(fresh, params, self.types.clone())
+                .expect("valid params");
+            assert_eq!(fresh.0 as usize, self.cells.len(), "fresh ids are dense");
+            self.cells.push(cell);
+            self.onloads_to_cell.push(0);
+            self.split_done = true;
+            self.layout_changed("split", fresh);
+        }
+    }
+
+    /// Retires merging cells with no real and no `Onload` coming.
+    pub(super) fn retire_drained(&mut self) {
+        for c in 0..self.cells.len() {
+            let id = CellId(c as u32);
+            if !self.layout.is_merging(id) || self.onloads_to_cell[c] > 0 {
+                continue;
+            }
+            if self.cells[c].reals().is_empty() {
+                self.layout.retire(id).expect("merging");
+                self.layout_changed("retire", id);
+            }
+        }
+    }
+
+    fn layout_changed(&mut self, what: &'static str, cell: CellId) {
+        self.stats.layout_changes += 1;
+        let version = self.layout.version();
+        self.record(SimEvent::Layout {
+            version,
+            what,
+            cell,
+        });
+        for i in 0..self.real_pos.len() {
+            let under = self.layout.cell_at(self.real_pos[i]);
+            self.checker.on_real_cell(EntityId(i as u64), under);
+        }
+    }
+}
+
+fn i_cell(c: CellId) -> usize {
+    c.0 as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moves_round_trip() {
+        let p = Vec3::ground(12.5, -3.25);
+        assert_eq!(decode_move(&encode_move(p, true)), Some((p, true)));
+        assert_eq!(decode_move(&encode_move(p, false)), Some((p, false)));
+        assert_eq!(decode_move(b"short"), None);
+    }
+}

@@ -1,0 +1,96 @@
+//! The world's own bounds, and the parameters of its cells and proxies,
+//! mapped from a tessera config.
+//!
+//! Owns plain values only.
+
+use crate::config::Config;
+use crate::core::cell::CellParams;
+use crate::core::proxy::ProxyParams;
+use crate::sim::options::SimOptions;
+
+/// The world's own bounds, and the parameters of its cells and proxies.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorldParams {
+    /// Parameters of every cell (the world may raise the buffer bounds to
+    /// cover the configured stalls, see [`WorldParams::for_options`]).
+    pub cell: CellParams,
+    /// Parameters of every proxy.
+    pub proxy: ProxyParams,
+    /// Events kept in the trace log for failure reports (the events about
+    /// the entity of a violation are picked from it). Default 65 536: the
+    /// whole of a small run, the last ten ticks or so of 1,000 entities.
+    pub event_log_len_max: usize,
+    /// Violations kept per run (more are only counted). Default 16.
+    pub violations_max: usize,
+    /// Trace events printed with a violation: this many about its entity,
+    /// and a quarter as many of the whole world. Default 40.
+    pub context_events_max: usize,
+}
+
+impl Default for WorldParams {
+    fn default() -> Self {
+        WorldParams::from_config(&Config::default())
+    }
+}
+
+impl WorldParams {
+    /// The cell knobs of a tessera config (world ghost radius, `[cell]`,
+    /// `[sync]`), default world bounds.
+    pub fn from_config(c: &Config) -> Self {
+        let cell = c.cell_params();
+        WorldParams {
+            cell,
+            proxy: ProxyParams::default(),
+            event_log_len_max: 65_536,
+            violations_max: 16,
+            context_events_max: 40,
+        }
+    }
+
+    /// These parameters with the buffers that absorb a stall raised to cover
+    /// the longest stall and burst `options` can draw: a stalled shard's
+    /// proxy-bound traffic arrives in one lump afterwards, and losing inputs
+    /// to a bound the operator sized for shorter stalls is not a protocol bug.
+    pub fn for_options(&self, options: &SimOptions) -> WorldParams {
+        let l = &options.latency;
+        let worst_ms = options.stall_ms_max
+            + (l.burst_us_max + l.max_us + l.pair_skew_us_max) / 1_000
+            + 4 * options.tick_ms;
+        let lump = (2 * worst_ms / options.tick_ms.max(1)) as usize + 16;
+        let mut p = self.clone();
+        p.cell.input_buffer_max = p.cell.input_buffer_max.max(lump);
+        p.cell.pending_calls_max = p.cell.pending_calls_max.max(lump);
+        p.proxy.downstream_buffer_max = p.proxy.downstream_buffer_max.max(lump);
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_knobs_reach_the_cells_and_stalls_raise_buffers() {
+        let mut c = Config::default();
+        c.world.ghost_radius_m = 77.0;
+        c.cell.migrate_margin_m = 9.0;
+        c.sync.reorder_buffer_max = 33;
+        let p = WorldParams::from_config(&c);
+        assert_eq!(p.cell.ghost_radius_m, 77.0);
+        assert_eq!(p.cell.migrate_margin_m, 9.0);
+        assert_eq!(p.cell.reorder_buffer_max, 33);
+        p.cell.validate().expect("valid");
+        let o = SimOptions {
+            stall_ms_max: 5_000,
+            tick_ms: 20,
+            ..SimOptions::test_min()
+        };
+        let q = p.for_options(&o);
+        assert!(
+            q.cell.input_buffer_max >= 500,
+            "{}",
+            q.cell.input_buffer_max
+        );
+        assert_eq!(q.cell.ghost_radius_m, p.cell.ghost_radius_m);
+    }
+}
