@@ -27,3 +27,5 @@
 pub mod config;
 pub mod core;
 pub mod sim;
+pub mod wire;
+pub mod client;

@@ -1,0 +1,3 @@
+//! The wire layer: byte formats between processes.
+
+pub mod client;
