@@ -24,8 +24,8 @@
 //! opens a socket or iterates a default-hashed map. `tests/tidy.rs` enforces
 //! this.
 
+pub mod client;
 pub mod config;
 pub mod core;
 pub mod sim;
 pub mod wire;
-pub mod client;

@@ -125,7 +125,10 @@ fn live_session(hooks: &mut Hooks) -> ClientSession {
             token: Some(b"tok")
         })
     );
-    assert_eq!(s.send_move(Time(1), Vec3::default(), 0.0), Err(SessionError::NotLive(SessionState::Handshake)));
+    assert_eq!(
+        s.send_move(Time(1), Vec3::default(), 0.0),
+        Err(SessionError::NotLive(SessionState::Handshake))
+    );
     s.handle_bytes(Time(10), &frames(&[ServerMsg::Welcome(welcome())]), hooks);
     assert_eq!(s.state(), SessionState::Live);
     assert_eq!(s.poll_event(), Some(SessionEvent::Welcomed(welcome())));
@@ -137,7 +140,9 @@ fn inputs_get_consecutive_seqs_and_acks_are_checked() {
     let mut hooks = Hooks::default();
     let mut s = live_session(&mut hooks);
     for i in 1..=3u64 {
-        let seq = s.send_move(Time(100 * i), Vec3::default(), 0.0).expect("move");
+        let seq = s
+            .send_move(Time(100 * i), Vec3::default(), 0.0)
+            .expect("move");
         assert_eq!(seq, i);
     }
     let sent = s.transmit().to_vec();
@@ -188,7 +193,12 @@ fn view_batches_feed_the_checking_view_and_the_hooks() {
     s.handle_bytes(Time(500), &bytes, &mut hooks);
     let c = *s.counters();
     assert_eq!((c.batches, c.enters, c.updates, c.leaves), (1, 1, 1, 1));
-    assert_eq!(s.violation_count(), 0, "{:?}", s.view().map(|v| v.violations()));
+    assert_eq!(
+        s.violation_count(),
+        0,
+        "{:?}",
+        s.view().map(|v| v.violations())
+    );
     let kinds: Vec<_> = hooks.updates.iter().map(|u| (u.kind, u.entity)).collect();
     let e = Some(EntityId(100));
     assert_eq!(
@@ -223,7 +233,11 @@ fn view_batches_feed_the_checking_view_and_the_hooks() {
     }]);
     s.handle_bytes(Time(700), &bytes, &mut hooks);
     assert_eq!(s.violation_count(), 1);
-    assert_eq!(s.counters().violations, 0, "a view rule, not a session rule");
+    assert_eq!(
+        s.counters().violations,
+        0,
+        "a view rule, not a session rule"
+    );
 }
 
 #[test]
@@ -231,7 +245,9 @@ fn calls_end_once_with_their_outcome() {
     let mut hooks = Hooks::default();
     let mut s = live_session(&mut hooks);
     let hit = s.send_hit(Time(100), 1, 10).expect("hit");
-    let set = s.send_set_prop(Time(110), 0, &[3, b'a', b'b', b'c']).expect("set");
+    let set = s
+        .send_set_prop(Time(110), 0, &[3, b'a', b'b', b'c'])
+        .expect("set");
     let mv = s.send_move(Time(120), Vec3::default(), 0.0).expect("move");
     assert_eq!((hit, set, mv, s.calls_pending()), (1, 2, 3, 2));
     let landed = CallOutcome::HitLanded {
@@ -320,7 +336,11 @@ fn handshake_errors_kicks_and_broken_streams_close() {
         })
     );
     let mut s = live_session(&mut hooks);
-    s.handle_bytes(Time(3), &[0xff, 0xff, 0xff, 0x7f, 2, 0x80, 0, 0], &mut hooks);
+    s.handle_bytes(
+        Time(3),
+        &[0xff, 0xff, 0xff, 0x7f, 2, 0x80, 0, 0],
+        &mut hooks,
+    );
     assert_eq!(s.state(), SessionState::Closed);
     assert!(matches!(s.violations()[0].rule, SessionRule::Decode(_)));
     let mut s = live_session(&mut hooks);
@@ -354,7 +374,10 @@ fn bounds_refuse_to_send() {
     assert_eq!(s.next_seq(), 3, "refused inputs take no seq");
     s.send_bye(Time(4)).expect("bye");
     assert_eq!(s.state(), SessionState::Closed);
-    assert_eq!(s.send_ping(Time(5), 1), Err(SessionError::NotLive(SessionState::Closed)));
+    assert_eq!(
+        s.send_ping(Time(5), 1),
+        Err(SessionError::NotLive(SessionState::Closed))
+    );
 }
 
 #[test]

@@ -12,8 +12,8 @@ use proptest::prelude::*;
 use tessera::core::geom::{Rect, Vec3};
 use tessera::core::ids::EntityId;
 use tessera::wire::client::{
-    split_frame, CallOutcome, ClientMsg, DecodeError, ErrorCode, Frame, FrameDecoder,
-    RefuseReason, ServerMsg, Welcome, HEADER_BYTES,
+    split_frame, CallOutcome, ClientMsg, DecodeError, ErrorCode, Frame, FrameDecoder, RefuseReason,
+    ServerMsg, Welcome, HEADER_BYTES,
 };
 
 const BODY_MAX: u32 = 1 << 16;
@@ -105,13 +105,21 @@ impl S {
 fn client_msg() -> impl Strategy<Value = C> {
     prop_oneof![
         Just(C::Hello),
-        ("[a-zA-Z0-9é_]{1,30}", proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)))
+        (
+            "[a-zA-Z0-9é_]{1,30}",
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64))
+        )
             .prop_map(|(n, t)| C::Login(n, t)),
         (any::<u64>(), any::<u64>(), any::<[f64; 3]>(), any::<f32>())
             .prop_map(|(s, t, p, y)| C::Move(s, t, p, y)),
         (any::<u64>(), any::<u64>(), any::<u32>(), any::<i64>())
             .prop_map(|(s, t, h, d)| C::Hit(s, t, h, d)),
-        (any::<u64>(), any::<u64>(), any::<u16>(), proptest::collection::vec(any::<u8>(), 0..40))
+        (
+            any::<u64>(),
+            any::<u64>(),
+            any::<u16>(),
+            proptest::collection::vec(any::<u8>(), 0..40)
+        )
             .prop_map(|(s, t, p, v)| C::SetProp(s, t, p, v)),
         (any::<u64>(), any::<u64>()).prop_map(|(n, t)| C::Ping(n, t)),
         Just(C::Bye),
@@ -327,4 +335,290 @@ proptest! {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// PROTOCOL.md: the hex examples there must be what the encoder writes.
+
+mod doc_examples {
+    use std::sync::Arc;
+    use tessera::core::entity::{ArrayOp, Audience, Entity, SyncKind, TypeRegistry, Value, AVATAR};
+    use tessera::core::geom::{Rect, Vec3};
+    use tessera::core::ids::EntityId;
+    use tessera::core::view::{encode_event, ClientEvent};
+    use tessera::wire::client::{CallOutcome, ClientMsg, ErrorCode, ServerMsg, Welcome};
+
+    /// The view batch of the example session: entity 43 (an Avatar named
+    /// "Bo" with 100 hp) enters as handle 0 at version 1, moves (v2), loses
+    /// 10 hp (v3), gains a buff (v4), leaves.
+    fn batch() -> Vec<u8> {
+        let reg = TypeRegistry::with_builtins();
+        let ty = Arc::clone(reg.get(AVATAR).expect("avatar"));
+        let idx = |n: &str| ty.prop_index(n).expect("prop");
+        let pos = Vec3 {
+            x: 12.0,
+            y: 0.0,
+            z: 20.0,
+        };
+        let mut e = Entity::new_real(EntityId(43), Arc::clone(&ty), pos, 0.0);
+        let p = e.props_mut();
+        p.set(idx("name"), Value::Str("Bo".into())).expect("name");
+        p.set(idx("level"), Value::UInt(3)).expect("level");
+        p.set(idx("hp"), Value::Int(100)).expect("hp");
+        p.set(idx("max_hp"), Value::Int(100)).expect("max_hp");
+        e.clear_dirty();
+        let mut snap = Vec::new();
+        e.encode_snapshot(Audience::OtherClients, &mut snap);
+        let mut b = Vec::new();
+        encode_event(
+            &mut b,
+            &ClientEvent::Enter {
+                handle: 0,
+                entity: EntityId(43),
+                type_id: AVATAR,
+                pos,
+                yaw: 0.0,
+                version: 1,
+                snapshot: &snap,
+            },
+        );
+        let moved = Vec3 {
+            x: 13.0,
+            y: 0.0,
+            z: 20.0,
+        };
+        encode_event(
+            &mut b,
+            &ClientEvent::Move {
+                handle: 0,
+                version: 2,
+                pos: moved,
+                yaw: 0.5,
+            },
+        );
+        e.props_mut().set(idx("hp"), Value::Int(90)).expect("hp");
+        let mut delta = Vec::new();
+        e.encode_change(SyncKind::Props, Audience::OtherClients, &mut delta);
+        e.clear_dirty();
+        encode_event(
+            &mut b,
+            &ClientEvent::Props {
+                handle: 0,
+                version: 3,
+                delta: &delta,
+            },
+        );
+        let buff = Value::Record(vec![Value::UInt(4), Value::Int(1), Value::UInt(5000)]);
+        e.props_mut()
+            .array_op(idx("buffs"), ArrayOp::Push(buff))
+            .expect("push");
+        delta.clear();
+        e.encode_change(SyncKind::Props, Audience::OtherClients, &mut delta);
+        e.clear_dirty();
+        encode_event(
+            &mut b,
+            &ClientEvent::Props {
+                handle: 0,
+                version: 4,
+                delta: &delta,
+            },
+        );
+        encode_event(&mut b, &ClientEvent::Leave { handle: 0 });
+        b
+    }
+
+    /// Every example of PROTOCOL.md by name, as the encoder writes it.
+    pub fn all() -> Vec<(&'static str, Vec<u8>)> {
+        let c = |m: ClientMsg<'_>| {
+            let mut out = Vec::new();
+            m.encode(&mut out);
+            out
+        };
+        let s = |m: ServerMsg<'_>| {
+            let mut out = Vec::new();
+            m.encode(&mut out);
+            out
+        };
+        let welcome = Welcome {
+            tick_ms: 50,
+            entity: EntityId(42),
+            own_handle: None,
+            client_body_bytes_max: 4096,
+            bounds: Rect {
+                min_x: 0.0,
+                min_z: 0.0,
+                max_x: 1024.0,
+                max_z: 1024.0,
+            },
+            server_time_us: 1_000_000,
+        };
+        let batch = batch();
+        vec![
+            ("hello", c(ClientMsg::Hello { version: 1 })),
+            (
+                "login",
+                c(ClientMsg::Login {
+                    name: "ann",
+                    token: Some(&[0xab, 0xcd]),
+                }),
+            ),
+            ("welcome", s(ServerMsg::Welcome(welcome))),
+            (
+                "move",
+                c(ClientMsg::Move {
+                    seq: 1,
+                    client_time_us: 2_000_000,
+                    pos: Vec3 {
+                        x: 10.5,
+                        y: 0.0,
+                        z: 20.25,
+                    },
+                    yaw: 1.5,
+                }),
+            ),
+            ("input_ack", s(ServerMsg::InputAck { last_seq: 1 })),
+            (
+                "view_batch",
+                s(ServerMsg::ViewBatch {
+                    tick: 7,
+                    batch: &batch,
+                }),
+            ),
+            (
+                "hit",
+                c(ClientMsg::Hit {
+                    seq: 2,
+                    client_time_us: 2_050_000,
+                    target: 0,
+                    damage: 10,
+                }),
+            ),
+            (
+                "call_result",
+                s(ServerMsg::CallResult {
+                    seq: 2,
+                    outcome: CallOutcome::HitLanded {
+                        dealt: 10,
+                        killed: false,
+                    },
+                }),
+            ),
+            (
+                "set_prop",
+                c(ClientMsg::SetProp {
+                    seq: 3,
+                    client_time_us: 2_100_000,
+                    prop: 0,
+                    value: &[2, b'A', b'n'],
+                }),
+            ),
+            (
+                "error",
+                s(ServerMsg::Error {
+                    seq: 3,
+                    code: ErrorCode::PropNotSettable,
+                    text: "name",
+                }),
+            ),
+            (
+                "ping",
+                c(ClientMsg::Ping {
+                    nonce: 9,
+                    client_time_us: 2_200_000,
+                }),
+            ),
+            (
+                "pong",
+                s(ServerMsg::Pong {
+                    nonce: 9,
+                    client_time_us: 2_200_000,
+                    server_time_us: 1_150_000,
+                }),
+            ),
+            ("bye", c(ClientMsg::Bye)),
+            (
+                "kick",
+                s(ServerMsg::Kick {
+                    code: ErrorCode::Shutdown,
+                    text: "bye",
+                }),
+            ),
+        ]
+    }
+
+    /// The ```` ```hex NAME ```` blocks of PROTOCOL.md: bytes are pairs of hex
+    /// digits, anything after `#` on a line is a comment.
+    pub fn parse(doc: &str) -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut cur: Option<(String, Vec<u8>)> = None;
+        for line in doc.lines() {
+            let t = line.trim();
+            if let Some(name) = t.strip_prefix("```hex ") {
+                cur = Some((name.trim().to_owned(), Vec::new()));
+            } else if t == "```" {
+                out.extend(cur.take());
+            } else if let Some((_, bytes)) = cur.as_mut() {
+                let code = t.split('#').next().unwrap_or("");
+                for h in code.split_whitespace() {
+                    bytes.push(u8::from_str_radix(h, 16).expect("hex byte"));
+                }
+            }
+        }
+        out
+    }
+}
+
+#[test]
+fn protocol_md_examples_match_the_encoder() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/PROTOCOL.md"))
+        .expect("PROTOCOL.md at the repository root");
+    let documented = doc_examples::parse(&doc);
+    let built = doc_examples::all();
+    if std::env::var_os("TESSERA_DUMP_EXAMPLES").is_some() {
+        for (name, bytes) in &built {
+            let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            eprintln!("{name}: {}", hex.join(" "));
+        }
+    }
+    let names: Vec<&str> = documented.iter().map(|(n, _)| n.as_str()).collect();
+    let want: Vec<&str> = built.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, want, "PROTOCOL.md examples, in order");
+    for ((name, doc_bytes), (_, bytes)) in documented.iter().zip(&built) {
+        assert_eq!(doc_bytes, bytes, "example `{name}`");
+    }
+    // A client session driven through the example session sends exactly the
+    // documented client bytes and accepts the server's without a violation.
+    let ex = |name: &str| -> &[u8] { &built.iter().find(|(n, _)| *n == name).expect("example").1 };
+    let reg = std::sync::Arc::new(tessera::core::entity::TypeRegistry::with_builtins());
+    let mut s = tessera::client::ClientSession::new(Default::default(), reg);
+    let t = tessera::core::time::Time;
+    s.connect("ann", Some(&[0xab, 0xcd])).expect("connect");
+    s.handle_bytes(t(1_990_000), ex("welcome"), &mut ());
+    let pos = tessera::core::geom::Vec3 {
+        x: 10.5,
+        y: 0.0,
+        z: 20.25,
+    };
+    s.send_move(t(2_000_000), pos, 1.5).expect("move");
+    s.handle_bytes(t(2_040_000), ex("input_ack"), &mut ());
+    s.handle_bytes(t(2_045_000), ex("view_batch"), &mut ());
+    s.send_hit(t(2_050_000), 0, 10).expect("hit");
+    s.handle_bytes(t(2_090_000), ex("call_result"), &mut ());
+    s.send_set_prop(t(2_100_000), 0, &[2, b'A', b'n'])
+        .expect("set");
+    s.handle_bytes(t(2_150_000), ex("error"), &mut ());
+    s.send_ping(t(2_200_000), 9).expect("ping");
+    s.handle_bytes(t(2_210_000), ex("pong"), &mut ());
+    s.send_bye(t(2_300_000)).expect("bye");
+    let sent: Vec<u8> = ["hello", "login", "move", "hit", "set_prop", "ping", "bye"]
+        .iter()
+        .flat_map(|n| ex(n).to_vec())
+        .collect();
+    assert_eq!(s.transmit(), &sent[..]);
+    assert_eq!(s.violation_count(), 0, "{:?}", s.violations());
+    let c = *s.counters();
+    assert_eq!(
+        (c.enters, c.updates, c.leaves, c.calls_done, c.inputs_acked),
+        (1, 3, 1, 2, 1)
+    );
 }

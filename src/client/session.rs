@@ -210,7 +210,12 @@ impl ClientSession {
     ///
     /// # Errors
     /// As [`ClientSession::send_move`], plus [`SessionError::CallsPending`].
-    pub fn send_hit(&mut self, now: Time, target: Handle, damage: i64) -> Result<u64, SessionError> {
+    pub fn send_hit(
+        &mut self,
+        now: Time,
+        target: Handle,
+        damage: i64,
+    ) -> Result<u64, SessionError> {
         let seq = self.core.check_input(32, Some(CallKind::Hit))?;
         let msg = ClientMsg::Hit {
             seq,
@@ -287,7 +292,10 @@ impl ClientSession {
     /// If `n` is more than is waiting.
     pub fn advance_transmit(&mut self, n: usize) {
         let c = &mut self.core;
-        assert!(c.out_start + n <= c.out.len(), "advance past the transmit buffer");
+        assert!(
+            c.out_start + n <= c.out.len(),
+            "advance past the transmit buffer"
+        );
         c.out_start += n;
         if c.out_start == c.out.len() {
             c.out.clear();
@@ -381,7 +389,11 @@ impl ClientSession {
 
     /// Every violation: the session's and the view's.
     pub fn violation_count(&self) -> u64 {
-        let view = self.core.view.as_ref().map_or(0, ClientView::violation_count);
+        let view = self
+            .core
+            .view
+            .as_ref()
+            .map_or(0, ClientView::violation_count);
         self.core.counters.violations + view
     }
 
