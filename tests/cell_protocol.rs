@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tessera::core::cell::{
     Call, Cell, CellEvent, CellMsg, CellParams, Dest, DropReason, GridLayout, Layout, Msg,
-    Outgoing, Residency, Source, ToReal, ToRealBody,
+    Outgoing, ProxyMsg, Residency, Source, ToReal, ToRealBody,
 };
 use tessera::core::entity::{Entity, TypeRegistry, Value, AVATAR};
 use tessera::core::geom::Vec3;
@@ -143,7 +143,11 @@ struct Log {
     ghost_version: BTreeMap<(CellId, EntityId), u64>,
     calls_sent: BTreeSet<(EntityId, u64)>,
     calls_run: BTreeMap<(EntityId, u64), u32>,
+    /// Downstream messages game code sent (a subset of `downstream_out`).
     downstream_sent: BTreeMap<EntityId, u64>,
+    /// Every downstream message the cells sent (game code's and the
+    /// observers' view batches).
+    downstream_out: BTreeMap<EntityId, u64>,
     downstream_got: BTreeMap<EntityId, u64>,
     migrations: BTreeMap<EntityId, u32>,
     onloads_checked: u64,
@@ -399,6 +403,9 @@ impl World {
                 Self::log_event(&mut self.log, *id, ev);
             }
             while let Some(o) = c.poll_output() {
+                if let Msg::Proxy(ProxyMsg::Downstream { entity, .. }) = &o.msg {
+                    *self.log.downstream_out.entry(*entity).or_default() += 1;
+                }
                 outs.push((Source::Cell(*id), o));
             }
         }
@@ -462,7 +469,7 @@ impl World {
             CellEvent::BecameReal { entity, .. } => {
                 log.ghost_version.remove(&(c, entity));
             }
-            CellEvent::OwnChange { .. } => {}
+            CellEvent::OwnChange { .. } | CellEvent::Combat { .. } => {}
             CellEvent::Dropped { entity, reason } => {
                 if !reason.is_benign() {
                     log.harmful.push((c, entity, reason));
@@ -505,8 +512,10 @@ impl World {
             let applied = self.log.inputs_applied.get(e).copied().unwrap_or(0);
             assert_eq!(applied, p.next_input() - 1, "{e}: inputs lost");
             let sent = self.log.downstream_sent.get(e).copied().unwrap_or(0);
+            let out = self.log.downstream_out.get(e).copied().unwrap_or(0);
             let got = self.log.downstream_got.get(e).copied().unwrap_or(0);
-            assert_eq!(got, sent, "{e}: downstream lost");
+            assert!(out >= sent, "{e}: game code's downstream not sent");
+            assert_eq!(got, out, "{e}: downstream lost");
             let r = self.real_of(*e).expect("real");
             assert_eq!(p.real_at(), r, "{e}: proxy points at the wrong cell");
             assert_eq!(
