@@ -50,6 +50,9 @@ use super::view_params::ViewParams;
 pub(super) struct Watch {
     pub observer: Observer,
     pub area: AreaId,
+    /// Entities forced into a migrated-in area for its first update (what
+    /// the client already shows), unforced right after it.
+    pub forced: Vec<EntityId>,
 }
 
 /// A message a local copy released (or a copy replaced) since the last view
@@ -194,13 +197,30 @@ impl Cell {
             })
         };
         let spec = self.views.params.area();
-        match self.views.aoi.add_area(id, spec) {
-            Ok(area) => {
-                let prev = self.views.watches.insert(id, Watch { observer, area });
-                debug_assert!(prev.is_none(), "{id} observed twice");
+        let area = match self.views.aoi.add_area(id, spec) {
+            Ok(area) => area,
+            Err(_) => {
+                self.counters.aoi_refused += 1;
+                return;
             }
-            Err(_) => self.counters.aoi_refused += 1,
+        };
+        // Hysteresis survives the migration: what the client shows is in
+        // the new area's first set, then stays only within the leave radius.
+        let mut forced = Vec::new();
+        for e in observer.entities() {
+            if self.views.aoi.force(area, e).is_ok() {
+                forced.push(e);
+            }
         }
+        let prev = self.views.watches.insert(
+            id,
+            Watch {
+                observer,
+                area,
+                forced,
+            },
+        );
+        debug_assert!(prev.is_none(), "{id} observed twice");
     }
 
     /// Takes real `id`'s observer away (it migrates): flushes it (the last
@@ -243,6 +263,9 @@ impl Cell {
         for w in self.views.watches.values_mut() {
             if w.observer.needs_view() && self.views.aoi.interest(w.area, &mut interest).is_ok() {
                 w.observer.handle_view(&self.entities, &interest);
+            }
+            for e in w.forced.drain(..) {
+                let _ = self.views.aoi.unforce(w.area, e);
             }
         }
         self.views.interest = interest;
