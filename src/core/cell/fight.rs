@@ -55,7 +55,7 @@ impl Cell {
         target: EntityId,
         damage: i64,
     ) -> Result<u64, HitError> {
-        let visible = match self.views.watches.get(&attacker) {
+        let visible = match self.views.watch(attacker) {
             Some(w) => w.observer.sees(target),
             None => self.entities.get(target).is_some(),
         };

@@ -147,7 +147,10 @@ impl Cell {
                 real_at: from,
                 epoch,
                 reorder: ReorderBuffer::new(self.params.reorder(), snapshot.version),
-                cache: SyncCache::new(self.views.params.ghost_cache(), snapshot.version),
+                cache: Box::new(SyncCache::new(
+                    self.views.params.ghost_cache(),
+                    snapshot.version,
+                )),
                 since: now,
             }),
             history,

@@ -131,7 +131,7 @@ impl Cell {
             real_at: dest,
             epoch: prev.epoch() + 1,
             reorder: ReorderBuffer::new(reorder, e.version),
-            cache: SyncCache::new(ghost_cache, e.version),
+            cache: Box::new(SyncCache::new(ghost_cache, e.version)),
             since: now,
         });
         let Part::Real(mut r) = std::mem::replace(&mut e.part, ghost) else {

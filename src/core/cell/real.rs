@@ -247,7 +247,7 @@ impl Cell {
             let Some(cs) = r.emitter.flush(now, &mut e.entity) else {
                 continue;
             };
-            if let Some(w) = self.views.watches.get_mut(&e.id) {
+            if let Some(w) = self.views.watch_mut(e.id) {
                 w.observer.handle_own(cs.msg.version, cs.msg.kind, cs.own);
             }
             let msg: Arc<SyncMsg> = Arc::new(cs.msg);

@@ -66,8 +66,9 @@ pub struct GhostPart {
     pub epoch: u64,
     /// In-order sync applier.
     pub reorder: ReorderBuffer,
-    /// What the reorder buffer released recently (for observers' gaps).
-    pub cache: SyncCache,
+    /// What the reorder buffer released recently (for observers' gaps);
+    /// boxed to keep entries compact.
+    pub cache: Box<SyncCache>,
     /// When this ghost was created here.
     pub since: Time,
 }
@@ -239,7 +240,7 @@ mod tests {
                 real_at: CellId(0),
                 epoch: 0,
                 reorder: ReorderBuffer::new(ReorderParams::default(), 0),
-                cache: SyncCache::new(Default::default(), 0),
+                cache: Box::new(SyncCache::new(Default::default(), 0)),
                 since: Time::ZERO,
             }),
             history: History::default(),

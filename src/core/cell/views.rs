@@ -48,6 +48,7 @@ use super::view_params::ViewParams;
 /// One observer and its AOI area.
 #[derive(Clone, Debug)]
 pub(super) struct Watch {
+    pub owner: EntityId,
     pub observer: Observer,
     pub area: AreaId,
     /// Entities forced into a migrated-in area for its first update (what
@@ -70,9 +71,13 @@ pub(super) struct Released {
 pub(super) struct Views {
     pub params: ViewParams,
     pub aoi: GridAoi,
-    pub watches: BTreeMap<EntityId, Watch>,
-    /// Entity -> owners of the areas holding it.
-    pub watchers: BTreeMap<EntityId, Vec<EntityId>>,
+    /// The observers, in a slab (indices stay valid while they live).
+    watches: Vec<Option<Watch>>,
+    free: Vec<u32>,
+    /// Owner -> slab index.
+    by_owner: BTreeMap<EntityId, u32>,
+    /// Entity -> slab indices of the observers whose area holds it.
+    watchers: BTreeMap<EntityId, Vec<u32>>,
     pub released: Vec<Released>,
     events: Vec<AoiEvent>,
     interest: Vec<EntityId>,
@@ -98,7 +103,9 @@ impl Views {
         Ok(Views {
             params,
             aoi,
-            watches: BTreeMap::new(),
+            watches: Vec::new(),
+            free: Vec::new(),
+            by_owner: BTreeMap::new(),
             watchers: BTreeMap::new(),
             released: Vec::new(),
             events: Vec::new(),
@@ -140,9 +147,43 @@ impl Views {
         }
     }
 
-    fn unwatch(&mut self, entity: EntityId, owner: EntityId) {
+    /// The observer of `owner`.
+    pub fn watch(&self, owner: EntityId) -> Option<&Watch> {
+        let &i = self.by_owner.get(&owner)?;
+        self.watches[i as usize].as_ref()
+    }
+
+    /// The observer of `owner`, mutable.
+    pub fn watch_mut(&mut self, owner: EntityId) -> Option<&mut Watch> {
+        let &i = self.by_owner.get(&owner)?;
+        self.watches[i as usize].as_mut()
+    }
+
+    fn insert(&mut self, w: Watch) {
+        let owner = w.owner;
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.watches[i as usize] = Some(w);
+                i
+            }
+            None => {
+                self.watches.push(Some(w));
+                u32::try_from(self.watches.len() - 1).expect("observers fit u32")
+            }
+        };
+        let prev = self.by_owner.insert(owner, i);
+        debug_assert!(prev.is_none(), "{owner} observed twice");
+    }
+
+    fn take(&mut self, owner: EntityId) -> Option<(u32, Watch)> {
+        let i = self.by_owner.remove(&owner)?;
+        self.free.push(i);
+        self.watches[i as usize].take().map(|w| (i, w))
+    }
+
+    fn unwatch(&mut self, entity: EntityId, slot: u32) {
         if let Some(ws) = self.watchers.get_mut(&entity) {
-            ws.retain(|&o| o != owner);
+            ws.retain(|&o| o != slot);
             if ws.is_empty() {
                 self.watchers.remove(&entity);
             }
@@ -212,22 +253,19 @@ impl Cell {
                 forced.push(e);
             }
         }
-        let prev = self.views.watches.insert(
-            id,
-            Watch {
-                observer,
-                area,
-                forced,
-            },
-        );
-        debug_assert!(prev.is_none(), "{id} observed twice");
+        self.views.insert(Watch {
+            owner: id,
+            observer,
+            area,
+            forced,
+        });
     }
 
     /// Takes real `id`'s observer away (it migrates): flushes it (the last
     /// batch leaves from here), removes its area and returns its blob
     /// (empty if it had none).
     pub(super) fn detach_observer(&mut self, id: EntityId) -> Vec<u8> {
-        let Some(mut w) = self.views.watches.remove(&id) else {
+        let Some((slot, mut w)) = self.views.take(id) else {
             return Vec::new();
         };
         let batch = w.observer.flush(&self.entities);
@@ -240,7 +278,7 @@ impl Cell {
         let mut interest = std::mem::take(&mut self.views.interest);
         if self.views.aoi.interest(w.area, &mut interest).is_ok() {
             for &e in &interest {
-                self.views.unwatch(e, id);
+                self.views.unwatch(e, slot);
             }
         }
         self.views.interest = interest;
@@ -260,7 +298,7 @@ impl Cell {
         self.feed_released();
         self.apply_aoi();
         let mut interest = std::mem::take(&mut self.views.interest);
-        for w in self.views.watches.values_mut() {
+        for w in self.views.watches.iter_mut().flatten() {
             if w.observer.needs_view() && self.views.aoi.interest(w.area, &mut interest).is_ok() {
                 w.observer.handle_view(&self.entities, &interest);
             }
@@ -270,10 +308,10 @@ impl Cell {
         }
         self.views.interest = interest;
         let mut batches = std::mem::take(&mut self.views.batches);
-        for (owner, w) in self.views.watches.iter_mut() {
+        for w in self.views.watches.iter_mut().flatten() {
             let b = w.observer.flush(&self.entities);
             if !b.is_empty() {
-                batches.push((*owner, Arc::from(b)));
+                batches.push((w.owner, Arc::from(b)));
             }
         }
         for (owner, data) in batches.drain(..) {
@@ -294,14 +332,11 @@ impl Cell {
                 Some(k) if k != SyncKind::Snapshot => cached(host, r.entity, r.version),
                 _ => None,
             };
-            for owner in ws {
-                let Some(w) = self.views.watches.get_mut(owner) else {
+            for &slot in ws {
+                let Some(w) = self.views.watches[slot as usize].as_mut() else {
                     continue;
                 };
                 let o = &mut w.observer;
-                if !o.sees(r.entity) {
-                    continue;
-                }
                 match (r.kind, msg) {
                     (Some(SyncKind::Snapshot), _) => {
                         o.handle_sync(host, r.entity, r.version, SyncKind::Snapshot, &[])
@@ -309,8 +344,10 @@ impl Cell {
                     (_, Some(m)) => {
                         o.handle_sync(host, r.entity, m.version, m.kind, m.others_payload())
                     }
-                    // Not cached any more, or the copy was replaced: heal.
-                    _ => o.handle_aoi(host, r.entity, EventKind::Enter),
+                    // Not cached any more, or the copy was replaced: heal
+                    // (only if shown: an enter would add it to the view).
+                    _ if o.sees(r.entity) => o.handle_aoi(host, r.entity, EventKind::Enter),
+                    _ => {}
                 }
             }
         }
@@ -324,7 +361,10 @@ impl Cell {
         let mut events = std::mem::take(&mut self.views.events);
         self.views.aoi.update(&mut events);
         for ev in &events {
-            let Some(w) = self.views.watches.get_mut(&ev.owner) else {
+            let Some(&slot) = self.views.by_owner.get(&ev.owner) else {
+                continue;
+            };
+            let Some(w) = self.views.watches[slot as usize].as_mut() else {
                 continue;
             };
             if w.area != ev.area {
@@ -332,13 +372,8 @@ impl Cell {
             }
             w.observer.handle_aoi(&self.entities, ev.entity, ev.kind);
             match ev.kind {
-                EventKind::Enter => self
-                    .views
-                    .watchers
-                    .entry(ev.entity)
-                    .or_default()
-                    .push(ev.owner),
-                EventKind::Leave => self.views.unwatch(ev.entity, ev.owner),
+                EventKind::Enter => self.views.watchers.entry(ev.entity).or_default().push(slot),
+                EventKind::Leave => self.views.unwatch(ev.entity, slot),
             }
         }
         self.views.events = events;
@@ -346,7 +381,7 @@ impl Cell {
 
     /// The observer of real `entity`, if it has a client here.
     pub fn observer(&self, entity: EntityId) -> Option<&Observer> {
-        self.views.watches.get(&entity).map(|w| &w.observer)
+        self.views.watch(entity).map(|w| &w.observer)
     }
 
     /// The cell's AOI index (every real and ghost; one area per observer).
@@ -369,21 +404,26 @@ impl Cell {
         for e in self.entities.iter() {
             assert_eq!(self.views.aoi.position(e.id), Some(e.entity.core().pos));
             let proxied = e.real().is_some_and(|r| r.has_proxy);
-            assert_eq!(self.views.watches.contains_key(&e.id), proxied, "{}", e.id);
+            assert_eq!(self.views.watch(e.id).is_some(), proxied, "{}", e.id);
         }
         let mut pairs = 0;
         let mut interest = Vec::new();
-        for (owner, w) in &self.views.watches {
+        for (owner, &slot) in &self.views.by_owner {
+            let w = self.views.watches[slot as usize].as_ref().expect("live");
+            assert_eq!(w.owner, *owner);
             self.views
                 .aoi
                 .interest(w.area, &mut interest)
                 .expect("area");
             for e in &interest {
                 let ws = self.views.watchers.get(e).expect("watched");
-                assert_eq!(ws.iter().filter(|&o| o == owner).count(), 1);
+                assert_eq!(ws.iter().filter(|&&o| o == slot).count(), 1);
             }
             pairs += interest.len();
         }
+        let live = self.views.watches.iter().flatten().count();
+        assert_eq!(live, self.views.by_owner.len());
+        assert_eq!(live + self.views.free.len(), self.views.watches.len());
         assert_eq!(
             pairs,
             self.views.watchers.values().map(Vec::len).sum::<usize>()

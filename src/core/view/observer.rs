@@ -350,9 +350,13 @@ impl Observer {
         others: &[u8],
     ) {
         self.start();
-        if self.slots.get(&entity).map(|s| s.state) != Some(SlotState::Live) {
-            return;
-        }
+        let handle = match self.slots.get(&entity) {
+            Some(&Slot {
+                handle: Some(h),
+                state: SlotState::Live,
+            }) => h,
+            _ => return,
+        };
         if kind == SyncKind::Snapshot {
             match self.tracker.last_delivered(entity) {
                 Some(last) if version > last => self.want_resync(entity),
@@ -362,7 +366,7 @@ impl Observer {
         }
         match self.tracker.offer(entity, version) {
             Delivery::Deliver => {
-                self.emit_update(entity, version, kind, others);
+                self.emit_with(handle, entity, version, kind, others);
             }
             Delivery::Stale => self.stats.stale += 1,
             Delivery::NotTracked => debug_assert!(false, "live slot untracked"),
@@ -385,6 +389,18 @@ impl Observer {
     /// and returns false.
     fn emit_update(&mut self, entity: EntityId, version: u64, kind: SyncKind, p: &[u8]) -> bool {
         let handle = self.slots[&entity].handle.expect("live slots have handles");
+        self.emit_with(handle, entity, version, kind, p)
+    }
+
+    /// [`Observer::emit_update`] with the handle already looked up.
+    fn emit_with(
+        &mut self,
+        handle: Handle,
+        entity: EntityId,
+        version: u64,
+        kind: SyncKind,
+        p: &[u8],
+    ) -> bool {
         match update_event(handle, version, kind, p) {
             Ok(ev) => {
                 encode_event(&mut self.batch, &ev);
