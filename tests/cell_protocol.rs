@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tessera::core::cell::{
-    Call, Cell, CellEvent, CellMsg, CellParams, Dest, DropReason, GridLayout, Layout, Msg,
-    Outgoing, ProxyMsg, Residency, Source, ToReal, ToRealBody,
+    Call, CallKind, Cell, CellEvent, CellMsg, CellParams, Dest, DropReason, GridLayout, Layout,
+    Msg, Outgoing, ProxyMsg, Residency, Source, ToReal, ToRealBody,
 };
 use tessera::core::entity::{Entity, TypeRegistry, Value, AVATAR};
 use tessera::core::geom::Vec3;
@@ -285,6 +285,7 @@ impl World {
             entity: e,
             hops: 0,
             body: ToRealBody::Call(Call {
+                kind: CallKind::Game,
                 id,
                 data: Arc::from(&[][..]),
             }),

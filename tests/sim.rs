@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use tessera::core::cell::{Call, CellMsg, Onload, Source, ToReal, ToRealBody};
+use tessera::core::cell::{Call, CallKind, CellMsg, Onload, Source, ToReal, ToRealBody};
 use tessera::core::entity::schema::{TypeRegistry, AVATAR};
 use tessera::core::entity::{Audience, Entity, SyncCache, SyncKind, SyncMsg};
 use tessera::core::geom::Vec3;
@@ -267,6 +267,7 @@ fn checker_catches_a_migration_without_ghost() {
         next_downstream: 1,
         has_proxy: false,
         observer: Vec::new(),
+        combat: Vec::new(),
     };
     w.inject(
         Source::Cell(home),
@@ -296,6 +297,7 @@ fn checker_catches_a_lost_call() {
         entity: e,
         hops: 0,
         body: ToRealBody::Call(Call {
+            kind: CallKind::Game,
             id: 0,
             data: Arc::from(&[][..]),
         }),

@@ -24,6 +24,7 @@
 use std::collections::BTreeMap;
 
 use crate::core::cell::{CellEvent, DropReason, Residency};
+use crate::core::combat::CombatEvent;
 use crate::core::ids::{CellId, EntityId};
 use crate::sim::report::{Violation, ViolationKind};
 
@@ -59,6 +60,9 @@ pub struct Checker {
     /// Last version applied by each ghost, keyed by (cell, entity).
     pub(super) ghost_versions: BTreeMap<(CellId, EntityId), u64>,
     pub(super) calls: Vec<CallRecord>,
+    /// Combat hits seen, keyed by (attacker, seq): (ended at the attacker,
+    /// resolved at the target).
+    hits: BTreeMap<(EntityId, u64), (bool, bool)>,
     pub(super) found: Vec<Violation>,
     violations_max: usize,
     total: u64,
@@ -73,6 +77,7 @@ impl Checker {
             books: vec![EntityBook::default(); entities],
             ghost_versions: BTreeMap::new(),
             calls: Vec::new(),
+            hits: BTreeMap::new(),
             found: Vec::new(),
             violations_max,
             total: 0,
@@ -196,6 +201,7 @@ impl Checker {
             CellEvent::Dropped { entity, reason } => self.dropped(tick, cell, entity, reason),
             // The owner's view of its own changes: checked by observers.
             CellEvent::OwnChange { .. } => {}
+            CellEvent::Combat { entity, ref event } => self.combat(tick, entity, event),
         }
     }
 
@@ -264,6 +270,33 @@ impl Checker {
                 }
                 self.ghost_versions.insert(key, version.max(had));
             }
+        }
+    }
+
+    /// A combat hit ends exactly once at its attacker (landed or expired) and
+    /// is resolved at most once at its target.
+    fn combat(&mut self, tick: u64, e: EntityId, event: &CombatEvent) {
+        let (key, at_target) = match *event {
+            CombatEvent::HitLanded { seq, .. } | CombatEvent::HitExpired { seq, .. } => {
+                ((e, seq), false)
+            }
+            CombatEvent::Damaged { attacker, seq, .. } => ((attacker, seq), true),
+            _ => return,
+        };
+        let book = self.hits.entry(key).or_default();
+        let again = if at_target {
+            std::mem::replace(&mut book.1, true)
+        } else {
+            std::mem::replace(&mut book.0, true)
+        };
+        if again {
+            let side = if at_target {
+                "resolved at its target"
+            } else {
+                "ended at its attacker"
+            };
+            let d = format!("hit {} of {} {side} twice ({event:?})", key.1, key.0);
+            self.report(tick, ViolationKind::CallDuplicated, Some(e), d);
         }
     }
 

@@ -92,6 +92,7 @@ pub fn cell_event_entity(ev: &CellEvent) -> EntityId {
         | CellEvent::InputApplied { entity, .. }
         | CellEvent::CallRun { entity, .. }
         | CellEvent::OwnChange { entity, .. }
+        | CellEvent::Combat { entity, .. }
         | CellEvent::Dropped { entity, .. } => entity,
     }
 }
@@ -152,6 +153,10 @@ fn trace_cell_event(ev: &CellEvent, h: &mut TraceHasher) {
             h.write_u8(9);
             h.write_u64(*version);
             h.write_bytes(payload);
+        }
+        CellEvent::Combat { event, .. } => {
+            h.write_u8(10);
+            h.write_str(&format!("{event:?}"));
         }
     }
 }

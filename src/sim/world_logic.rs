@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use crate::core::cell::{
-    Call, CellEvent, CellMsg, Dest, Layout, Msg, Residency, Source, ToReal, ToRealBody,
+    Call, CallKind, CellEvent, CellMsg, Dest, Layout, Msg, Residency, Source, ToReal, ToRealBody,
 };
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId};
@@ -262,6 +262,7 @@ impl World {
             let id = self.checker.on_call_issued(b);
             self.stats.calls_issued += 1;
             let body = ToRealBody::Call(Call {
+                kind: CallKind::Game,
                 id,
                 data: Arc::from(&id.to_le_bytes()[..]),
             });

@@ -10,21 +10,21 @@
 //! A [`CombatOutput`](crate::core::combat::CombatOutput) becomes a
 //! `ToReal { entity: to, body: Call }` handed to the cell's own real-bound
 //! path: queued if `to` is real here, else forwarded towards its real
-//! (ghost's `real_at`, forwarding entry). At the real, a call whose bytes
-//! are a combat call ([`CombatCall::is_combat`]) runs through
+//! (ghost's `real_at`, forwarding entry). At the real, a call of kind
+//! [`CallKind::Combat`] (never a guess from its bytes) runs through
 //! [`Combat::handle_call`] at the next tick instead of surfacing as
 //! [`CellEvent::CallRun`]. A hit lowers `hp`, which syncs out with the
 //! tick's change set, so every client that sees the target gets it.
 
 use std::sync::Arc;
 
-use crate::core::combat::{Combat, CombatCall, HitRefused};
+use crate::core::combat::{Combat, HitRefused};
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
 
 use super::counters::CellEvent;
 use super::machine::Cell;
-use super::msg::{Call, Source, ToReal, ToRealBody};
+use super::msg::{Call, CallKind, Source, ToReal, ToRealBody};
 use super::table::{Entry, Part};
 
 /// Why [`Cell::try_hit`] refused.
@@ -119,11 +119,6 @@ impl Cell {
         self.scratch_calls = calls;
     }
 
-    /// True if `data` is a combat call (run by the cell, not surfaced).
-    pub(super) fn is_combat_call(data: &[u8]) -> bool {
-        CombatCall::is_combat(data)
-    }
-
     /// Drains real `id`'s combat queues (outputs routed, events reported)
     /// and returns its encoded state for the `Onload`.
     pub(super) fn take_combat(&mut self, now: Time, id: EntityId) -> Vec<u8> {
@@ -163,7 +158,11 @@ impl Cell {
             let msg = ToReal {
                 entity: to,
                 hops: 0,
-                body: ToRealBody::Call(Call { id: 0, data }),
+                body: ToRealBody::Call(Call {
+                    kind: CallKind::Combat,
+                    id: 0,
+                    data,
+                }),
             };
             self.on_to_real(now, Source::Local, msg);
         }

@@ -131,8 +131,8 @@ pub use fight::HitError;
 pub use layout::{GridLayout, Layout};
 pub use machine::{Cell, CellError, EntityView};
 pub use msg::{
-    Call, CellMsg, Dest, Haunt, HauntState, Input, Msg, Onload, Outgoing, ProxyMsg, Source, ToReal,
-    ToRealBody,
+    Call, CallKind, CellMsg, Dest, Haunt, HauntState, Input, Msg, Onload, Outgoing, ProxyMsg,
+    Source, ToReal, ToRealBody,
 };
 pub use params::{CellParams, CellParamsError};
 pub use residency::{IllegalTransition, Residency, HISTORY_MAX};

@@ -99,9 +99,21 @@ pub struct Input {
     pub data: Arc<[u8]>,
 }
 
+/// Who handles a call at the real.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub enum CallKind {
+    /// Game code: surfaced as [`super::CellEvent::CallRun`].
+    Game,
+    /// The combat flow (`core::combat`): run by the cell itself.
+    Combat,
+}
+
 /// A call from another entity or service, to run on the real.
 #[derive(Clone, Debug, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct Call {
+    /// Who handles it. Dispatch never looks inside `data`, so a game
+    /// payload can hold any bytes.
+    pub kind: CallKind,
     /// Chosen by the caller, echoed in events (for replies and tests).
     pub id: u64,
     /// Encoded call.

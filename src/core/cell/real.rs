@@ -22,7 +22,7 @@ use crate::core::time::Time;
 
 use super::counters::{CellEvent, DropReason};
 use super::machine::{CatchUp, Cell};
-use super::msg::{CellMsg, HauntState, Outgoing, Source, ToReal, ToRealBody};
+use super::msg::{CallKind, CellMsg, HauntState, Outgoing, Source, ToReal, ToRealBody};
 use super::seq_buffer::SeqPush;
 use super::table::Part;
 
@@ -219,7 +219,7 @@ impl Cell {
             }
             while let Some(call) = r.calls.pop_front() {
                 self.counters.calls_run += 1;
-                if Self::is_combat_call(&call.data) {
+                if call.kind == CallKind::Combat {
                     combat.push((e.id, call.data));
                     continue;
                 }

@@ -286,6 +286,7 @@ fn forwarding_gives_up_after_the_hop_limit() {
         entity: E,
         hops: params().forward_hops_max,
         body: ToRealBody::Call(Call {
+            kind: CallKind::Game,
             id: 1,
             data: Arc::from(&[][..]),
         }),
