@@ -23,8 +23,10 @@ use crate::core::ids::EntityId;
 #[derive(Clone, Debug, Default)]
 pub(super) struct Scratch {
     /// Layout indices within the watch radius, and their `d2`.
-    hits: Vec<u32>,
-    hit_d2: Vec<f64>,
+    pub hits: Vec<u32>,
+    pub hit_d2: Vec<f64>,
+    /// Distances of one layout row (sweep mode).
+    pub row_d2: Vec<f64>,
     /// Rebuild cursor per cell.
     cursor: Vec<u32>,
     pub enters: Vec<u32>,
@@ -60,7 +62,7 @@ impl GridAoi {
     /// The layout range of row `r` holding every entity within `pad` of `p`
     /// (columns narrowed to the circle's chord over the row), or `None`.
     #[inline]
-    fn row_span(&self, r: usize, p: Vec3, pad: f64) -> Option<(usize, usize)> {
+    pub(super) fn row_span(&self, r: usize, p: Vec3, pad: f64) -> Option<(usize, usize)> {
         let dz = self.row_gap(r, p.z);
         let h2 = pad * pad - dz * dz;
         if h2 < 0.0 {
@@ -114,6 +116,7 @@ impl GridAoi {
         let sc = &mut self.scratch;
         sc.hits.resize(n, 0);
         sc.hit_d2.resize(n, 0.0);
+        sc.row_d2.resize(n, 0.0);
     }
 
     pub(super) fn next_mark_base(&mut self) -> u32 {
@@ -128,7 +131,7 @@ impl GridAoi {
     /// Cells that may hold a point within `r` of `p` (padded against
     /// rounding so a point exactly on the rim is never missed).
     #[inline]
-    fn cell_range(&self, p: Vec3, r: f64) -> (Range, f64) {
+    pub(super) fn cell_range(&self, p: Vec3, r: f64) -> (Range, f64) {
         let pad = r + (p.x.abs().max(p.z.abs()) + r) * 1e-12;
         let range = (
             self.col(p.x - pad),
@@ -140,14 +143,14 @@ impl GridAoi {
     }
 
     /// True when some cell within `r` of `p` has a stamp of this tick.
-    fn stamped_near(&self, stamps: &[u64], p: Vec3, r: f64) -> bool {
+    pub(super) fn stamped_near(&self, stamps: &[u64], p: Vec3, r: f64) -> bool {
         let ((c0, c1, r0, r1), _) = self.cell_range(p, r);
         (r0..=r1).any(|r| (c0..=c1).any(|c| stamps[r * self.cols + c] == self.tick))
     }
 
     /// False when nothing within the watch radius changed this tick (the
     /// area then sits the tick out and its clock does not advance).
-    fn needs_recompute(&self, area: &Area) -> bool {
+    pub(super) fn needs_recompute(&self, area: &Area) -> bool {
         let owner = area.owner as usize;
         area.dirty
             || self.ent_stamp[owner] == self.tick
@@ -174,12 +177,18 @@ impl GridAoi {
     /// watched pairs or rescan in full (see `grid_kinetic.rs`).
     pub(super) fn do_update(&mut self, out: &mut Vec<AoiEvent>) {
         out.clear();
+        let sweep = self.sweep_due();
+        let dense = self.params.sweep_min_interest;
         self.classify_movers();
         self.rebuild_layout();
         for k in 0..self.order.len() {
             let a = self.order[k] as usize;
             let area = &self.areas[a];
             if !area.alive {
+                continue;
+            }
+            if sweep && area.members.len() >= dense {
+                self.sweep_area(a, out);
                 continue;
             }
             if !self.needs_recompute(area) {
@@ -199,7 +208,7 @@ impl GridAoi {
 
     /// Marks the old members and forced entities; returns the newly forced
     /// ones in `scratch.enters`.
-    fn mark_members(&mut self, a: usize, base: u32) {
+    pub(super) fn mark_members(&mut self, a: usize, base: u32) {
         let area = &self.areas[a];
         let (mark, enters) = (&mut self.mark, &mut self.scratch.enters);
         enters.clear();
@@ -216,7 +225,7 @@ impl GridAoi {
 
     /// Collects the layout entries within the (padded) leave radius of the
     /// owner into `scratch.hits` / `hit_d2`, branch-free; returns the count.
-    fn gather(&mut self, p: Vec3, rl: f64, rl2: f64) -> usize {
+    pub(super) fn gather(&mut self, p: Vec3, rl: f64, rl2: f64) -> usize {
         let ((_, _, r0, r1), pad) = self.cell_range(p, rl);
         let mut n = 0;
         for r in r0..=r1 {
@@ -290,7 +299,7 @@ impl GridAoi {
     }
 
     /// Rescans and reports; returns whether the cap cut the set.
-    fn recompute_set(&mut self, a: usize, out: &mut Vec<AoiEvent>) -> bool {
+    pub(super) fn recompute_set(&mut self, a: usize, out: &mut Vec<AoiEvent>) -> bool {
         let base = self.next_mark_base();
         self.mark_members(a, base);
         let newly_forced = self.scratch.enters.len();
@@ -304,11 +313,26 @@ impl GridAoi {
         } else {
             kept
         };
+        self.emit_changes(a, base, kept, newly_forced, out);
+        limited
+    }
+
+    /// Applies a scan's outcome to area `a`: old members still marked `base`
+    /// leave, `scratch.enters` enter; reports both, each group by id.
+    /// `kept` counts the old plain members that stay.
+    pub(super) fn emit_changes(
+        &mut self,
+        a: usize,
+        base: u32,
+        kept: usize,
+        newly_forced: usize,
+        out: &mut Vec<AoiEvent>,
+    ) {
         let area = &mut self.areas[a];
-        let old_plain = area.members.len() - (forced_n - newly_forced);
+        let old_plain = area.members.len() - (area.forced.len() - newly_forced);
         let (leaves, enters) = (old_plain - kept, self.scratch.enters.len());
         if leaves == 0 && enters == 0 {
-            return limited;
+            return;
         }
         let (mark, ids, ent_id) = (&self.mark, &mut self.scratch.ids, &self.ent_id);
         let (aid, owner) = (area.id, ent_id[area.owner as usize]);
@@ -318,16 +342,23 @@ impl GridAoi {
             entity,
             kind,
         };
-        ids.clear();
-        ids.extend(
-            area.members
-                .iter()
-                .filter(|&&m| mark[m as usize] == base)
-                .map(|&m| ent_id[m as usize]),
-        );
-        ids.sort_unstable();
-        out.extend(ids.iter().map(|&e| ev(EventKind::Leave, e)));
-        area.members.retain(|&m| mark[m as usize] != base);
+        if leaves > 0 {
+            // One pass: collect the leavers' ids, compact the stayers.
+            ids.clear();
+            let mut w = 0;
+            for r in 0..area.members.len() {
+                let m = area.members[r];
+                if mark[m as usize] == base {
+                    ids.push(ent_id[m as usize]);
+                } else {
+                    area.members[w] = m;
+                    w += 1;
+                }
+            }
+            area.members.truncate(w);
+            ids.sort_unstable();
+            out.extend(ids.iter().map(|&e| ev(EventKind::Leave, e)));
+        }
         ids.clear();
         for &j in &self.scratch.enters {
             ids.push(ent_id[j as usize]);
@@ -335,7 +366,6 @@ impl GridAoi {
         }
         ids.sort_unstable();
         out.extend(ids.iter().map(|&e| ev(EventKind::Enter, e)));
-        limited
     }
 
     /// More qualify than the cap: keeps the forced, then the nearest

@@ -55,6 +55,7 @@
 mod brute;
 mod grid;
 mod grid_kinetic;
+mod grid_sweep;
 mod grid_update;
 mod grid_verify;
 mod idmap;
