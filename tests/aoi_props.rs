@@ -150,10 +150,12 @@ fn params() -> impl Strategy<Value = AoiParams> {
         Just(10.0),
         0.0..20.0f64
     ];
-    (cell, skin, 1usize..4).prop_map(|(cell, skin, per)| AoiParams {
+    let sweep = prop_oneof![Just(0usize), Just(2), Just(usize::MAX)];
+    (cell, skin, 1usize..4, sweep).prop_map(|(cell, skin, per, sweep)| AoiParams {
         world: Rect::new(0.0, 0.0, 200.0, 200.0),
         grid_cell_m: cell,
         skin_m: skin,
+        sweep_min_interest: sweep,
         max_entities: 12,
         max_areas: 10,
         max_areas_per_entity: per,

@@ -7,7 +7,8 @@
 //! Environment: `AOI_BENCH_REPS` (default 3) repetitions of each grid run,
 //! best reported with the spread; `AOI_BENCH_CELL` overrides the grid cell
 //! (default: the area radius); `AOI_BENCH_SKIN` overrides the watch-list skin
-//! (default `AoiParams::skin_m`); `AOI_BENCH_ONLY=a,c` picks configurations.
+//! (default `AoiParams::skin_m`); `AOI_BENCH_SWEEP` overrides
+//! `AoiParams::sweep_min_interest` (0 always sweeps, a huge value never); `AOI_BENCH_ONLY=a,c` picks configurations.
 //! The last line of output is one JSON object.
 
 use tessera::core::aoi::{BruteAoi, GridAoi};
@@ -41,6 +42,9 @@ fn grid_run(w: &Workload, cell_m: f64) -> RunStats {
     let mut params = params_for(w, cell_m);
     if let Some(skin) = env_f64("AOI_BENCH_SKIN") {
         params.skin_m = skin;
+    }
+    if let Some(d) = env_f64("AOI_BENCH_SWEEP") {
+        params.sweep_min_interest = d as usize;
     }
     let mut aoi = GridAoi::new(params).expect("params");
     let pairs0 = setup(&mut aoi, &walkers, w, &mut ev);
@@ -113,6 +117,9 @@ fn profile(ticks: u32, only: &str) {
         let mut params = params_for(w, env_f64("AOI_BENCH_CELL").unwrap_or(w.radius_m));
         if let Some(skin) = env_f64("AOI_BENCH_SKIN") {
             params.skin_m = skin;
+        }
+        if let Some(d) = env_f64("AOI_BENCH_SWEEP") {
+            params.sweep_min_interest = d as usize;
         }
         let (mut ev, mut walkers) = (Vec::new(), Walkers::place(w));
         let mut aoi = GridAoi::new(params).expect("params");

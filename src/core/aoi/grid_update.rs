@@ -1,7 +1,7 @@
 //! The per-tick work of [`GridAoi`]: deciding which areas to recompute,
 //! recomputing one area against the grid cells within its leave radius,
-//! emitting the events in order, and the shape queries. Also the
-//! [`AoiIndex`] impl that routes to `grid.rs`.
+//! emitting the events in order (the queries and the [`AoiIndex`] impl are
+//! in `grid_api.rs`).
 //!
 //! Recompute of one area, with a per-entity scratch `mark` and a fresh
 //! `base` (old members `base`, forced `base + 1`, old members seen qualifying
@@ -11,20 +11,19 @@
 //! it is rebuilt and the changes are reported leaves first, each group by
 //! entity id.
 
-use super::grid::{Area, GridAoi, NONE};
-#[cfg(test)]
-use super::types::HeightBand;
-use super::types::{AoiError, AoiEvent, AreaId, AreaSpec, EventKind, FlagFilter};
-use super::AoiIndex;
-use crate::core::geom::{Shape, Vec3};
+use super::grid::{Area, GridAoi};
+use super::types::{AoiEvent, EventKind};
+use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 
 /// Reused buffers of the recompute (no allocation per update once warm).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Scratch {
     /// Layout indices within the watch radius, and their `d2`.
-    hits: Vec<u32>,
-    hit_d2: Vec<f64>,
+    pub hits: Vec<u32>,
+    pub hit_d2: Vec<f64>,
+    /// Distances of one layout row (sweep mode).
+    pub row_d2: Vec<f64>,
     /// Rebuild cursor per cell.
     cursor: Vec<u32>,
     pub enters: Vec<u32>,
@@ -60,7 +59,7 @@ impl GridAoi {
     /// The layout range of row `r` holding every entity within `pad` of `p`
     /// (columns narrowed to the circle's chord over the row), or `None`.
     #[inline]
-    fn row_span(&self, r: usize, p: Vec3, pad: f64) -> Option<(usize, usize)> {
+    pub(super) fn row_span(&self, r: usize, p: Vec3, pad: f64) -> Option<(usize, usize)> {
         let dz = self.row_gap(r, p.z);
         let h2 = pad * pad - dz * dz;
         if h2 < 0.0 {
@@ -114,6 +113,7 @@ impl GridAoi {
         let sc = &mut self.scratch;
         sc.hits.resize(n, 0);
         sc.hit_d2.resize(n, 0.0);
+        sc.row_d2.resize(n, 0.0);
     }
 
     pub(super) fn next_mark_base(&mut self) -> u32 {
@@ -128,7 +128,7 @@ impl GridAoi {
     /// Cells that may hold a point within `r` of `p` (padded against
     /// rounding so a point exactly on the rim is never missed).
     #[inline]
-    fn cell_range(&self, p: Vec3, r: f64) -> (Range, f64) {
+    pub(super) fn cell_range(&self, p: Vec3, r: f64) -> (Range, f64) {
         let pad = r + (p.x.abs().max(p.z.abs()) + r) * 1e-12;
         let range = (
             self.col(p.x - pad),
@@ -140,14 +140,14 @@ impl GridAoi {
     }
 
     /// True when some cell within `r` of `p` has a stamp of this tick.
-    fn stamped_near(&self, stamps: &[u64], p: Vec3, r: f64) -> bool {
+    pub(super) fn stamped_near(&self, stamps: &[u64], p: Vec3, r: f64) -> bool {
         let ((c0, c1, r0, r1), _) = self.cell_range(p, r);
         (r0..=r1).any(|r| (c0..=c1).any(|c| stamps[r * self.cols + c] == self.tick))
     }
 
     /// False when nothing within the watch radius changed this tick (the
     /// area then sits the tick out and its clock does not advance).
-    fn needs_recompute(&self, area: &Area) -> bool {
+    pub(super) fn needs_recompute(&self, area: &Area) -> bool {
         let owner = area.owner as usize;
         area.dirty
             || self.ent_stamp[owner] == self.tick
@@ -174,12 +174,18 @@ impl GridAoi {
     /// watched pairs or rescan in full (see `grid_kinetic.rs`).
     pub(super) fn do_update(&mut self, out: &mut Vec<AoiEvent>) {
         out.clear();
+        let sweep = self.sweep_due();
+        let dense = self.params.sweep_min_interest;
         self.classify_movers();
         self.rebuild_layout();
         for k in 0..self.order.len() {
             let a = self.order[k] as usize;
             let area = &self.areas[a];
             if !area.alive {
+                continue;
+            }
+            if sweep && area.members.len() >= dense {
+                self.sweep_area(a, out);
                 continue;
             }
             if !self.needs_recompute(area) {
@@ -199,7 +205,7 @@ impl GridAoi {
 
     /// Marks the old members and forced entities; returns the newly forced
     /// ones in `scratch.enters`.
-    fn mark_members(&mut self, a: usize, base: u32) {
+    pub(super) fn mark_members(&mut self, a: usize, base: u32) {
         let area = &self.areas[a];
         let (mark, enters) = (&mut self.mark, &mut self.scratch.enters);
         enters.clear();
@@ -216,7 +222,7 @@ impl GridAoi {
 
     /// Collects the layout entries within the (padded) leave radius of the
     /// owner into `scratch.hits` / `hit_d2`, branch-free; returns the count.
-    fn gather(&mut self, p: Vec3, rl: f64, rl2: f64) -> usize {
+    pub(super) fn gather(&mut self, p: Vec3, rl: f64, rl2: f64) -> usize {
         let ((_, _, r0, r1), pad) = self.cell_range(p, rl);
         let mut n = 0;
         for r in r0..=r1 {
@@ -290,7 +296,7 @@ impl GridAoi {
     }
 
     /// Rescans and reports; returns whether the cap cut the set.
-    fn recompute_set(&mut self, a: usize, out: &mut Vec<AoiEvent>) -> bool {
+    pub(super) fn recompute_set(&mut self, a: usize, out: &mut Vec<AoiEvent>) -> bool {
         let base = self.next_mark_base();
         self.mark_members(a, base);
         let newly_forced = self.scratch.enters.len();
@@ -304,11 +310,26 @@ impl GridAoi {
         } else {
             kept
         };
+        self.emit_changes(a, base, kept, newly_forced, out);
+        limited
+    }
+
+    /// Applies a scan's outcome to area `a`: old members still marked `base`
+    /// leave, `scratch.enters` enter; reports both, each group by id.
+    /// `kept` counts the old plain members that stay.
+    pub(super) fn emit_changes(
+        &mut self,
+        a: usize,
+        base: u32,
+        kept: usize,
+        newly_forced: usize,
+        out: &mut Vec<AoiEvent>,
+    ) {
         let area = &mut self.areas[a];
-        let old_plain = area.members.len() - (forced_n - newly_forced);
+        let old_plain = area.members.len() - (area.forced.len() - newly_forced);
         let (leaves, enters) = (old_plain - kept, self.scratch.enters.len());
         if leaves == 0 && enters == 0 {
-            return limited;
+            return;
         }
         let (mark, ids, ent_id) = (&self.mark, &mut self.scratch.ids, &self.ent_id);
         let (aid, owner) = (area.id, ent_id[area.owner as usize]);
@@ -318,16 +339,23 @@ impl GridAoi {
             entity,
             kind,
         };
-        ids.clear();
-        ids.extend(
-            area.members
-                .iter()
-                .filter(|&&m| mark[m as usize] == base)
-                .map(|&m| ent_id[m as usize]),
-        );
-        ids.sort_unstable();
-        out.extend(ids.iter().map(|&e| ev(EventKind::Leave, e)));
-        area.members.retain(|&m| mark[m as usize] != base);
+        if leaves > 0 {
+            // One pass: collect the leavers' ids, compact the stayers.
+            ids.clear();
+            let mut w = 0;
+            for r in 0..area.members.len() {
+                let m = area.members[r];
+                if mark[m as usize] == base {
+                    ids.push(ent_id[m as usize]);
+                } else {
+                    area.members[w] = m;
+                    w += 1;
+                }
+            }
+            area.members.truncate(w);
+            ids.sort_unstable();
+            out.extend(ids.iter().map(|&e| ev(EventKind::Leave, e)));
+        }
         ids.clear();
         for &j in &self.scratch.enters {
             ids.push(ent_id[j as usize]);
@@ -335,7 +363,6 @@ impl GridAoi {
         }
         ids.sort_unstable();
         out.extend(ids.iter().map(|&e| ev(EventKind::Enter, e)));
-        limited
     }
 
     /// More qualify than the cap: keeps the forced, then the nearest
@@ -374,249 +401,5 @@ impl GridAoi {
             }
         }
         kept
-    }
-
-    /// Shape query over the layout (skipping stale entries) plus the
-    /// entities relocated since the last rebuild.
-    fn do_query(
-        &self,
-        shape: &Shape,
-        filter: &FlagFilter,
-        out: &mut Vec<EntityId>,
-    ) -> Result<(), AoiError> {
-        shape.validate()?;
-        out.clear();
-        let b = shape.bounds();
-        let pad = (b.min_x.abs() + b.max_x.abs() + b.min_z.abs() + b.max_z.abs()) * 1e-12 + 1e-9;
-        let (c0, c1) = (self.col(b.min_x - pad), self.col(b.max_x + pad));
-        let (r0, r1) = (self.row(b.min_z - pad), self.row(b.max_z + pad));
-        let l = &self.layout;
-        let mut consider = |s: usize| {
-            if filter.accepts(self.flags[s]) && shape.contains(self.pos[s]) {
-                out.push(self.ent_id[s]);
-            }
-        };
-        for r in r0..=r1 {
-            let (k0, k1) = (
-                l.cell_start[r * self.cols + c0],
-                l.cell_start[r * self.cols + c1 + 1],
-            );
-            for k in k0 as usize..k1 as usize {
-                let s = l.sslot[k] as usize;
-                if self.arr_pos[s] as usize == k {
-                    consider(s);
-                }
-            }
-        }
-        for &s in &l.relocated.slots {
-            let s = s as usize;
-            if self.alive[s] && self.arr_pos[s] == NONE {
-                consider(s);
-            }
-        }
-        out.sort_unstable();
-        Ok(())
-    }
-}
-
-impl AoiIndex for GridAoi {
-    fn add_entity(&mut self, id: EntityId, pos: Vec3, flags: u64) -> Result<(), AoiError> {
-        self.do_add_entity(id, pos, flags)
-    }
-
-    fn remove_entity(&mut self, id: EntityId) -> Result<(), AoiError> {
-        self.do_remove_entity(id)
-    }
-
-    #[inline]
-    fn set_position(&mut self, id: EntityId, pos: Vec3) -> Result<(), AoiError> {
-        self.do_set_position(id, pos)
-    }
-
-    fn set_flags(&mut self, id: EntityId, flags: u64) -> Result<(), AoiError> {
-        self.do_set_flags(id, flags)
-    }
-
-    fn add_area(&mut self, owner: EntityId, spec: AreaSpec) -> Result<AreaId, AoiError> {
-        self.do_add_area(owner, spec)
-    }
-
-    fn remove_area(&mut self, area: AreaId) -> Result<(), AoiError> {
-        self.do_remove_area(area)
-    }
-
-    fn set_area_spec(&mut self, area: AreaId, spec: AreaSpec) -> Result<(), AoiError> {
-        self.do_set_area_spec(area, spec)
-    }
-
-    fn force(&mut self, area: AreaId, entity: EntityId) -> Result<(), AoiError> {
-        self.do_force(area, entity)
-    }
-
-    fn unforce(&mut self, area: AreaId, entity: EntityId) -> Result<bool, AoiError> {
-        self.do_unforce(area, entity)
-    }
-
-    fn update(&mut self, out: &mut Vec<AoiEvent>) {
-        self.do_update(out);
-    }
-
-    fn interest(&self, area: AreaId, out: &mut Vec<EntityId>) -> Result<(), AoiError> {
-        let a = self.area_index(area)?;
-        out.clear();
-        out.extend(
-            self.areas[a]
-                .members
-                .iter()
-                .map(|&m| self.ent_id[m as usize]),
-        );
-        out.sort_unstable();
-        Ok(())
-    }
-
-    fn query(
-        &self,
-        shape: &Shape,
-        filter: &FlagFilter,
-        out: &mut Vec<EntityId>,
-    ) -> Result<(), AoiError> {
-        self.do_query(shape, filter, out)
-    }
-
-    fn position(&self, id: EntityId) -> Option<Vec3> {
-        self.ids.get(id).map(|s| self.pos[s as usize])
-    }
-
-    fn entity_count(&self) -> usize {
-        self.live_ents
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::core::aoi::AoiParams;
-
-    fn grid(skin_m: f64) -> GridAoi {
-        GridAoi::new(AoiParams {
-            grid_cell_m: 10.0,
-            skin_m,
-            ..AoiParams::default()
-        })
-        .unwrap()
-    }
-
-    fn ids(ev: &[AoiEvent]) -> Vec<(u64, EventKind)> {
-        ev.iter().map(|e| (e.entity.0, e.kind)).collect()
-    }
-
-    #[test]
-    fn walkers_cross_the_rim_in_small_steps() {
-        for skin in [0.0, 2.0, 8.0] {
-            let mut g = grid(skin);
-            let mut ev = Vec::new();
-            g.add_entity(EntityId(1), Vec3::ground(500.0, 500.0), 1)
-                .unwrap();
-            g.add_entity(EntityId(2), Vec3::ground(530.0, 500.0), 1)
-                .unwrap();
-            g.add_area(EntityId(1), AreaSpec::circle(20.0)).unwrap();
-            g.update(&mut ev);
-            assert!(ev.is_empty());
-            let mut log = Vec::new();
-            // 2 walks in 0.5 m steps to 510 and back out again.
-            for k in 1..=80 {
-                let x = if k <= 40 {
-                    530.0 - 0.5 * k as f64
-                } else {
-                    490.0 + 0.5 * k as f64
-                };
-                g.set_position(EntityId(2), Vec3::ground(x, 500.0)).unwrap();
-                g.update(&mut ev);
-                log.extend(ids(&ev).into_iter().map(|e| (k, e)));
-                g.verify();
-            }
-            // Enters at x = 520 (k = 20), leaves once x > 520 (k = 61).
-            assert_eq!(
-                log,
-                vec![(20, (2, EventKind::Enter)), (61, (2, EventKind::Leave))],
-                "skin {skin}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_jump_into_range_is_seen_at_once() {
-        let mut g = grid(8.0);
-        let mut ev = Vec::new();
-        g.add_entity(EntityId(1), Vec3::ground(100.0, 100.0), 1)
-            .unwrap();
-        g.add_entity(EntityId(2), Vec3::ground(1900.0, 1900.0), 1)
-            .unwrap();
-        g.add_area(EntityId(1), AreaSpec::circle(20.0)).unwrap();
-        g.update(&mut ev);
-        g.set_position(EntityId(2), Vec3::ground(105.0, 100.0))
-            .unwrap();
-        g.update(&mut ev);
-        assert_eq!(ids(&ev), vec![(2, EventKind::Enter)]);
-        // A height change is a jump too (height bands are relative).
-        let band = HeightBand {
-            min_dy_m: -1.0,
-            max_dy_m: 1.0,
-        };
-        let a = g
-            .add_area(
-                EntityId(1),
-                AreaSpec {
-                    height: Some(band),
-                    ..AreaSpec::circle(20.0)
-                },
-            )
-            .unwrap();
-        g.update(&mut ev);
-        assert_eq!(ev.len(), 1);
-        g.set_position(EntityId(2), Vec3::new(105.0, 1.5, 100.0))
-            .unwrap();
-        g.update(&mut ev);
-        assert_eq!((ev.len(), ev[0].area, ev[0].kind), (1, a, EventKind::Leave));
-        g.verify();
-    }
-
-    #[test]
-    fn idle_updates_report_nothing_and_queries_see_pending_moves() {
-        let mut g = grid(8.0);
-        let mut ev = Vec::new();
-        for i in 0..20u64 {
-            g.add_entity(EntityId(i), Vec3::ground(i as f64 * 3.0, 0.0), 1)
-                .unwrap();
-            g.add_area(EntityId(i), AreaSpec::circle(10.0)).unwrap();
-        }
-        g.update(&mut ev);
-        assert!(!ev.is_empty());
-        g.update(&mut ev);
-        assert!(ev.is_empty(), "nothing moved");
-        // Moved to another cell and added, not yet updated: queries see both.
-        g.set_position(EntityId(0), Vec3::ground(500.0, 500.0))
-            .unwrap();
-        g.add_entity(EntityId(99), Vec3::ground(501.0, 500.0), 2)
-            .unwrap();
-        let mut out = Vec::new();
-        let circle = Shape::Circle {
-            center: Vec3::ground(500.0, 500.0),
-            radius: 2.0,
-        };
-        g.query(&circle, &FlagFilter::ACCEPT_ALL, &mut out).unwrap();
-        assert_eq!(out, vec![EntityId(0), EntityId(99)]);
-        let only_2 = FlagFilter {
-            any: 2,
-            need: 0,
-            forbid: 0,
-        };
-        g.query(&circle, &only_2, &mut out).unwrap();
-        assert_eq!(out, vec![EntityId(99)]);
-        g.remove_entity(EntityId(99)).unwrap();
-        g.query(&circle, &FlagFilter::ACCEPT_ALL, &mut out).unwrap();
-        assert_eq!(out, vec![EntityId(0)]);
-        g.update(&mut ev);
-        g.verify();
     }
 }

@@ -230,6 +230,12 @@ pub struct AoiParams {
     /// steps of an ordinary walker. 0 rescans on every move. Default 8
     /// (16 steps of a 5 m/s walker at 10 Hz).
     pub skin_m: f64,
+    /// Sweep threshold: in an update where at least a quarter of the
+    /// entities moved, an area holding at least this many entities rescans
+    /// its leave radius directly instead of using its watch list (dense
+    /// areas are cheaper to rescan than to track; see `grid_sweep.rs`).
+    /// 0 sweeps every area in such updates, `usize::MAX` never. Default 24.
+    pub sweep_min_interest: usize,
     /// Most entities at once. Default 65 536.
     pub max_entities: usize,
     /// Most areas at once. Default 65 536.
@@ -247,6 +253,7 @@ impl Default for AoiParams {
             grid_cell_m: 50.0,
             grid_cells_max: 1 << 20,
             skin_m: 8.0,
+            sweep_min_interest: 24,
             max_entities: 65_536,
             max_areas: 65_536,
             max_areas_per_entity: 8,
