@@ -24,6 +24,7 @@
 //! opens a socket or iterates a default-hashed map. `tests/tidy.rs` enforces
 //! this.
 
+pub mod client;
 pub mod config;
 pub mod core;
 pub mod runtime;

@@ -178,9 +178,32 @@ impl ClientView {
     /// Applies one batch from the server. Never panics; every broken rule is
     /// recorded and the rest of the batch is still applied when it decodes.
     pub fn handle_batch(&mut self, batch: &[u8]) {
+        self.handle_batch_inspect(batch, |_, _| {});
+    }
+
+    /// As [`ClientView::handle_batch`], calling `seen(event, entity)` just
+    /// before each decoded event is applied; `entity` is the entering
+    /// entity for an enter, else the entity the handle names at that moment
+    /// (`None` for the own stream or a handle not shown). One decode pass:
+    /// the client library counts and times events here.
+    pub fn handle_batch_inspect(
+        &mut self,
+        batch: &[u8],
+        mut seen: impl FnMut(&ClientEvent<'_>, Option<EntityId>),
+    ) {
         for ev in BatchReader::new(batch) {
             match ev {
-                Ok(ev) => self.apply(&ev),
+                Ok(ev) => {
+                    let entity = match ev {
+                        ClientEvent::Enter { entity, .. } => Some(entity),
+                        _ => ev
+                            .handle()
+                            .and_then(|h| self.shown.get(&h))
+                            .map(|s| s.entity),
+                    };
+                    seen(&ev, entity);
+                    self.apply(&ev);
+                }
                 Err(e) => self.violate(None, Rule::Decode(e)),
             }
         }
