@@ -15,13 +15,13 @@
 //!
 //! `CELL_PROTOCOL_SEEDS` sets how many seeds the random test runs (default 6).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tessera::core::cell::{
     Call, Cell, CellEvent, CellMsg, CellParams, Dest, DropReason, GridLayout, Layout, Msg,
-    Outgoing, Residency, Source, ToReal, ToRealBody,
+    Outgoing, ProxyMsg, Residency, Source, ToReal, ToRealBody,
 };
 use tessera::core::entity::{Entity, TypeRegistry, Value, AVATAR};
 use tessera::core::geom::Vec3;
@@ -29,106 +29,8 @@ use tessera::core::ids::{CellId, EntityId};
 use tessera::core::proxy::{Proxy, ProxyParams};
 use tessera::core::time::Time;
 
-/// SplitMix64: small, seeded, deterministic.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        self.unit() < p
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Node {
-    Shard(u32),
-    Proxies,
-}
-
-struct Packet {
-    at: Time,
-    from: Source,
-    to: Dest,
-    msg: Msg,
-}
-
-struct Net {
-    shards: u32,
-    queues: BTreeMap<(Node, Node), VecDeque<Packet>>,
-    delay_us: (u64, u64),
-    spike: (f64, u64),
-}
-
-impl Net {
-    fn node_of_cell(&self, c: CellId) -> Node {
-        Node::Shard(c.0 % self.shards)
-    }
-
-    fn node_of(&self, d: Dest) -> Node {
-        match d {
-            Dest::Cell(c) => self.node_of_cell(c),
-            Dest::Proxy(_) => Node::Proxies,
-        }
-    }
-
-    fn send(&mut self, rng: &mut Rng, now: Time, from: Source, o: Outgoing) {
-        let from_node = match from {
-            Source::Cell(c) => self.node_of_cell(c),
-            Source::Proxy(_) | Source::Local => Node::Proxies,
-        };
-        let to_node = self.node_of(o.to);
-        let (lo, hi) = self.delay_us;
-        let mut d = lo + rng.below(hi - lo + 1);
-        if rng.chance(self.spike.0) {
-            d += self.spike.1;
-        }
-        let q = self.queues.entry((from_node, to_node)).or_default();
-        let mut at = now + Duration::from_micros(d);
-        if let Some(last) = q.back() {
-            at = at.max(last.at); // FIFO per ordered pair
-        }
-        q.push_back(Packet {
-            at,
-            from,
-            to: o.to,
-            msg: o.msg,
-        });
-    }
-
-    fn due(&mut self, now: Time) -> Vec<Packet> {
-        let mut out = Vec::new();
-        for q in self.queues.values_mut() {
-            while q.front().is_some_and(|p| p.at <= now) {
-                out.push(q.pop_front().expect("front"));
-            }
-        }
-        out
-    }
-
-    fn onloads_in_flight(&self, e: EntityId) -> usize {
-        self.queues
-            .values()
-            .flatten()
-            .filter(|p| matches!(&p.msg, Msg::Cell(CellMsg::Onload(o)) if o.entity == e))
-            .count()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.queues.values().all(|q| q.is_empty())
-    }
-}
+mod common;
+use common::{Net, Packet, Rng};
 
 /// A bot walking towards random waypoints.
 struct Bot {
@@ -143,7 +45,11 @@ struct Log {
     ghost_version: BTreeMap<(CellId, EntityId), u64>,
     calls_sent: BTreeSet<(EntityId, u64)>,
     calls_run: BTreeMap<(EntityId, u64), u32>,
+    /// Downstream messages game code sent (a subset of `downstream_out`).
     downstream_sent: BTreeMap<EntityId, u64>,
+    /// Every downstream message the cells sent (game code's and the
+    /// observers' view batches).
+    downstream_out: BTreeMap<EntityId, u64>,
     downstream_got: BTreeMap<EntityId, u64>,
     migrations: BTreeMap<EntityId, u32>,
     onloads_checked: u64,
@@ -399,6 +305,9 @@ impl World {
                 Self::log_event(&mut self.log, *id, ev);
             }
             while let Some(o) = c.poll_output() {
+                if let Msg::Proxy(ProxyMsg::Downstream { entity, .. }) = &o.msg {
+                    *self.log.downstream_out.entry(*entity).or_default() += 1;
+                }
                 outs.push((Source::Cell(*id), o));
             }
         }
@@ -462,7 +371,7 @@ impl World {
             CellEvent::BecameReal { entity, .. } => {
                 log.ghost_version.remove(&(c, entity));
             }
-            CellEvent::OwnChange { .. } => {}
+            CellEvent::OwnChange { .. } | CellEvent::Combat { .. } => {}
             CellEvent::Dropped { entity, reason } => {
                 if !reason.is_benign() {
                     log.harmful.push((c, entity, reason));
@@ -505,8 +414,10 @@ impl World {
             let applied = self.log.inputs_applied.get(e).copied().unwrap_or(0);
             assert_eq!(applied, p.next_input() - 1, "{e}: inputs lost");
             let sent = self.log.downstream_sent.get(e).copied().unwrap_or(0);
+            let out = self.log.downstream_out.get(e).copied().unwrap_or(0);
             let got = self.log.downstream_got.get(e).copied().unwrap_or(0);
-            assert_eq!(got, sent, "{e}: downstream lost");
+            assert!(out >= sent, "{e}: game code's downstream not sent");
+            assert_eq!(got, out, "{e}: downstream lost");
             let r = self.real_of(*e).expect("real");
             assert_eq!(p.real_at(), r, "{e}: proxy points at the wrong cell");
             assert_eq!(

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use crate::core::combat::CombatEvent;
 use crate::core::ids::{CellId, EntityId};
 
 /// Why a cell dropped a message. Every drop is counted by reason and reported
@@ -117,6 +118,22 @@ pub struct Counters {
     pub inputs_applied: u64,
     /// Calls run by reals here.
     pub calls_run: u64,
+    /// Client view batches sent (one per observer per tick with news).
+    pub view_batches: u64,
+    /// Bytes in those batches.
+    pub view_bytes: u64,
+    /// Observer blobs that did not decode on onload (a fresh view started).
+    pub observer_blob_errors: u64,
+    /// Combat states that did not decode on onload (a fresh one started).
+    pub combat_state_errors: u64,
+    /// Entities or areas the AOI index refused (full, bad position).
+    pub aoi_refused: u64,
+    /// Hits started through `Cell::try_hit`.
+    pub hits_tried: u64,
+    /// Combat calls (hits, feedback) routed towards a real.
+    pub combat_calls: u64,
+    /// Combat calls that did not decode or apply.
+    pub bad_combat_calls: u64,
     /// Drops by [`DropReason::index`].
     pub drops: [u64; DropReason::COUNT],
 }
@@ -181,8 +198,9 @@ pub enum CellEvent {
         /// The new version.
         version: u64,
     },
-    /// A real's change set as its own client sees it (for the owner's view;
-    /// only for entities with a proxy, only when not empty).
+    /// A real's change set as its own client sees it. No longer emitted:
+    /// the own stream goes to the owner's observer (`Cell::observer`) and
+    /// reaches the client in its batches. Kept for source compatibility.
     OwnChange {
         /// The entity.
         entity: EntityId,
@@ -208,6 +226,15 @@ pub enum CellEvent {
         id: u64,
         /// The call.
         data: Arc<[u8]>,
+    },
+    /// Combat at real `entity`: a hit it took (`Damaged`, resolved once),
+    /// the feedback of its own hit (`HitLanded`), a hit of its own that got
+    /// no feedback in time (`HitExpired`), a duplicate hit or late feedback.
+    Combat {
+        /// The real.
+        entity: EntityId,
+        /// What happened.
+        event: CombatEvent,
     },
     /// A message was dropped.
     Dropped {

@@ -25,7 +25,7 @@
 use std::sync::Arc;
 
 use crate::core::entity::{
-    Audience, Entity, EntityTypeId, Offered, ReorderBuffer, SyncKind, SyncMsg,
+    Audience, Entity, EntityTypeId, Offered, ReorderBuffer, SyncCache, SyncKind, SyncMsg,
 };
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
@@ -93,6 +93,9 @@ impl Cell {
                     self.drop_msg(entity, DropReason::BadPayload);
                     return;
                 };
+                if !self.views.put(&entry.entity) {
+                    self.counters.aoi_refused += 1;
+                }
                 entry
             }
         };
@@ -144,6 +147,10 @@ impl Cell {
                 real_at: from,
                 epoch,
                 reorder: ReorderBuffer::new(self.params.reorder(), snapshot.version),
+                cache: Box::new(SyncCache::new(
+                    self.views.params.ghost_cache(),
+                    snapshot.version,
+                )),
                 since: now,
             }),
             history,
@@ -171,6 +178,7 @@ impl Cell {
                 return;
             }
             Some(Residency::Ghost { .. }) => {
+                self.views.remove(entity);
                 self.events.push_back(CellEvent::GhostRemoved { entity });
                 self.entities.remove(entity).expect("ghost").history
             }
@@ -232,17 +240,20 @@ impl Cell {
                 damaged = true;
             }
             e.version = m.version;
-            let event = if m.kind == SyncKind::Snapshot {
-                CellEvent::GhostResynced {
-                    entity,
-                    version: m.version,
-                }
+            let (version, kind) = (m.version, m.kind);
+            if let Some(g) = e.ghost_mut() {
+                g.cache.push(now, m);
+            }
+            let moved = kind.has_movement() || kind == SyncKind::Snapshot;
+            if moved && !self.views.moved(entity, e.entity.core().pos) {
+                self.counters.aoi_refused += 1;
+            }
+            self.views.release(entity, version, Some(kind));
+            let event = if kind == SyncKind::Snapshot {
+                CellEvent::GhostResynced { entity, version }
             } else {
                 self.counters.syncs_applied += 1;
-                CellEvent::GhostSynced {
-                    entity,
-                    version: m.version,
-                }
+                CellEvent::GhostSynced { entity, version }
             };
             self.events.push_back(event);
         }

@@ -13,6 +13,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::core::combat::Combat;
 use crate::core::entity::{Entity, SyncCache, SyncEmitter, TypeRegistry};
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId};
@@ -26,6 +27,8 @@ use super::params::{CellParams, CellParamsError};
 use super::residency::{transition, Residency};
 use super::seq_buffer::SeqBuffer;
 use super::table::{EntityTable, Entry, Part, RealPart};
+use super::view_params::ViewParams;
+use super::views::Views;
 
 /// Why a local call on a cell was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -98,10 +101,13 @@ pub struct Cell {
     pub(super) scratch_ids: Vec<EntityId>,
     pub(super) scratch_cells: Vec<CellId>,
     pub(super) scratch_keep: Vec<CellId>,
+    pub(super) scratch_calls: Vec<(EntityId, Arc<[u8]>)>,
+    pub(super) views: Views,
 }
 
 impl Cell {
-    /// A new, empty cell. `types` must be the same registry on every shard.
+    /// A new, empty cell with default [`ViewParams`]. `types` must be the
+    /// same registry on every shard.
     ///
     /// # Errors
     /// [`CellParamsError`] if `params` do not validate.
@@ -110,7 +116,22 @@ impl Cell {
         params: CellParams,
         types: Arc<TypeRegistry>,
     ) -> Result<Cell, CellParamsError> {
+        Self::with_views(id, params, ViewParams::default(), types)
+    }
+
+    /// A new, empty cell hosting client views and combat with `views`.
+    /// `types` must be the same registry on every shard.
+    ///
+    /// # Errors
+    /// [`CellParamsError`] if `params` or `views` do not validate.
+    pub fn with_views(
+        id: CellId,
+        params: CellParams,
+        views: ViewParams,
+        types: Arc<TypeRegistry>,
+    ) -> Result<Cell, CellParamsError> {
         params.validate()?;
+        let views = Views::new(views)?;
         Ok(Cell {
             id,
             params,
@@ -125,6 +146,8 @@ impl Cell {
             scratch_ids: Vec::new(),
             scratch_cells: Vec::new(),
             scratch_keep: Vec::new(),
+            scratch_calls: Vec::new(),
+            views,
         })
     }
 
@@ -250,7 +273,10 @@ impl Cell {
     }
 
     /// Creates a new real here from `entity` (a spawn, or a restore).
-    /// `epoch` is its starting channel version (0 for a new entity).
+    /// `epoch` is its starting channel version (0 for a new entity). With
+    /// `has_proxy` (a client follows it: an avatar) it gets an observer and
+    /// an AOI area, and its client gets one view batch per tick with news
+    /// through its proxy ([`ProxyMsg::Downstream`](super::ProxyMsg)).
     ///
     /// # Errors
     /// `AlreadyPresent` if the entity has a real or ghost here; `OutsideWorld`
@@ -289,9 +315,12 @@ impl Cell {
             calls: VecDeque::new(),
             next_downstream: 1,
             has_proxy,
-            observer: Vec::new(),
+            combat: Combat::new(id, self.views.params.combat),
             since: now,
         };
+        if !self.views.put(&entity) {
+            self.counters.aoi_refused += 1;
+        }
         let to = Residency::Real { epoch };
         transition(&mut history, now, None, Some(to));
         self.entities.insert(Entry {
@@ -301,6 +330,9 @@ impl Cell {
             part: Part::Real(Box::new(real)),
             history,
         });
+        if has_proxy {
+            self.attach_observer(id, &[]);
+        }
         self.events.push_back(CellEvent::BecameReal {
             entity: id,
             from: None,
@@ -331,15 +363,6 @@ impl Cell {
     /// `NotReal` if the entity is not real here.
     pub fn real_mut(&mut self, entity: EntityId) -> Result<&mut Entity, CellError> {
         Ok(&mut self.real_entry(entity)?.entity)
-    }
-
-    /// Replaces a real's observer state (carried on migration).
-    ///
-    /// # Errors
-    /// `NotReal` if the entity is not real here.
-    pub fn set_observer(&mut self, entity: EntityId, blob: Vec<u8>) -> Result<(), CellError> {
-        self.real_entry(entity)?.real_mut().expect("real").observer = blob;
-        Ok(())
     }
 
     /// Sends `data` to the entity's client through its proxy, numbered so the
@@ -404,14 +427,17 @@ impl Cell {
     }
 
     /// Time passes: expire forwarding entries, run queued inputs and calls,
-    /// emit one sync message per changed real, run owed catch-ups, and every
-    /// `check_period_ms` run gap checks, ghost upkeep and migrations against
-    /// `layout`.
+    /// tick combat and route its calls, emit one sync message per changed
+    /// real, run owed catch-ups, feed the observers and send each client its
+    /// batch, and every `check_period_ms` run gap checks, ghost upkeep and
+    /// migrations against `layout`.
     pub fn tick<L: Layout + ?Sized>(&mut self, now: Time, layout: &L) {
         self.forward.expire(now);
-        self.run_reals();
+        self.run_reals(now);
+        self.run_combat(now);
         self.emit_syncs(now);
         self.run_catch_ups(now);
+        self.run_views();
         if now >= self.next_check {
             self.check(now, layout);
             self.next_check = now + self.params.check_period();
@@ -426,6 +452,7 @@ impl Cell {
     /// On the first broken invariant.
     pub fn verify(&self) {
         self.entities.verify();
+        self.verify_views();
         for e in self.entities.iter() {
             assert!(
                 self.forward.get(e.id).is_none(),
@@ -456,6 +483,7 @@ impl Cell {
                 Part::Ghost(g) => {
                     assert_ne!(g.real_at, self.id, "{} ghost points at itself", e.id);
                     assert_eq!(g.reorder.applied(), e.version, "{} version", e.id);
+                    assert_eq!(g.cache.last_version(), e.version, "{} cache", e.id);
                     assert!(g.reorder.pending() <= self.params.reorder_buffer_max);
                 }
             }

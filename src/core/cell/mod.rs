@@ -8,7 +8,10 @@
 //! cell to its shard through the space tree and must keep messages FIFO per
 //! ordered pair of shards (hence per ordered pair of cells). Nothing here
 //! reads a clock, a socket or a thread; this module must not touch the space
-//! tree directly (only through [`Layout`]), the AOI index or the wire format.
+//! tree directly (only through [`Layout`]) or the wire format. It hosts, as
+//! values it owns, one AOI index over its reals and ghosts, the observers
+//! (client views) of its reals with clients and their combat states
+//! (`views.rs`, `fight.rs`, bounds in [`ViewParams`]).
 //!
 //! # Model
 //!
@@ -24,14 +27,22 @@
 //!
 //! 1. Forwarding entries past `forward_ttl_ms` expire.
 //! 2. Each real runs its ready client inputs (in sequence order) and queued
-//!    calls ([`CellEvent::InputApplied`], [`CellEvent::CallRun`]).
+//!    calls ([`CellEvent::InputApplied`], [`CellEvent::CallRun`]; combat
+//!    calls run in the real's combat state instead). Then every real's
+//!    combat ticks; its hit and feedback calls go to the addressee's real
+//!    through the real-bound path, its events surface as
+//!    [`CellEvent::Combat`] (`fight.rs`).
 //! 3. Each real that changed builds **one** `SyncMsg` (the entity module's
 //!    `SyncEmitter`: version + 1, each audience encoded once) and sends it,
 //!    as one shared `Arc`, to every haunt that is created or being created
 //!    on this cell's channel; it is also cached. Then the catch-ups owed to
 //!    ghosts (resync requests, acks of inherited ghosts) run: cached
 //!    messages, or a snapshot if the cache does not reach back.
-//! 4. Every `check_period_ms`: ghosts with a version gap older than
+//! 4. The views (`views.rs`): each observer (one per real with a client)
+//!    gets its own change set, the released messages of the entities it
+//!    sees, the AOI update's enters and leaves, and sends one batch to its
+//!    client through the proxy.
+//! 5. Every `check_period_ms`: ghosts with a version gap older than
 //!    `resync_gap_timeout_ms` ask their real for a resync; then each real,
 //!    in id order, gets ghost upkeep (`ghosting.rs`) and maybe migrates
 //!    (`offload.rs`).
@@ -54,7 +65,8 @@
 //!    sync cache, the haunts
 //!    (created and creating, without B), the input sequence state (next
 //!    expected + early inputs), pending calls, the downstream sequence, the
-//!    proxy flag and the opaque observer blob. In the same step `E` becomes
+//!    proxy flag, the observer (flushed, its last batch sent from A, then
+//!    encoded) and the combat state. In the same step `E` becomes
 //!    `Ghost { real_at: B, epoch: e+1 }` at A, keeping only ghost-visible
 //!    state (a ghost replica rebuilt from the ghost snapshot). From now until
 //!    B handles the `Onload`, `E`'s one real is in flight.
@@ -96,6 +108,7 @@
 //! migration's messages per migrating real, the catch-ups owed).
 
 mod counters;
+mod fight;
 mod forward;
 mod ghost;
 mod ghosting;
@@ -110,8 +123,11 @@ mod seq_buffer;
 mod table;
 #[cfg(test)]
 mod tests;
+mod view_params;
+mod views;
 
 pub use counters::{CellEvent, Counters, DropReason};
+pub use fight::HitError;
 pub use layout::{GridLayout, Layout};
 pub use machine::{Cell, CellError, EntityView};
 pub use msg::{
@@ -121,3 +137,4 @@ pub use msg::{
 pub use params::{CellParams, CellParamsError};
 pub use residency::{IllegalTransition, Residency, HISTORY_MAX};
 pub use seq_buffer::{SeqBuffer, SeqPush};
+pub use view_params::ViewParams;

@@ -199,8 +199,10 @@ pub struct Onload {
     pub next_downstream: u64,
     /// Whether a client proxy follows this entity.
     pub has_proxy: bool,
-    /// Observer state, opaque to the cell (filled by the view work).
+    /// The observer's migration blob (`core::view::carry`; empty: none).
     pub observer: Vec<u8>,
+    /// The combat state (`Combat::encode`; empty: none).
+    pub combat: Vec<u8>,
 }
 
 /// Messages a cell handles.

@@ -108,6 +108,9 @@ impl Cell {
             "offload of {id} to {dest} without a ghost"
         );
         let reorder = self.params.reorder();
+        let ghost_cache = self.views.params.ghost_cache();
+        let observer = self.detach_observer(id);
+        let combat = self.take_combat(now, id);
         let e = self.entities.get_mut(id).expect("real");
         assert!(
             e.entity.pending_kind().is_none(),
@@ -128,6 +131,7 @@ impl Cell {
             real_at: dest,
             epoch: prev.epoch() + 1,
             reorder: ReorderBuffer::new(reorder, e.version),
+            cache: Box::new(SyncCache::new(ghost_cache, e.version)),
             since: now,
         });
         let Part::Real(mut r) = std::mem::replace(&mut e.part, ghost) else {
@@ -158,7 +162,8 @@ impl Cell {
             pending_calls: r.calls.drain(..).collect(),
             next_downstream: r.next_downstream,
             has_proxy: r.has_proxy,
-            observer: std::mem::take(&mut r.observer),
+            observer,
+            combat,
         };
         for h in &onload.haunts {
             self.out.push_back(super::msg::Outgoing::cell(
@@ -241,9 +246,12 @@ impl Cell {
             calls: VecDeque::from(o.pending_calls),
             next_downstream: o.next_downstream,
             has_proxy: o.has_proxy,
-            observer: o.observer,
+            combat: self.restore_combat(entity, &o.combat),
             since: now,
         };
+        if !self.views.put(&state) {
+            self.counters.aoi_refused += 1;
+        }
         let mut entry = Entry {
             id: entity,
             entity: state,
@@ -255,6 +263,11 @@ impl Cell {
         transition(&mut entry.history, now, prev, Some(to));
         self.entities.insert(entry);
         self.counters.migrations_in += 1;
+        // Observers here that saw the ghost catch up from the real's cache.
+        self.views.release(entity, o.version, None);
+        if o.has_proxy {
+            self.attach_observer(entity, &o.observer);
+        }
         self.events.push_back(CellEvent::BecameReal {
             entity,
             from: Some(from),

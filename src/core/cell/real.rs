@@ -203,8 +203,10 @@ impl Cell {
         self.catch_ups.clear();
     }
 
-    /// Runs every real's ready inputs (in sequence order) and queued calls.
-    pub(super) fn run_reals(&mut self) {
+    /// Runs every real's ready inputs (in sequence order) and queued calls
+    /// (combat calls in the real's combat state, the others as events).
+    pub(super) fn run_reals(&mut self, now: Time) {
+        let mut combat = std::mem::take(&mut self.scratch_calls);
         for e in self.entities.iter_mut() {
             let Part::Real(r) = &mut e.part else { continue };
             while let Some((seq, data)) = r.inputs.pop_ready() {
@@ -217,6 +219,10 @@ impl Cell {
             }
             while let Some(call) = r.calls.pop_front() {
                 self.counters.calls_run += 1;
+                if Self::is_combat_call(&call.data) {
+                    combat.push((e.id, call.data));
+                    continue;
+                }
                 self.events.push_back(CellEvent::CallRun {
                     entity: e.id,
                     id: call.id,
@@ -224,6 +230,10 @@ impl Cell {
                 });
             }
         }
+        for (entity, data) in combat.drain(..) {
+            self.run_combat_call(now, entity, &data);
+        }
+        self.scratch_calls = combat;
     }
 
     /// One sync message per changed real, built once and sent (one shared
@@ -237,16 +247,16 @@ impl Cell {
             let Some(cs) = r.emitter.flush(now, &mut e.entity) else {
                 continue;
             };
-            if r.has_proxy && !cs.own.is_empty() {
-                self.events.push_back(CellEvent::OwnChange {
-                    entity: e.id,
-                    version: cs.msg.version,
-                    payload: Arc::from(cs.own),
-                });
+            if let Some(w) = self.views.watch_mut(e.id) {
+                w.observer.handle_own(cs.msg.version, cs.msg.kind, cs.own);
             }
             let msg: Arc<SyncMsg> = Arc::new(cs.msg);
             e.version = msg.version;
             self.counters.syncs_built += 1;
+            if msg.kind.has_movement() && !self.views.moved(e.id, e.entity.core().pos) {
+                self.counters.aoi_refused += 1;
+            }
+            self.views.release(e.id, msg.version, Some(msg.kind));
             for h in &r.haunts {
                 let reachable = match h.state {
                     HauntState::Created => true,

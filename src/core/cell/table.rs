@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use crate::core::combat::Combat;
 use crate::core::entity::{Entity, ReorderBuffer, SyncCache, SyncEmitter};
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
@@ -38,8 +39,8 @@ pub struct RealPart {
     pub next_downstream: u64,
     /// Whether a client proxy follows this entity.
     pub has_proxy: bool,
-    /// Observer state (opaque; filled by the view work).
-    pub observer: Vec<u8>,
+    /// Combat state (travels on migration).
+    pub combat: Combat,
     /// When the real arrived in this cell.
     pub since: Time,
 }
@@ -65,6 +66,9 @@ pub struct GhostPart {
     pub epoch: u64,
     /// In-order sync applier.
     pub reorder: ReorderBuffer,
+    /// What the reorder buffer released recently (for observers' gaps);
+    /// boxed to keep entries compact.
+    pub cache: Box<SyncCache>,
     /// When this ghost was created here.
     pub since: Time,
 }
@@ -236,6 +240,7 @@ mod tests {
                 real_at: CellId(0),
                 epoch: 0,
                 reorder: ReorderBuffer::new(ReorderParams::default(), 0),
+                cache: Box::new(SyncCache::new(Default::default(), 0)),
                 since: Time::ZERO,
             }),
             history: History::default(),

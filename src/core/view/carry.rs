@@ -87,7 +87,7 @@ impl Observer {
                 _ => STATE_LIVE,
             });
             put_uvar(out, u64::from(s.handle.expect("shown")));
-            put_uvar(out, self.tracker.last_delivered(*e).expect("shown"));
+            put_uvar(out, s.last);
         }
     }
 
@@ -154,15 +154,12 @@ fn read_slot(r: &mut Reader<'_>, o: &mut Observer, used: &mut [bool]) -> Result<
         _ => return Err(BlobError::Handle(handle)),
     }
     let last = r.uvar()?;
-    o.tracker.enter(e, last).map_err(|_| BlobError::TooMany {
-        n: o.slots.len() as u64 + 1,
-        max: o.params.view_entities_max,
-    })?;
     o.slots.insert(
         e,
         Slot {
             handle: Some(handle),
             state,
+            last,
         },
     );
     if state == SlotState::ResyncPending {

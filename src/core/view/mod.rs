@@ -23,6 +23,9 @@
 //!
 //! # Integration (what the cell calls, and when)
 //!
+//! Implemented by `core::cell` (`views.rs`); the cell's module doc has the
+//! tick order. The contract:
+//!
 //! The cell keeps one [`Observer`] per real that has a client and an AOI
 //! area, and implements [`ObserverHost`] over its entity table (the real
 //! or ghost copy of each entity: `copy_version` = its last applied version,

@@ -1,7 +1,9 @@
 //! One avatar's client view, sans-IO: what its client sees and in which order.
 //!
 //! Owns [`Observer`]: the handle map (entity id <-> client [`Handle`]), an
-//! [`ObserverTracker`] (last version delivered per entity), the queue of
+//! the last version delivered per entity (in the slot, with the handle, so
+//! the hot path looks one map up; the rule is
+//! [`ObserverTracker`](crate::core::entity::ObserverTracker)'s), the queue of
 //! snapshots still to send, the own-entity stream and the batch buffer of
 //! the current tick. It reads the cell only through [`ObserverHost`] and
 //! must not touch the AOI index, the cell or the network; the cell feeds it
@@ -11,7 +13,7 @@
 //!
 //! - Enter before any update; no double enter; leave ends updates.
 //! - Per entity, updates carry consecutive versions since the last snapshot
-//!   (enter or resync): each version goes through [`ObserverTracker::offer`];
+//!   (enter or resync): each version goes through the slot's offer rule;
 //!   a stale one is dropped, a gap is filled from the local copy's
 //!   [`SyncCache`](crate::core::entity::SyncCache) or healed by a resync,
 //!   never skipped.
@@ -29,9 +31,7 @@ use super::event::{ClientEvent, Handle};
 use super::host::ObserverHost;
 use crate::core::aoi::EventKind;
 use crate::core::entity::codec::Reader;
-use crate::core::entity::{
-    Audience, CatchUp, Delivery, ObserverTracker, SyncKind, SyncMsg, TrackerParams,
-};
+use crate::core::entity::{Audience, Delivery, Fill, SyncKind, SyncMsg};
 use crate::core::ids::EntityId;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -72,6 +72,8 @@ pub(super) enum SlotState {
 pub(super) struct Slot {
     pub(super) handle: Option<Handle>,
     pub(super) state: SlotState,
+    /// The last version the client has (meaningful once it has a handle).
+    pub(super) last: u64,
 }
 
 /// Counters of what the observer did (monotonic).
@@ -104,7 +106,6 @@ pub struct ObserverStats {
 pub struct Observer {
     pub(super) owner: EntityId,
     pub(super) params: ObserverParams,
-    pub(super) tracker: ObserverTracker,
     pub(super) slots: BTreeMap<EntityId, Slot>,
     /// Entities whose snapshot (enter or resync) is due, oldest first.
     pub(super) queue: VecDeque<EntityId>,
@@ -131,9 +132,6 @@ impl Observer {
         Observer {
             owner,
             params,
-            tracker: ObserverTracker::new(TrackerParams {
-                tracked_entities_max: params.view_entities_max,
-            }),
             slots: BTreeMap::new(),
             queue: VecDeque::new(),
             next_handle: 0,
@@ -174,7 +172,28 @@ impl Observer {
 
     /// The last version of `entity` the client has.
     pub fn client_version(&self, entity: EntityId) -> Option<u64> {
-        self.tracker.last_delivered(entity)
+        self.slots
+            .get(&entity)
+            .and_then(|s| s.handle.map(|_| s.last))
+    }
+
+    /// Per-entity delivery rule: only `last + 1` is delivered (and
+    /// advances); older is stale; newer is a gap.
+    fn offer(&mut self, entity: EntityId, version: u64) -> Delivery {
+        let Some(slot) = self.slots.get_mut(&entity).filter(|s| s.handle.is_some()) else {
+            return Delivery::NotTracked;
+        };
+        if version <= slot.last {
+            Delivery::Stale
+        } else if version == slot.last + 1 {
+            slot.last = version;
+            Delivery::Deliver
+        } else {
+            Delivery::Gap {
+                last: slot.last,
+                got: version,
+            }
+        }
     }
 
     /// Entities in the view, ascending.
@@ -248,6 +267,7 @@ impl Observer {
         let slot = Slot {
             handle: None,
             state: SlotState::EnterPending,
+            last: 0,
         };
         self.slots.insert(entity, slot);
         self.queue.push_back(entity);
@@ -263,8 +283,6 @@ impl Observer {
         if let Some(handle) = slot.handle {
             encode_event(&mut self.batch, &ClientEvent::Leave { handle });
             self.free.push(handle);
-            let tracked = self.tracker.leave(entity);
-            debug_assert!(tracked, "a handle implies tracking");
             self.stats.leaves += 1;
         }
     }
@@ -273,10 +291,8 @@ impl Observer {
     /// resync if the copy is ahead; hold if it is behind.
     fn heal<H: ObserverHost + ?Sized>(&mut self, host: &H, entity: EntityId) {
         let live = self.slots.get(&entity).map(|s| s.state) == Some(SlotState::Live);
-        let (Some(last), Some(copy)) = (
-            self.tracker.last_delivered(entity),
-            host.copy_version(entity),
-        ) else {
+        let (Some(last), Some(copy)) = (self.client_version(entity), host.copy_version(entity))
+        else {
             return;
         };
         if !live {
@@ -292,14 +308,17 @@ impl Observer {
     /// Delivers what the copy's cache has after the client's version, or
     /// schedules a resync.
     fn fill<H: ObserverHost + ?Sized>(&mut self, host: &H, entity: EntityId) {
+        let Some(last) = self.client_version(entity) else {
+            return;
+        };
         let Some(cache) = host.copy_cache(entity) else {
             self.want_resync(entity);
             return;
         };
-        match self.tracker.catch_up(entity, cache) {
-            CatchUp::UpToDate => {}
-            CatchUp::Resync => self.want_resync(entity),
-            CatchUp::Fill(msgs) => {
+        match cache.fill(last) {
+            Fill::UpToDate => {}
+            Fill::ResyncNeeded => self.want_resync(entity),
+            Fill::Msgs(msgs) => {
                 for m in msgs {
                     if !self.deliver_msg(entity, m) {
                         return;
@@ -316,7 +335,7 @@ impl Observer {
             self.want_resync(entity);
             return false;
         }
-        match self.tracker.offer(entity, m.version) {
+        match self.offer(entity, m.version) {
             Delivery::Deliver => self.emit_update(entity, m.version, m.kind, m.others_payload()),
             Delivery::Stale => {
                 self.stats.stale += 1;
@@ -350,32 +369,36 @@ impl Observer {
         others: &[u8],
     ) {
         self.start();
-        if self.slots.get(&entity).map(|s| s.state) != Some(SlotState::Live) {
-            return;
-        }
+        // One lookup on the hot path: the slot holds handle and version.
+        let slot = match self.slots.get_mut(&entity) {
+            Some(s) if s.state == SlotState::Live => s,
+            _ => return,
+        };
+        let handle = slot.handle.expect("live slots have handles");
+        let last = slot.last;
         if kind == SyncKind::Snapshot {
-            match self.tracker.last_delivered(entity) {
-                Some(last) if version > last => self.want_resync(entity),
-                _ => self.stats.stale += 1,
+            if version > last {
+                self.want_resync(entity);
+            } else {
+                self.stats.stale += 1;
             }
             return;
         }
-        match self.tracker.offer(entity, version) {
-            Delivery::Deliver => {
-                self.emit_update(entity, version, kind, others);
-            }
-            Delivery::Stale => self.stats.stale += 1,
-            Delivery::NotTracked => debug_assert!(false, "live slot untracked"),
-            Delivery::Gap { .. } => {
-                self.fill(host, entity);
-                if self.slots.get(&entity).map(|s| s.state) == Some(SlotState::Live) {
-                    match self.tracker.offer(entity, version) {
-                        Delivery::Deliver => {
-                            self.emit_update(entity, version, kind, others);
-                        }
-                        Delivery::Stale => {}
-                        _ => self.want_resync(entity),
+        if version == last + 1 {
+            slot.last = version;
+            self.emit_with(handle, entity, version, kind, others);
+        } else if version <= last {
+            self.stats.stale += 1;
+        } else {
+            // A gap: fill it from the copy's cache, then deliver this one.
+            self.fill(host, entity);
+            if self.slots.get(&entity).map(|s| s.state) == Some(SlotState::Live) {
+                match self.offer(entity, version) {
+                    Delivery::Deliver => {
+                        self.emit_update(entity, version, kind, others);
                     }
+                    Delivery::Stale => {}
+                    _ => self.want_resync(entity),
                 }
             }
         }
@@ -385,6 +408,18 @@ impl Observer {
     /// and returns false.
     fn emit_update(&mut self, entity: EntityId, version: u64, kind: SyncKind, p: &[u8]) -> bool {
         let handle = self.slots[&entity].handle.expect("live slots have handles");
+        self.emit_with(handle, entity, version, kind, p)
+    }
+
+    /// [`Observer::emit_update`] with the handle already looked up.
+    fn emit_with(
+        &mut self,
+        handle: Handle,
+        entity: EntityId,
+        version: u64,
+        kind: SyncKind,
+        p: &[u8],
+    ) -> bool {
         match update_event(handle, version, kind, p) {
             Ok(ev) => {
                 encode_event(&mut self.batch, &ev);
@@ -469,7 +504,7 @@ impl Observer {
         let Some(slot) = self.slots.get(&entity).copied() else {
             return false;
         };
-        let last = self.tracker.last_delivered(entity);
+        let last = self.client_version(entity);
         if slot.state == SlotState::ResyncPending
             && host.copy_version(entity).is_some_and(|v| Some(v) < last)
         {
@@ -495,7 +530,7 @@ impl Observer {
                     snapshot: &self.snap,
                 };
                 encode_event(&mut self.batch, &ev);
-                self.tracker.resync(entity, version);
+                self.slots.get_mut(&entity).expect("present").last = version;
                 self.stats.resyncs += 1;
             }
             SlotState::Live => return false,
@@ -508,14 +543,13 @@ impl Observer {
         let Ok((type_id, pos, yaw)) = super::codec::snapshot_header(&self.snap) else {
             unreachable!("encode_snapshot writes a header");
         };
-        self.tracker
-            .enter(entity, version)
-            .expect("slots are bounded by view_entities_max");
         let handle = self.free.pop().unwrap_or_else(|| {
             self.next_handle += 1;
             self.next_handle - 1
         });
-        self.slots.get_mut(&entity).expect("present").handle = Some(handle);
+        let slot = self.slots.get_mut(&entity).expect("present");
+        slot.handle = Some(handle);
+        slot.last = version;
         let ev = ClientEvent::Enter {
             handle,
             entity,
@@ -532,12 +566,11 @@ impl Observer {
     /// Checks the observer's invariants.
     ///
     /// # Panics
-    /// If handles are not unique, the tracker and the slots disagree, or the
-    /// queue and the pending states disagree.
+    /// If handles are not unique, or the queue and the pending states
+    /// disagree.
     pub fn verify(&self) {
         let mut handles: Vec<Handle> = self.slots.values().filter_map(|s| s.handle).collect();
         let shown = handles.len();
-        assert_eq!(self.tracker.len(), shown, "tracker = shown entities");
         handles.extend_from_slice(&self.free);
         handles.sort_unstable();
         handles.dedup();
@@ -545,10 +578,6 @@ impl Observer {
         assert!(handles.iter().all(|&h| h < self.next_handle));
         for (e, s) in &self.slots {
             assert_eq!(s.handle.is_some(), s.state != SlotState::EnterPending);
-            assert_eq!(
-                s.handle.is_some(),
-                self.tracker.last_delivered(*e).is_some()
-            );
             let queued = self.queue.iter().filter(|&&q| q == *e).count();
             assert_eq!(queued, usize::from(s.state != SlotState::Live), "{e} queue");
         }

@@ -1,0 +1,171 @@
+//! Combat hosted by a cell: every real has a [`Combat`] state (it travels
+//! in `Onload::combat`); the cell validates hits, ticks combat, routes hit
+//! and feedback calls to the addressee's real wherever it is, and reports
+//! what happened as [`CellEvent::Combat`].
+//!
+//! Owns only the `impl Cell` glue; the hit flow itself is `core::combat`.
+//!
+//! # Routing
+//!
+//! A [`CombatOutput`](crate::core::combat::CombatOutput) becomes a
+//! `ToReal { entity: to, body: Call }` handed to the cell's own real-bound
+//! path: queued if `to` is real here, else forwarded towards its real
+//! (ghost's `real_at`, forwarding entry). At the real, a call whose bytes
+//! are a combat call ([`CombatCall::is_combat`]) runs through
+//! [`Combat::handle_call`] at the next tick instead of surfacing as
+//! [`CellEvent::CallRun`]. A hit lowers `hp`, which syncs out with the
+//! tick's change set, so every client that sees the target gets it.
+
+use std::sync::Arc;
+
+use crate::core::combat::{Combat, CombatCall, HitRefused};
+use crate::core::ids::EntityId;
+use crate::core::time::Time;
+
+use super::counters::CellEvent;
+use super::machine::Cell;
+use super::msg::{Call, Source, ToReal, ToRealBody};
+use super::table::{Entry, Part};
+
+/// Why [`Cell::try_hit`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+pub enum HitError {
+    /// The attacker is not real in this cell.
+    #[error("attacker {0} is not real in this cell")]
+    NotReal(EntityId),
+    /// The combat rules refused it.
+    #[error(transparent)]
+    Refused(#[from] HitRefused),
+}
+
+impl Cell {
+    /// try_hit: real `attacker` starts a hit on `target` with `damage`. The
+    /// target must be visible to the attacker: in its observer's view if it
+    /// has a client, else held here as a copy (real or ghost). The hit is
+    /// sent after the combat's `hit_delay_ms` and resolved at the target's
+    /// real; see [`CellEvent::Combat`] for the outcome.
+    ///
+    /// # Errors
+    /// [`HitError::NotReal`] if `attacker` is not real here;
+    /// [`HitError::Refused`] naming the failed combat check.
+    pub fn try_hit(
+        &mut self,
+        now: Time,
+        attacker: EntityId,
+        target: EntityId,
+        damage: i64,
+    ) -> Result<u64, HitError> {
+        let visible = match self.views.watch(attacker) {
+            Some(w) => w.observer.sees(target),
+            None => self.entities.get(target).is_some(),
+        };
+        let params = self.views.params.combat;
+        let Some(Part::Real(r)) = self.entities.get_mut(attacker).map(|e| &mut e.part) else {
+            return Err(HitError::NotReal(attacker));
+        };
+        // Borrow the state out so both copies can be read (no allocation).
+        let mut combat = std::mem::replace(&mut r.combat, Combat::new(attacker, params));
+        let me = &self.entities.get(attacker).expect("real").entity;
+        let copy = self.entities.get(target).map(|e| &e.entity);
+        let result = combat.try_hit(now, me, copy, visible, damage);
+        let Some(Part::Real(r)) = self.entities.get_mut(attacker).map(|e| &mut e.part) else {
+            unreachable!("still real");
+        };
+        r.combat = combat;
+        let seq = result?;
+        self.counters.hits_tried += 1;
+        Ok(seq)
+    }
+
+    /// A real's combat state.
+    pub fn combat(&self, entity: EntityId) -> Option<&Combat> {
+        self.entities
+            .get(entity)
+            .and_then(Entry::real)
+            .map(|r| &r.combat)
+    }
+
+    /// Runs one combat call at real `e` (from `run_reals`).
+    pub(super) fn run_combat_call(&mut self, now: Time, entity: EntityId, data: &[u8]) {
+        let Some(e) = self.entities.get_mut(entity) else {
+            return;
+        };
+        let Part::Real(r) = &mut e.part else { return };
+        if r.combat.handle_call(now, &mut e.entity, data).is_err() {
+            self.counters.bad_combat_calls += 1;
+        }
+    }
+
+    /// Ticks every real's combat, then routes its calls and reports its
+    /// events (after the tick's calls ran, before its change sets).
+    pub(super) fn run_combat(&mut self, now: Time) {
+        let mut calls = std::mem::take(&mut self.scratch_calls);
+        for e in self.entities.iter_mut() {
+            let Part::Real(r) = &mut e.part else { continue };
+            if r.combat.poll_timeout().is_some_and(|t| t <= now) {
+                r.combat.tick(now);
+            }
+            while let Some(o) = r.combat.poll_output() {
+                calls.push((o.to, Arc::from(o.call)));
+            }
+            while let Some(event) = r.combat.poll_event() {
+                self.events.push_back(CellEvent::Combat {
+                    entity: e.id,
+                    event,
+                });
+            }
+        }
+        self.route_combat_calls(now, &mut calls);
+        self.scratch_calls = calls;
+    }
+
+    /// True if `data` is a combat call (run by the cell, not surfaced).
+    pub(super) fn is_combat_call(data: &[u8]) -> bool {
+        CombatCall::is_combat(data)
+    }
+
+    /// Drains real `id`'s combat queues (outputs routed, events reported)
+    /// and returns its encoded state for the `Onload`.
+    pub(super) fn take_combat(&mut self, now: Time, id: EntityId) -> Vec<u8> {
+        let mut calls = std::mem::take(&mut self.scratch_calls);
+        let mut state = Vec::new();
+        if let Some(Part::Real(r)) = self.entities.get_mut(id).map(|e| &mut e.part) {
+            while let Some(o) = r.combat.poll_output() {
+                calls.push((o.to, Arc::from(o.call)));
+            }
+            while let Some(event) = r.combat.poll_event() {
+                self.events
+                    .push_back(CellEvent::Combat { entity: id, event });
+            }
+            r.combat.encode(&mut state);
+        }
+        self.route_combat_calls(now, &mut calls);
+        self.scratch_calls = calls;
+        state
+    }
+
+    /// The combat state of real `id` arriving by migration (a state that
+    /// does not decode is counted and replaced by a fresh one).
+    pub(super) fn restore_combat(&mut self, id: EntityId, bytes: &[u8]) -> Combat {
+        let params = self.views.params.combat;
+        if bytes.is_empty() {
+            return Combat::new(id, params);
+        }
+        Combat::decode(id, params, bytes).unwrap_or_else(|_| {
+            self.counters.combat_state_errors += 1;
+            Combat::new(id, params)
+        })
+    }
+
+    fn route_combat_calls(&mut self, now: Time, calls: &mut Vec<(EntityId, Arc<[u8]>)>) {
+        for (to, data) in calls.drain(..) {
+            self.counters.combat_calls += 1;
+            let msg = ToReal {
+                entity: to,
+                hops: 0,
+                body: ToRealBody::Call(Call { id: 0, data }),
+            };
+            self.on_to_real(now, Source::Local, msg);
+        }
+    }
+}

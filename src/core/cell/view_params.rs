@@ -1,0 +1,153 @@
+//! The bounds of what a cell hosts for its clients: the AOI index, the
+//! observers (client views), the ghosts' sync caches and combat.
+//!
+//! Owns [`ViewParams`] and its validation; holds no state. Kept apart from
+//! [`super::CellParams`] so the cell protocol's knobs and the view's knobs
+//! (config sections `[aoi]`, and later `[view]`/`[combat]`) evolve
+//! separately; [`super::Cell::with_views`] takes both.
+
+use crate::core::aoi::{AoiParams, AreaSpec, FlagFilter};
+use crate::core::combat::CombatParams;
+use crate::core::entity::SyncCacheParams;
+use crate::core::view::ObserverParams;
+
+use super::params::CellParamsError;
+
+/// What a cell needs to host client views and combat.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ViewParams {
+    /// The AOI grid: its `world` should be the world rectangle (entities
+    /// outside are still indexed, clamped to the edge), `grid_cell_m` near
+    /// `leave_radius_m`. Default: [`AoiParams::default`].
+    pub aoi: AoiParams,
+    /// An entity enters an observer's view within this ground distance
+    /// (config `aoi.radius_m`). Default 45 m.
+    pub radius_m: f64,
+    /// An entity leaves the view beyond this distance, `>= radius_m`
+    /// (config `aoi.leave_radius_m`). Default 48 m. The cell's
+    /// `migrate_margin_m + leave_radius_m` should stay within the ghost
+    /// radius (the config layer checks it) or views near a border miss
+    /// entities across it.
+    pub leave_radius_m: f64,
+    /// Most entities in one view, the nearest kept (config
+    /// `aoi.max_interest`). Default 100.
+    pub max_interest: u32,
+    /// Bounds of each observer; `view_entities_max` must be at least
+    /// `max_interest`. Default: [`ObserverParams::default`].
+    pub observer: ObserverParams,
+    /// Recent sync messages each ghost keeps so observers that arrive by
+    /// migration (or miss a message) fill gaps without a resync. Default 16.
+    pub ghost_cache_max: usize,
+    /// Payload bytes each ghost's cache keeps. Default 16 KiB.
+    pub ghost_cache_bytes_max: usize,
+    /// Cached ghost messages older than this are dropped. Default 3000 ms.
+    pub ghost_cache_age_max_ms: u64,
+    /// Combat timings and bounds. Default: [`CombatParams::default`].
+    pub combat: CombatParams,
+}
+
+impl Default for ViewParams {
+    fn default() -> Self {
+        ViewParams {
+            aoi: AoiParams::default(),
+            radius_m: 45.0,
+            leave_radius_m: 48.0,
+            max_interest: 100,
+            observer: ObserverParams::default(),
+            ghost_cache_max: 16,
+            ghost_cache_bytes_max: 16 * 1024,
+            ghost_cache_age_max_ms: 3_000,
+            combat: CombatParams::default(),
+        }
+    }
+}
+
+fn invalid(key: &'static str, reason: &'static str) -> CellParamsError {
+    CellParamsError::Invalid { key, reason }
+}
+
+impl ViewParams {
+    /// Checks every value and the relations between them.
+    ///
+    /// # Errors
+    /// [`CellParamsError::Invalid`] naming the first bad key.
+    pub fn validate(&self) -> Result<(), CellParamsError> {
+        if self.aoi.validate().is_err() {
+            return Err(invalid("aoi.world", "AOI grid parameters are unusable"));
+        }
+        if !(self.radius_m.is_finite() && self.radius_m > 0.0) {
+            return Err(invalid("aoi.radius_m", "must be finite and > 0"));
+        }
+        if !(self.leave_radius_m.is_finite() && self.leave_radius_m >= self.radius_m) {
+            return Err(invalid(
+                "aoi.leave_radius_m",
+                "must be finite and >= radius_m",
+            ));
+        }
+        if self.max_interest == 0 {
+            return Err(invalid("aoi.max_interest", "must be > 0"));
+        }
+        if self.observer.view_entities_max < self.max_interest as usize {
+            return Err(invalid(
+                "view.view_entities_max",
+                "must be >= aoi.max_interest",
+            ));
+        }
+        if self.ghost_cache_max == 0 || self.ghost_cache_bytes_max == 0 {
+            return Err(invalid("view.ghost_cache_max", "must be > 0"));
+        }
+        if self.ghost_cache_age_max_ms == 0 {
+            return Err(invalid("view.ghost_cache_age_max_ms", "must be > 0"));
+        }
+        let c = &self.combat;
+        if !(c.hit_range_m.is_finite() && c.hit_range_m >= 0.0) {
+            return Err(invalid("combat.hit_range_m", "must be finite and >= 0"));
+        }
+        if c.pending_hits_max == 0 || c.resolved_hits_max == 0 {
+            return Err(invalid("combat.pending_hits_max", "must be > 0"));
+        }
+        Ok(())
+    }
+
+    /// The AOI area of one observer.
+    pub fn area(&self) -> AreaSpec {
+        AreaSpec {
+            radius_m: self.radius_m,
+            leave_radius_m: Some(self.leave_radius_m),
+            filter: FlagFilter::ACCEPT_ALL,
+            height: None,
+            max_interest: Some(self.max_interest),
+        }
+    }
+
+    /// The ghosts' sync cache bounds.
+    pub fn ghost_cache(&self) -> SyncCacheParams {
+        SyncCacheParams {
+            cache_msgs_max: self.ghost_cache_max,
+            cache_bytes_max: self.ghost_cache_bytes_max,
+            cache_age_max_ms: self.ghost_cache_age_max_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_name_their_key() {
+        ViewParams::default().validate().expect("defaults");
+        let p = ViewParams {
+            leave_radius_m: 10.0,
+            ..ViewParams::default()
+        };
+        let err = p.validate().unwrap_err().to_string();
+        assert!(err.contains("aoi.leave_radius_m"), "{err}");
+        let p = ViewParams {
+            max_interest: 5000,
+            ..ViewParams::default()
+        };
+        let err = p.validate().unwrap_err().to_string();
+        assert!(err.contains("view_entities_max"), "{err}");
+    }
+}

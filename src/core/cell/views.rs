@@ -1,0 +1,432 @@
+//! The client views a cell hosts: one AOI index over every entity it holds
+//! and one [`Observer`] per real with a client, fed in the order the `view`
+//! module documents.
+//!
+//! Owns [`Views`]: the [`GridAoi`] (every real and ghost is a pos entity;
+//! each observer owns one area), the observers by owner, the reverse index
+//! entity -> observers whose area holds it (kept from the AOI events), and
+//! the log of messages the local copies released since the last view step.
+//! Implements [`ObserverHost`] for the cell's entity table. Must not touch
+//! the protocol (ghost upkeep, migration decisions, forwarding): the
+//! protocol files call the hooks here when a copy appears, moves, releases
+//! a message or goes away.
+//!
+//! # Per tick (after the reals' change sets and the catch-ups)
+//!
+//! 1. Own change sets went to the owner's observer as they were built
+//!    (`emit_syncs` calls [`Observer::handle_own`]).
+//! 2. Every logged release, in order, goes to each observer that sees the
+//!    entity: `handle_sync` with the message from the copy's cache (every
+//!    copy caches what it applies: reals their `SyncCache`, ghosts a small
+//!    one, `ViewParams::ghost_cache_max`), or, if the cache no longer has it
+//!    or the copy was replaced (an onload), a heal from the copy.
+//! 3. The AOI update; each event of an observer's area goes to
+//!    `handle_aoi` and updates the reverse index.
+//! 4. Observers that arrived by migration get `handle_view` with their
+//!    area's interest set.
+//! 5. Every observer flushes; a non-empty batch goes to its client through
+//!    [`Cell::send_to_client`] (cell -> proxy -> client, in order).
+//!
+//! On offload the observer is flushed (its last batch sent from the old
+//! cell), encoded into `Onload::observer` and dropped with its area; on
+//! onload it is decoded (a bad blob is counted and a fresh observer starts).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::core::aoi::{AoiEvent, AoiIndex, AreaId, EventKind, GridAoi};
+use crate::core::entity::{Audience, Entity, Fill, SyncCache, SyncKind, SyncMsg};
+use crate::core::geom::Vec3;
+use crate::core::ids::EntityId;
+use crate::core::view::{Observer, ObserverHost};
+
+use super::machine::Cell;
+use super::params::CellParamsError;
+use super::table::{EntityTable, Part};
+use super::view_params::ViewParams;
+
+/// One observer and its AOI area.
+#[derive(Clone, Debug)]
+pub(super) struct Watch {
+    pub owner: EntityId,
+    pub observer: Observer,
+    pub area: AreaId,
+    /// Entities forced into a migrated-in area for its first update (what
+    /// the client already shows), unforced right after it.
+    pub forced: Vec<EntityId>,
+}
+
+/// A message a local copy released (or a copy replaced) since the last view
+/// step.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Released {
+    pub entity: EntityId,
+    pub version: u64,
+    /// `None`: the copy was replaced (heal the observers from it).
+    pub kind: Option<SyncKind>,
+}
+
+/// The AOI index, the observers and their bookkeeping (see the module doc).
+#[derive(Clone, Debug)]
+pub(super) struct Views {
+    pub params: ViewParams,
+    pub aoi: GridAoi,
+    /// The observers, in a slab (indices stay valid while they live).
+    watches: Vec<Option<Watch>>,
+    free: Vec<u32>,
+    /// Owner -> slab index.
+    by_owner: BTreeMap<EntityId, u32>,
+    /// Entity -> slab indices of the observers whose area holds it.
+    watchers: BTreeMap<EntityId, Vec<u32>>,
+    pub released: Vec<Released>,
+    events: Vec<AoiEvent>,
+    interest: Vec<EntityId>,
+    batches: Vec<(EntityId, Arc<[u8]>)>,
+}
+
+/// The AOI flag bit of an entity (one bit per type, modulo 64).
+fn flags_of(e: &Entity) -> u64 {
+    1u64 << (e.core().type_id.0 % 64)
+}
+
+impl Views {
+    /// Empty views.
+    ///
+    /// # Errors
+    /// [`CellParamsError`] if `params` do not validate.
+    pub fn new(params: ViewParams) -> Result<Views, CellParamsError> {
+        params.validate()?;
+        let aoi = GridAoi::new(params.aoi).map_err(|_| CellParamsError::Invalid {
+            key: "aoi.world",
+            reason: "AOI grid parameters are unusable",
+        })?;
+        Ok(Views {
+            params,
+            aoi,
+            watches: Vec::new(),
+            free: Vec::new(),
+            by_owner: BTreeMap::new(),
+            watchers: BTreeMap::new(),
+            released: Vec::new(),
+            events: Vec::new(),
+            interest: Vec::new(),
+            batches: Vec::new(),
+        })
+    }
+
+    /// A copy of `e` is held here (new, or replaced): index it or move it.
+    /// Returns false if the index refused it (full, or a bad position).
+    pub fn put(&mut self, e: &Entity) -> bool {
+        let id = e.core().id;
+        let pos = e.core().pos;
+        if self.aoi.position(id).is_some() {
+            self.aoi.set_position(id, pos).is_ok()
+        } else {
+            self.aoi.add_entity(id, pos, flags_of(e)).is_ok()
+        }
+    }
+
+    /// The copy of `id` moved.
+    pub fn moved(&mut self, id: EntityId, pos: Vec3) -> bool {
+        self.aoi.set_position(id, pos).is_ok()
+    }
+
+    /// The copy of `id` is gone from the cell.
+    pub fn remove(&mut self, id: EntityId) {
+        let _ = self.aoi.remove_entity(id);
+    }
+
+    /// Logs a release for the next view step (only if someone watches).
+    pub fn release(&mut self, entity: EntityId, version: u64, kind: Option<SyncKind>) {
+        if self.watchers.contains_key(&entity) {
+            self.released.push(Released {
+                entity,
+                version,
+                kind,
+            });
+        }
+    }
+
+    /// The observer of `owner`.
+    pub fn watch(&self, owner: EntityId) -> Option<&Watch> {
+        let &i = self.by_owner.get(&owner)?;
+        self.watches[i as usize].as_ref()
+    }
+
+    /// The observer of `owner`, mutable.
+    pub fn watch_mut(&mut self, owner: EntityId) -> Option<&mut Watch> {
+        let &i = self.by_owner.get(&owner)?;
+        self.watches[i as usize].as_mut()
+    }
+
+    fn insert(&mut self, w: Watch) {
+        let owner = w.owner;
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.watches[i as usize] = Some(w);
+                i
+            }
+            None => {
+                self.watches.push(Some(w));
+                u32::try_from(self.watches.len() - 1).expect("observers fit u32")
+            }
+        };
+        let prev = self.by_owner.insert(owner, i);
+        debug_assert!(prev.is_none(), "{owner} observed twice");
+    }
+
+    fn take(&mut self, owner: EntityId) -> Option<(u32, Watch)> {
+        let i = self.by_owner.remove(&owner)?;
+        self.free.push(i);
+        self.watches[i as usize].take().map(|w| (i, w))
+    }
+
+    fn unwatch(&mut self, entity: EntityId, slot: u32) {
+        if let Some(ws) = self.watchers.get_mut(&entity) {
+            ws.retain(|&o| o != slot);
+            if ws.is_empty() {
+                self.watchers.remove(&entity);
+            }
+        }
+    }
+}
+
+impl ObserverHost for EntityTable {
+    fn copy_version(&self, entity: EntityId) -> Option<u64> {
+        self.get(entity).map(|e| e.version)
+    }
+
+    fn copy_cache(&self, entity: EntityId) -> Option<&SyncCache> {
+        self.get(entity).map(|e| match &e.part {
+            Part::Real(r) => &r.cache,
+            Part::Ghost(g) => &g.cache,
+        })
+    }
+
+    fn copy_snapshot(
+        &self,
+        entity: EntityId,
+        audience: Audience,
+        out: &mut Vec<u8>,
+    ) -> Option<u64> {
+        let e = self.get(entity)?;
+        e.entity.encode_snapshot(audience, out);
+        Some(e.version)
+    }
+}
+
+/// The cached message `version` of `entity`'s copy, if still cached.
+fn cached(host: &EntityTable, entity: EntityId, version: u64) -> Option<&SyncMsg> {
+    let cache = host.copy_cache(entity)?;
+    match cache.fill(version.checked_sub(1)?) {
+        Fill::Msgs(mut it) => it.next().filter(|m| m.version == version),
+        Fill::UpToDate | Fill::ResyncNeeded => None,
+    }
+}
+
+impl Cell {
+    /// Gives real `id` an observer and an area: from its migration blob if
+    /// given (a bad blob is counted and a fresh observer starts), else new.
+    pub(super) fn attach_observer(&mut self, id: EntityId, blob: &[u8]) {
+        let params = self.views.params.observer;
+        let observer = if blob.is_empty() {
+            Observer::new(id, params)
+        } else {
+            Observer::decode_blob(id, params, blob).unwrap_or_else(|_| {
+                self.counters.observer_blob_errors += 1;
+                Observer::new(id, params)
+            })
+        };
+        let spec = self.views.params.area();
+        let area = match self.views.aoi.add_area(id, spec) {
+            Ok(area) => area,
+            Err(_) => {
+                self.counters.aoi_refused += 1;
+                return;
+            }
+        };
+        // Hysteresis survives the migration: what the client shows is in
+        // the new area's first set, then stays only within the leave radius.
+        let mut forced = Vec::new();
+        for e in observer.entities() {
+            if self.views.aoi.force(area, e).is_ok() {
+                forced.push(e);
+            }
+        }
+        self.views.insert(Watch {
+            owner: id,
+            observer,
+            area,
+            forced,
+        });
+    }
+
+    /// Takes real `id`'s observer away (it migrates): flushes it (the last
+    /// batch leaves from here), removes its area and returns its blob
+    /// (empty if it had none).
+    pub(super) fn detach_observer(&mut self, id: EntityId) -> Vec<u8> {
+        let Some((slot, mut w)) = self.views.take(id) else {
+            return Vec::new();
+        };
+        let batch = w.observer.flush(&self.entities);
+        if !batch.is_empty() {
+            let data: Arc<[u8]> = Arc::from(batch);
+            self.send_batch(id, data);
+        }
+        let mut blob = Vec::new();
+        w.observer.encode_blob(&mut blob);
+        let mut interest = std::mem::take(&mut self.views.interest);
+        if self.views.aoi.interest(w.area, &mut interest).is_ok() {
+            for &e in &interest {
+                self.views.unwatch(e, slot);
+            }
+        }
+        self.views.interest = interest;
+        let _ = self.views.aoi.remove_area(w.area);
+        blob
+    }
+
+    fn send_batch(&mut self, owner: EntityId, data: Arc<[u8]>) {
+        self.counters.view_batches += 1;
+        self.counters.view_bytes += data.len() as u64;
+        let sent = self.send_to_client(owner, data);
+        debug_assert!(sent.is_ok(), "observer of {owner} without a proxied real");
+    }
+
+    /// The view step of a tick (see the module doc).
+    pub(super) fn run_views(&mut self) {
+        self.feed_released();
+        self.apply_aoi();
+        let mut interest = std::mem::take(&mut self.views.interest);
+        for w in self.views.watches.iter_mut().flatten() {
+            if w.observer.needs_view() && self.views.aoi.interest(w.area, &mut interest).is_ok() {
+                w.observer.handle_view(&self.entities, &interest);
+            }
+            for e in w.forced.drain(..) {
+                let _ = self.views.aoi.unforce(w.area, e);
+            }
+        }
+        self.views.interest = interest;
+        let mut batches = std::mem::take(&mut self.views.batches);
+        for w in self.views.watches.iter_mut().flatten() {
+            let b = w.observer.flush(&self.entities);
+            if !b.is_empty() {
+                batches.push((w.owner, Arc::from(b)));
+            }
+        }
+        for (owner, data) in batches.drain(..) {
+            self.send_batch(owner, data);
+        }
+        self.views.batches = batches;
+    }
+
+    /// Step 2: every logged release to the observers that see the entity.
+    fn feed_released(&mut self) {
+        let released = std::mem::take(&mut self.views.released);
+        let host = &self.entities;
+        for r in &released {
+            let Some(ws) = self.views.watchers.get(&r.entity) else {
+                continue;
+            };
+            let msg = match r.kind {
+                Some(k) if k != SyncKind::Snapshot => cached(host, r.entity, r.version),
+                _ => None,
+            };
+            for &slot in ws {
+                let Some(w) = self.views.watches[slot as usize].as_mut() else {
+                    continue;
+                };
+                let o = &mut w.observer;
+                match (r.kind, msg) {
+                    (Some(SyncKind::Snapshot), _) => {
+                        o.handle_sync(host, r.entity, r.version, SyncKind::Snapshot, &[])
+                    }
+                    (_, Some(m)) => {
+                        o.handle_sync(host, r.entity, m.version, m.kind, m.others_payload())
+                    }
+                    // Not cached any more, or the copy was replaced: heal
+                    // (only if shown: an enter would add it to the view).
+                    _ if o.sees(r.entity) => o.handle_aoi(host, r.entity, EventKind::Enter),
+                    _ => {}
+                }
+            }
+        }
+        self.views.released = released;
+        self.views.released.clear();
+    }
+
+    /// Step 3: the AOI update, its events to the observers and the reverse
+    /// index.
+    fn apply_aoi(&mut self) {
+        let mut events = std::mem::take(&mut self.views.events);
+        self.views.aoi.update(&mut events);
+        for ev in &events {
+            let Some(&slot) = self.views.by_owner.get(&ev.owner) else {
+                continue;
+            };
+            let Some(w) = self.views.watches[slot as usize].as_mut() else {
+                continue;
+            };
+            if w.area != ev.area {
+                continue;
+            }
+            w.observer.handle_aoi(&self.entities, ev.entity, ev.kind);
+            match ev.kind {
+                EventKind::Enter => self.views.watchers.entry(ev.entity).or_default().push(slot),
+                EventKind::Leave => self.views.unwatch(ev.entity, slot),
+            }
+        }
+        self.views.events = events;
+    }
+
+    /// The observer of real `entity`, if it has a client here.
+    pub fn observer(&self, entity: EntityId) -> Option<&Observer> {
+        self.views.watch(entity).map(|w| &w.observer)
+    }
+
+    /// The cell's AOI index (every real and ghost; one area per observer).
+    pub fn aoi(&self) -> &GridAoi {
+        &self.views.aoi
+    }
+
+    /// The view parameters.
+    pub fn view_params(&self) -> &ViewParams {
+        &self.views.params
+    }
+
+    /// Checks the views against the entity table.
+    ///
+    /// # Panics
+    /// If the AOI index and the table disagree, an observer belongs to no
+    /// proxied real, or the reverse index disagrees with the areas.
+    pub(super) fn verify_views(&self) {
+        assert_eq!(self.views.aoi.entity_count(), self.entities.len());
+        for e in self.entities.iter() {
+            assert_eq!(self.views.aoi.position(e.id), Some(e.entity.core().pos));
+            let proxied = e.real().is_some_and(|r| r.has_proxy);
+            assert_eq!(self.views.watch(e.id).is_some(), proxied, "{}", e.id);
+        }
+        let mut pairs = 0;
+        let mut interest = Vec::new();
+        for (owner, &slot) in &self.views.by_owner {
+            let w = self.views.watches[slot as usize].as_ref().expect("live");
+            assert_eq!(w.owner, *owner);
+            self.views
+                .aoi
+                .interest(w.area, &mut interest)
+                .expect("area");
+            for e in &interest {
+                let ws = self.views.watchers.get(e).expect("watched");
+                assert_eq!(ws.iter().filter(|&&o| o == slot).count(), 1);
+            }
+            pairs += interest.len();
+        }
+        let live = self.views.watches.iter().flatten().count();
+        assert_eq!(live, self.views.by_owner.len());
+        assert_eq!(live + self.views.free.len(), self.views.watches.len());
+        assert_eq!(
+            pairs,
+            self.views.watchers.values().map(Vec::len).sum::<usize>()
+        );
+    }
+}

@@ -1,0 +1,644 @@
+//! Client views and combat hosted by cells, end to end: cells on a grid,
+//! avatars with clients (a proxy and a `ClientView` each, fed exactly the
+//! batches that reach the proxy), NPCs without, random walks across
+//! borders, random property changes, a network with random delays (FIFO per
+//! ordered pair of shards, `tests/common`).
+//!
+//! Checked at every step: every `ClientView` reports zero violations; one
+//! real per entity (or one in flight); an entity that left a client's view
+//! is not entered again in the same or the next batch (what a remap after
+//! migration would look like); an entity shown in two consecutive steps
+//! with no leave in between keeps its handle. After a quiet phase: each
+//! client's view equals the ground truth (every real within `radius_m` of
+//! the avatar is shown, nothing beyond `leave_radius_m`, each at the real's
+//! version with its position and `hp`; the own entity at its version).
+//!
+//! Combat storm: avatars of two factions crowd a cell corner and hit each
+//! other while migrating; some combat calls are lost on the network. Every
+//! hit ends exactly once at its attacker (landed or expired), is resolved
+//! at most once at its target and exactly once if it landed, feedback
+//! reaches attackers that migrated meanwhile, `hp` ends equal to the damage
+//! dealt and reaches every client that sees the target, and after the
+//! timeouts every combat table is empty.
+//!
+//! `CELL_VIEWS_SEEDS` sets how many seeds each random test runs (default 3).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tessera::core::aoi::AoiParams;
+use tessera::core::cell::{
+    Cell, CellEvent, CellMsg, CellParams, Dest, GridLayout, Layout, Msg, ProxyMsg, Residency,
+    Source, ToRealBody, ViewParams,
+};
+use tessera::core::combat::{CombatCall, CombatEvent, CombatParams};
+use tessera::core::entity::{Entity, TypeRegistry, Value, AVATAR};
+use tessera::core::geom::Vec3;
+use tessera::core::ids::{CellId, EntityId};
+use tessera::core::proxy::{Proxy, ProxyParams};
+use tessera::core::time::Time;
+use tessera::core::view::{
+    BatchReader, ClientEvent, ClientView, ClientViewParams, Handle, ObserverParams,
+};
+
+mod common;
+use common::{Net, Packet, Rng};
+
+const RADIUS_M: f64 = 20.0;
+const LEAVE_M: f64 = 22.0;
+const HP0: i64 = 1_000_000;
+
+fn cell_params() -> CellParams {
+    CellParams {
+        ghost_radius_m: 30.0,
+        ghost_keep_margin_m: 10.0,
+        migrate_margin_m: 8.0,
+        check_period_ms: 100,
+        ghost_min_lifetime_ms: 500,
+        new_real_keep_ghosts_ms: 500,
+        ghost_create_timeout_ms: 2_000,
+        resync_gap_timeout_ms: 400,
+        forward_ttl_ms: 5_000,
+        ..CellParams::default()
+    }
+}
+
+fn view_params(layout: &GridLayout) -> ViewParams {
+    ViewParams {
+        aoi: AoiParams {
+            world: layout.world(),
+            grid_cell_m: LEAVE_M,
+            ..AoiParams::default()
+        },
+        radius_m: RADIUS_M,
+        leave_radius_m: LEAVE_M,
+        max_interest: 200,
+        observer: ObserverParams {
+            view_entities_max: 256,
+            ..ObserverParams::default()
+        },
+        combat: CombatParams {
+            hit_range_m: 15.0,
+            hit_delay_ms: 100,
+            hit_timeout_ms: 1_500,
+            attack_gap_ms: 100,
+            ..CombatParams::default()
+        },
+        ..ViewParams::default()
+    }
+}
+
+fn seeds() -> u64 {
+    std::env::var("CELL_VIEWS_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3)
+}
+
+fn prop(e: &Entity, name: &str) -> Option<i64> {
+    let i = e.props().entity_type().prop_index(name)?;
+    match e.props().get(i)? {
+        Value::Int(v) => Some(*v),
+        Value::UInt(v) => Some(*v as i64),
+        _ => None,
+    }
+}
+
+struct Bot {
+    pos: Vec3,
+    goal: Vec3,
+    speed_mps: f64,
+}
+
+/// One client: its proxy and what it was shown.
+struct Client {
+    proxy: Proxy,
+    view: ClientView,
+    /// Entities that left in the previous batch.
+    left_prev: BTreeSet<EntityId>,
+    /// Entity -> handle at the end of the previous step.
+    handles: BTreeMap<EntityId, Handle>,
+    /// Leaves seen during the current step.
+    left_step: BTreeSet<EntityId>,
+    batches: u64,
+}
+
+#[derive(Default)]
+struct Hits {
+    tried: BTreeMap<(EntityId, u64), (EntityId, CellId)>,
+    landed: BTreeMap<(EntityId, u64), u32>,
+    expired: BTreeMap<(EntityId, u64), u32>,
+    damaged: BTreeMap<(EntityId, u64), u32>,
+    dealt_to: BTreeMap<EntityId, i64>,
+    landed_after_migration: u64,
+    late: u64,
+    dropped_calls: u64,
+}
+
+struct World {
+    types: Arc<TypeRegistry>,
+    now: Time,
+    rng: Rng,
+    layout: GridLayout,
+    cells: BTreeMap<CellId, Cell>,
+    net: Net,
+    bots: BTreeMap<EntityId, Bot>,
+    clients: BTreeMap<EntityId, Client>,
+    /// Waypoints are drawn in this square (x0, z0, side).
+    arena: (f64, f64, f64),
+    prop_rate: f64,
+    hit_rate: f64,
+    drop_combat: f64,
+    hits: Hits,
+    observer_migrations: u64,
+}
+
+impl World {
+    fn new(seed: u64, arena: (f64, f64, f64)) -> World {
+        let layout = GridLayout::new(3, 3, 100.0);
+        let types = Arc::new(TypeRegistry::with_builtins());
+        let vp = view_params(&layout);
+        let cells = layout
+            .cells()
+            .map(|c| {
+                let cell = Cell::with_views(c, cell_params(), vp.clone(), types.clone());
+                (c, cell.expect("params"))
+            })
+            .collect();
+        World {
+            types,
+            now: Time::ZERO,
+            rng: Rng(seed),
+            layout,
+            cells,
+            net: Net {
+                shards: 3,
+                queues: BTreeMap::new(),
+                delay_us: (200, 40_000),
+                spike: (0.01, 200_000),
+            },
+            bots: BTreeMap::new(),
+            clients: BTreeMap::new(),
+            arena,
+            prop_rate: 0.1,
+            hit_rate: 0.0,
+            drop_combat: 0.0,
+            hits: Hits::default(),
+            observer_migrations: 0,
+        }
+    }
+
+    fn waypoint(&mut self) -> Vec3 {
+        let (x0, z0, side) = self.arena;
+        Vec3::ground(x0 + self.rng.unit() * side, z0 + self.rng.unit() * side)
+    }
+
+    fn spawn(&mut self, e: EntityId, client: bool, speed_mps: f64) {
+        let pos = self.waypoint();
+        let ty = self.types.get(AVATAR).expect("avatar").clone();
+        let mut entity = Entity::new_real(e, ty.clone(), pos, 0.0);
+        let f = ty.prop_index("faction").expect("faction");
+        let h = ty.prop_index("hp").expect("hp");
+        entity
+            .props_mut()
+            .set(f, Value::UInt(e.0 % 2))
+            .expect("set");
+        entity.props_mut().set(h, Value::Int(HP0)).expect("set");
+        let c = self.layout.cell_at(pos).expect("in world");
+        let now = self.now;
+        let cell = self.cells.get_mut(&c).expect("cell");
+        cell.create_real(now, entity, client, 0).expect("spawn");
+        if client {
+            let proxy = Proxy::new(e, c, 0, ProxyParams::default()).expect("proxy");
+            let view = ClientView::new(e, self.types.clone(), ClientViewParams::default());
+            let client = Client {
+                proxy,
+                view,
+                left_prev: BTreeSet::new(),
+                handles: BTreeMap::new(),
+                left_step: BTreeSet::new(),
+                batches: 0,
+            };
+            self.clients.insert(e, client);
+        }
+        let goal = pos;
+        self.bots.insert(
+            e,
+            Bot {
+                pos,
+                goal,
+                speed_mps,
+            },
+        );
+    }
+
+    fn real_of(&self, e: EntityId) -> Option<CellId> {
+        let mut found = None;
+        for (id, c) in &self.cells {
+            if matches!(c.residency(e), Some(Residency::Real { .. })) {
+                assert!(found.is_none(), "{e} real in {found:?} and {id}");
+                found = Some(*id);
+            }
+        }
+        found
+    }
+
+    fn real_entity(&self, e: EntityId) -> Option<(u64, &Entity)> {
+        let c = self.real_of(e)?;
+        let v = self.cells[&c].view(e).expect("real");
+        Some((v.version, v.entity))
+    }
+
+    fn step(&mut self, active: bool) {
+        self.now = self.now + Duration::from_millis(50);
+        for c in self.clients.values_mut() {
+            c.left_step.clear();
+        }
+        for p in self.net.due(self.now) {
+            self.deliver(p);
+        }
+        if active {
+            self.play();
+        }
+        let now = self.now;
+        for c in self.cells.values_mut() {
+            c.tick(now, &self.layout);
+        }
+        self.drain();
+        self.check_step();
+    }
+
+    fn deliver(&mut self, p: Packet) {
+        match (p.to, p.msg) {
+            (Dest::Cell(c), Msg::Cell(m)) => {
+                let cell = self.cells.get_mut(&c).expect("cell");
+                let before = cell.counters().harmful_drops();
+                cell.handle(self.now, p.from, m);
+                assert_eq!(
+                    cell.counters().harmful_drops(),
+                    before,
+                    "{c} lost a message"
+                );
+            }
+            (Dest::Proxy(e), Msg::Proxy(m)) => {
+                let client = self.clients.get_mut(&e).expect("client");
+                client.proxy.handle(self.now, m).expect("proxy msg");
+                while let Some((_, data)) = client.proxy.poll_client() {
+                    feed(client, &data);
+                }
+            }
+            (to, msg) => panic!("mismatched packet to {to:?}: {msg:?}"),
+        }
+    }
+
+    /// Game code: bots walk, properties change, avatars hit enemies.
+    fn play(&mut self) {
+        let ids: Vec<EntityId> = self.bots.keys().copied().collect();
+        for e in ids {
+            let Some(c) = self.real_of(e) else { continue };
+            let goal = self.waypoint();
+            let bot = self.bots.get_mut(&e).expect("bot");
+            if bot.pos.dist_xz(bot.goal) < 1.0 {
+                bot.goal = goal;
+            }
+            let step = bot.speed_mps * 0.05;
+            let d = bot.pos.dist_xz(bot.goal).max(1e-9);
+            let t = (step / d).min(1.0);
+            bot.pos = Vec3::ground(
+                bot.pos.x + (bot.goal.x - bot.pos.x) * t,
+                bot.pos.z + (bot.goal.z - bot.pos.z) * t,
+            );
+            let cell = self.cells.get_mut(&c).expect("cell");
+            cell.move_real(e, bot.pos).expect("real moves");
+            if self.rng.chance(self.prop_rate) {
+                let real = cell.real_mut(e).expect("real");
+                let i = real.props().entity_type().prop_index("level").expect("lvl");
+                let v = Value::UInt(self.rng.below(100));
+                real.props_mut().set(i, v).expect("level");
+            }
+            if self.rng.chance(self.hit_rate) {
+                self.try_hit(c, e);
+            }
+        }
+    }
+
+    /// `e` (real in `c`) hits a random enemy it sees.
+    fn try_hit(&mut self, c: CellId, e: EntityId) {
+        let cell = self.cells.get_mut(&c).expect("cell");
+        let seen: Vec<EntityId> = match cell.observer(e) {
+            Some(o) => o.entities().filter(|t| t.0 % 2 != e.0 % 2).collect(),
+            None => return,
+        };
+        if seen.is_empty() {
+            return;
+        }
+        let t = seen[self.rng.below(seen.len() as u64) as usize];
+        let dmg = 1 + self.rng.below(50) as i64;
+        if let Ok(seq) = cell.try_hit(self.now, e, t, dmg) {
+            self.hits.tried.insert((e, seq), (t, c));
+        }
+    }
+
+    fn drain(&mut self) {
+        let now = self.now;
+        let mut outs = Vec::new();
+        for (id, c) in self.cells.iter_mut() {
+            while let Some(ev) = c.poll_event() {
+                log_event(&mut self.hits, &mut self.observer_migrations, *id, ev);
+            }
+            while let Some(o) = c.poll_output() {
+                outs.push((Source::Cell(*id), o));
+            }
+        }
+        for (e, client) in self.clients.iter_mut() {
+            while let Some(o) = client.proxy.poll_output() {
+                outs.push((Source::Proxy(*e), o));
+            }
+        }
+        for (from, o) in outs {
+            if let Msg::Cell(CellMsg::ToReal(t)) = &o.msg {
+                if let ToRealBody::Call(call) = &t.body {
+                    if CombatCall::is_combat(&call.data) && self.rng.chance(self.drop_combat) {
+                        self.hits.dropped_calls += 1;
+                        continue;
+                    }
+                }
+            }
+            self.net.send(&mut self.rng, now, from, o);
+        }
+    }
+
+    fn check_step(&mut self) {
+        for e in self.bots.keys() {
+            let reals = self.real_of(*e).map_or(0, |_| 1);
+            let flying = self.net.onloads_in_flight(*e);
+            assert_eq!(reals + flying, 1, "{e}: {reals} reals, {flying} in flight");
+        }
+        for (e, client) in self.clients.iter_mut() {
+            assert_eq!(
+                client.view.violation_count(),
+                0,
+                "{e}: {:?}",
+                client.view.violations()
+            );
+            let now: BTreeMap<EntityId, Handle> = client
+                .view
+                .shown()
+                .iter()
+                .map(|(h, s)| (s.entity, *h))
+                .collect();
+            for (x, h) in &now {
+                if let Some(old) = client.handles.get(x) {
+                    assert!(
+                        old == h || client.left_step.contains(x),
+                        "{e}: {x} changed handle {old} -> {h} while in view"
+                    );
+                }
+            }
+            client.handles = now;
+        }
+    }
+
+    /// The ground truth after a quiet phase.
+    fn check_views(&self) {
+        assert!(self.net.is_empty(), "messages still in flight");
+        let mut shown_total = 0;
+        for (e, client) in &self.clients {
+            let (version, me) = self.real_entity(*e).expect("real");
+            let own = client.view.own().expect("own entity shown");
+            assert_eq!(own.version, version, "{e}: own version");
+            let here = me.core().pos;
+            for x in self.bots.keys().filter(|x| *x != e) {
+                let (v, real) = self.real_entity(*x).expect("real");
+                let d = real.core().pos.dist_xz(here);
+                match client.view.find(*x) {
+                    Some(s) => {
+                        assert!(d <= LEAVE_M + 1e-9, "{e} shows {x} at {d} m");
+                        assert_eq!(s.version, v, "{e}: version of {x}");
+                        assert_eq!(s.replica.core().pos, real.core().pos, "{e}: pos of {x}");
+                        assert_eq!(prop(&s.replica, "hp"), prop(real, "hp"), "{e}: hp of {x}");
+                        assert_eq!(prop(&s.replica, "level"), prop(real, "level"));
+                        shown_total += 1;
+                    }
+                    None => assert!(d > RADIUS_M, "{e} misses {x} at {d} m"),
+                }
+            }
+        }
+        assert!(shown_total > 0, "nobody saw anybody: the test is vacuous");
+    }
+}
+
+/// One batch reaches a client: check the leave/enter rule, then apply it.
+fn feed(client: &mut Client, batch: &[u8]) {
+    let by_handle: BTreeMap<Handle, EntityId> = client
+        .view
+        .shown()
+        .iter()
+        .map(|(h, s)| (*h, s.entity))
+        .collect();
+    let mut left = BTreeSet::new();
+    for ev in BatchReader::new(batch).flatten() {
+        match ev {
+            ClientEvent::Leave { handle } => {
+                if let Some(x) = by_handle.get(&handle) {
+                    left.insert(*x);
+                }
+            }
+            ClientEvent::Enter { entity, .. } => {
+                assert!(
+                    !left.contains(&entity) && !client.left_prev.contains(&entity),
+                    "{entity} left and entered again at once (a remap?)"
+                );
+            }
+            _ => {}
+        }
+    }
+    client.view.handle_batch(batch);
+    client.left_step.extend(left.iter().copied());
+    client.left_prev = left;
+    client.batches += 1;
+}
+
+fn log_event(hits: &mut Hits, observer_migrations: &mut u64, cell: CellId, ev: CellEvent) {
+    match ev {
+        CellEvent::BecameReal { from: Some(_), .. } => *observer_migrations += 1,
+        CellEvent::Combat { entity, event } => match event {
+            CombatEvent::HitLanded { seq, .. } => {
+                *hits.landed.entry((entity, seq)).or_default() += 1;
+                if hits.tried.get(&(entity, seq)).is_some_and(|t| t.1 != cell) {
+                    hits.landed_after_migration += 1;
+                }
+            }
+            CombatEvent::HitExpired { seq, .. } => {
+                *hits.expired.entry((entity, seq)).or_default() += 1;
+            }
+            CombatEvent::Damaged {
+                attacker,
+                seq,
+                dealt,
+                ..
+            } => {
+                *hits.damaged.entry((attacker, seq)).or_default() += 1;
+                *hits.dealt_to.entry(entity).or_default() += dealt;
+            }
+            CombatEvent::DuplicateHit { .. } => panic!("a duplicate hit reached {entity}"),
+            CombatEvent::LateFeedback { .. } => hits.late += 1,
+        },
+        _ => {}
+    }
+}
+
+fn run_views(seed: u64) -> World {
+    let mut w = World::new(seed, (60.0, 60.0, 180.0));
+    for i in 0..48u64 {
+        let client = i % 4 != 3;
+        let speed = 2.0 + (i % 5) as f64 * 2.0;
+        w.spawn(EntityId(i + 1), client, speed);
+    }
+    for _ in 0..600 {
+        w.step(true);
+    }
+    for _ in 0..80 {
+        w.step(false);
+    }
+    w.check_views();
+    assert!(w.observer_migrations > 10, "too few migrations to matter");
+    w
+}
+
+#[test]
+fn views_follow_the_ground_truth_across_migrations() {
+    for seed in 1..=seeds() {
+        let w = run_views(seed);
+        let got: u64 = w.clients.values().map(|c| c.batches).sum();
+        let sent: u64 = w.cells.values().map(|c| c.counters().view_batches).sum();
+        assert_eq!(got, sent, "every batch sent reached its client");
+    }
+}
+
+#[test]
+fn combat_storm_resolves_every_hit_once() {
+    for seed in 1..=seeds() {
+        let mut w = World::new(100 + seed, (170.0, 170.0, 60.0));
+        w.hit_rate = 0.3;
+        w.drop_combat = 0.05;
+        for i in 0..24u64 {
+            w.spawn(EntityId(i + 1), true, 4.0 + (i % 3) as f64 * 3.0);
+        }
+        for _ in 0..400 {
+            w.step(true);
+        }
+        w.hit_rate = 0.0;
+        for _ in 0..60 {
+            w.step(true);
+        }
+        for _ in 0..80 {
+            w.step(false);
+        }
+        w.check_views();
+        let h = &w.hits;
+        assert!(h.tried.len() > 100, "only {} hits", h.tried.len());
+        for (k, (target, _)) in &h.tried {
+            let landed = h.landed.get(k).copied().unwrap_or(0);
+            let expired = h.expired.get(k).copied().unwrap_or(0);
+            let damaged = h.damaged.get(k).copied().unwrap_or(0);
+            assert_eq!(
+                landed + expired,
+                1,
+                "hit {k:?} on {target} ended {landed}+{expired}"
+            );
+            assert!(damaged <= 1, "hit {k:?} resolved {damaged} times");
+            if landed == 1 {
+                assert_eq!(damaged, 1, "hit {k:?} landed unresolved");
+            }
+        }
+        assert!(
+            h.landed_after_migration > 0,
+            "no feedback followed a migration"
+        );
+        assert!(
+            h.dropped_calls > 0 && !h.expired.is_empty(),
+            "no timeouts tested"
+        );
+        for e in w.bots.keys() {
+            let c = w.real_of(*e).expect("real");
+            let combat = w.cells[&c].combat(*e).expect("combat");
+            assert_eq!(combat.pending(), 0, "{e}: pending hits left");
+            assert_eq!(combat.resolved(), 0, "{e}: resolved table not cleaned");
+            let (_, real) = w.real_entity(*e).expect("real");
+            let dealt = h.dealt_to.get(e).copied().unwrap_or(0);
+            assert_eq!(prop(real, "hp"), Some(HP0 - dealt), "{e}: hp");
+        }
+        for c in w.cells.values() {
+            assert_eq!(c.counters().bad_combat_calls, 0);
+            assert_eq!(c.counters().observer_blob_errors, 0);
+        }
+    }
+}
+
+/// Per-tick cost of one cell with 2,000 moving reals, without and with
+/// 500 observers, in the same run (run with `cargo test --release --test
+/// cell_views tick_cost -- --ignored --nocapture`).
+#[test]
+#[ignore = "measurement, not a check"]
+fn tick_cost() {
+    for observed in [0, 500] {
+        tick_cost_with(observed);
+    }
+}
+
+fn tick_cost_with(observed: u64) {
+    let types = Arc::new(TypeRegistry::with_builtins());
+    let layout = GridLayout::new(3, 3, 200.0);
+    let vp = view_params(&layout);
+    let mut cell = Cell::with_views(CellId(4), cell_params(), vp, types.clone()).expect("cell");
+    let mut rng = Rng(1);
+    let n = 2_000u64;
+    let ty = types.get(AVATAR).expect("avatar").clone();
+    for i in 0..n {
+        let p = Vec3::ground(200.0 + rng.unit() * 200.0, 200.0 + rng.unit() * 200.0);
+        let e = Entity::new_real(EntityId(i), ty.clone(), p, 0.0);
+        cell.create_real(Time::ZERO, e, i < observed, 0)
+            .expect("spawn");
+    }
+    let (mut ticks, mut checks) = (Duration::ZERO, Duration::ZERO);
+    let (mut out, mut nt, mut nc) = (0usize, 0u32, 0u32);
+    let mut bytes = 0usize;
+    for step in 1..=200u64 {
+        let now = Time::from_millis(step * 50);
+        for i in 0..n {
+            if let Ok(real) = cell.real_mut(EntityId(i)) {
+                let p = real.core().pos;
+                let q = Vec3::ground(p.x + rng.unit() - 0.5, p.z + rng.unit() - 0.5);
+                real.set_movement(q, 0.0);
+            }
+        }
+        let check = now >= cell.next_check();
+        let t = std::time::Instant::now();
+        cell.tick(now, &layout);
+        let dt = t.elapsed();
+        if check {
+            checks += dt;
+            nc += 1;
+        } else {
+            ticks += dt;
+            nt += 1;
+        }
+        while let Some(o) = cell.poll_output() {
+            if let Msg::Proxy(ProxyMsg::Downstream { data, .. }) = &o.msg {
+                bytes += data.len();
+            }
+            out += 1;
+        }
+        while cell.poll_event().is_some() {}
+    }
+    eprintln!(
+        "{n} moving reals, {observed} observed: tick {:?}, tick with check {:?}, \
+         {} messages out per tick, {} client bytes per tick",
+        ticks / nt,
+        checks / nc,
+        out / 200,
+        bytes / 200
+    );
+}
