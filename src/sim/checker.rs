@@ -196,6 +196,8 @@ impl Checker {
             CellEvent::Dropped { entity, reason } => self.dropped(tick, cell, entity, reason),
             // The owner's view of its own changes: checked by observers.
             CellEvent::OwnChange { .. } => {}
+            // Combat outcomes are checked by the cell's own tests.
+            CellEvent::Combat { .. } => {}
         }
     }
 

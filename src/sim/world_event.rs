@@ -92,6 +92,7 @@ pub fn cell_event_entity(ev: &CellEvent) -> EntityId {
         | CellEvent::InputApplied { entity, .. }
         | CellEvent::CallRun { entity, .. }
         | CellEvent::OwnChange { entity, .. }
+        | CellEvent::Combat { entity, .. }
         | CellEvent::Dropped { entity, .. } => entity,
     }
 }
@@ -142,6 +143,7 @@ fn trace_cell_event(ev: &CellEvent, h: &mut TraceHasher) {
             h.write_u8(7);
             h.write_u64(*id);
         }
+        CellEvent::Combat { .. } => h.write_u8(10),
         CellEvent::Dropped { reason, .. } => {
             h.write_u8(8);
             h.write_u8(reason.index() as u8);
