@@ -15,7 +15,7 @@
 mod layers;
 mod sections;
 
-pub use sections::{
+pub use sections::{ServerConfig, 
     AdminConfig, AoiConfig, CellConfig, MeshConfig, RuntimeConfig, SpaceConfig, SyncConfig,
     WorldConfig,
 };
@@ -91,6 +91,8 @@ pub struct Config {
     pub mesh: MeshConfig,
     /// The admin endpoint.
     pub admin: AdminConfig,
+    /// The server's initial world population.
+    pub server: ServerConfig,
 }
 
 impl Default for Config {
@@ -169,7 +171,8 @@ impl Config {
         sections::validate_cell(&self.world, &self.aoi, &self.cell, &self.sync)?;
         self.runtime.validate()?;
         self.mesh.validate()?;
-        self.admin.validate()
+        self.admin.validate()?;
+        self.server.validate()
     }
 }
 

@@ -435,3 +435,29 @@ impl AdminConfig {
         at_least("admin.io_timeout_ms", self.io_timeout_ms, 1)
     }
 }
+
+/// The server's initial world: cells and NPCs (`[server]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Cells the space tree is split into at start (round-robin on shards).
+    pub initial_cells: u32,
+    /// NPC wanderers spawned at start, spread over the world.
+    pub npcs: u32,
+    /// NPC walking speed, metres per second.
+    pub npc_speed_mps: f64,
+}
+
+impl ServerConfig {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        at_least("server.initial_cells", u64::from(self.initial_cells), 1)?;
+        if !(self.npc_speed_mps.is_finite() && self.npc_speed_mps >= 0.0) {
+            return Err(invalid(
+                "server.npc_speed_mps",
+                &self.npc_speed_mps.to_string(),
+                "must be a finite speed >= 0",
+            ));
+        }
+        Ok(())
+    }
+}
