@@ -15,9 +15,9 @@
 mod layers;
 mod sections;
 
-pub use sections::{ServerConfig, 
-    AdminConfig, AoiConfig, CellConfig, MeshConfig, RuntimeConfig, SpaceConfig, SyncConfig,
-    WorldConfig,
+pub use sections::{
+    AdminConfig, AoiConfig, CellConfig, MeshConfig, RuntimeConfig, ServerConfig, SpaceConfig,
+    SyncConfig, WorldConfig,
 };
 
 use crate::core::cell::CellParams;

@@ -98,7 +98,9 @@ pub fn initial_tree(config: &Config, cells: u32, shards: u16) -> Result<SpaceTre
     for i in 1..cells {
         let largest = tree
             .leaves()
-            .max_by(|a, b| (a.rect.width() * a.rect.depth()).total_cmp(&(b.rect.width() * b.rect.depth())))
+            .max_by(|a, b| {
+                (a.rect.width() * a.rect.depth()).total_cmp(&(b.rect.width() * b.rect.depth()))
+            })
             .expect("a tree has a leaf");
         let direction = if largest.rect.width() >= largest.rect.depth() {
             SplitDirection::MaxX
@@ -202,7 +204,11 @@ impl CellHost {
         for i in 0..n {
             let f = (f64::from(i) + 0.5) / f64::from(n);
             let g = (f64::from(i) * 0.618_033_988_7).fract();
-            let pos = Vec3 { x: w.min_x + f * w.width(), y: 0.0, z: w.min_z + g * w.depth() };
+            let pos = Vec3 {
+                x: w.min_x + f * w.width(),
+                y: 0.0,
+                z: w.min_z + g * w.depth(),
+            };
             let cell = self.tree.cell_at(pos);
             let Some(c) = self.cells.get_mut(&cell) else {
                 continue;
@@ -211,7 +217,12 @@ impl CellHost {
             let entity = Entity::new_real(id, ty.clone(), pos, 0.0);
             if c.create_real(Time::ZERO, entity, false, 0).is_ok() {
                 let heading = g * std::f64::consts::TAU;
-                self.npcs.push(Npc { id, cell, pos, heading });
+                self.npcs.push(Npc {
+                    id,
+                    cell,
+                    pos,
+                    heading,
+                });
             }
         }
     }
@@ -243,7 +254,10 @@ impl CellHost {
 
     /// Migrations out of this shard's cells so far.
     pub fn migrations(&self) -> u64 {
-        self.cells.values().map(|c| c.counters().migrations_out).sum()
+        self.cells
+            .values()
+            .map(|c| c.counters().migrations_out)
+            .sum()
     }
 
     fn shard_of(&self, to: Dest) -> Option<ShardId> {
@@ -325,7 +339,10 @@ impl CellHost {
             let Some(cell) = self.cells.get_mut(&npc.cell) else {
                 continue;
             };
-            if cell.residency(npc.id).is_none_or(|r| !matches!(r, Residency::Real { .. })) {
+            if cell
+                .residency(npc.id)
+                .is_none_or(|r| !matches!(r, Residency::Real { .. }))
+            {
                 continue;
             }
             let step = self.speed_mps * dt_s;
@@ -349,7 +366,8 @@ impl CellHost {
     fn follow_npcs(&mut self) {
         for npc in &mut self.npcs {
             if let Some(c) = self.cells.values().find(|c| {
-                c.residency(npc.id).is_some_and(|r| matches!(r, Residency::Real { .. }))
+                c.residency(npc.id)
+                    .is_some_and(|r| matches!(r, Residency::Real { .. }))
             }) {
                 npc.cell = c.id();
             }
@@ -407,13 +425,29 @@ impl ShardApp for CellHost {
     }
 
     fn export_metrics(&self, sink: &mut MetricSink) {
-        sink.counter("host_migrations", "reals migrated out of this shard's cells", self.migrations());
+        sink.counter(
+            "host_migrations",
+            "reals migrated out of this shard's cells",
+            self.migrations(),
+        );
         let forwards = self.cells.values().map(|c| c.counters().forwards).sum();
-        sink.counter("host_forwards", "messages forwarded to a moved real", forwards);
+        sink.counter(
+            "host_forwards",
+            "messages forwarded to a moved real",
+            forwards,
+        );
         sink.gauge("host_reals", "reals hosted", self.reals() as u64);
         sink.gauge("host_ghosts", "ghosts hosted", self.ghosts() as u64);
-        sink.counter("host_misrouted", "messages for an unknown cell or proxy", self.counters.misrouted);
-        sink.counter("host_bad_envelopes", "envelopes that failed to decode", self.counters.bad_envelopes);
+        sink.counter(
+            "host_misrouted",
+            "messages for an unknown cell or proxy",
+            self.counters.misrouted,
+        );
+        sink.counter(
+            "host_bad_envelopes",
+            "envelopes that failed to decode",
+            self.counters.bad_envelopes,
+        );
     }
 }
 
