@@ -267,6 +267,7 @@ fn checker_catches_a_migration_without_ghost() {
         next_downstream: 1,
         has_proxy: false,
         observer: Vec::new(),
+        combat: Vec::new(),
     };
     w.inject(
         Source::Cell(home),

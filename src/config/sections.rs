@@ -454,7 +454,7 @@ impl ServerConfig {
         if !(self.npc_speed_mps.is_finite() && self.npc_speed_mps >= 0.0) {
             return Err(invalid(
                 "server.npc_speed_mps",
-                &self.npc_speed_mps.to_string(),
+                self.npc_speed_mps.to_string(),
                 "must be a finite speed >= 0",
             ));
         }

@@ -424,6 +424,16 @@ impl ShardApp for CellHost {
         self.flush(out);
     }
 
+    /// Delivers what was still in flight, so in-flight reals (Onloads) land
+    /// in their cells and are counted; nothing can be sent any more.
+    fn on_stop(&mut self, now: Time, inbox: Inbox<'_>) {
+        let local = std::mem::take(&mut self.local);
+        for item in local {
+            self.deliver(now, item);
+        }
+        self.drain_inbox(now, inbox);
+    }
+
     fn export_metrics(&self, sink: &mut MetricSink) {
         sink.counter(
             "host_migrations",
