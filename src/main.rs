@@ -31,6 +31,9 @@ struct Cli {
     /// Print the effective configuration as TOML and exit.
     #[arg(long, global = true)]
     print_config: bool,
+    /// Accept clients on this address (overrides `gateway.listen_addr`).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
     /// Serve the admin endpoint on this address (overrides `admin.listen_addr`).
     #[arg(long, value_name = "ADDR")]
     admin: Option<String>,
@@ -238,6 +241,9 @@ fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     init_tracing();
     let mut overrides = cli.overrides.clone();
+    if let Some(addr) = &cli.listen {
+        overrides.push(format!("gateway.listen_addr=\"{addr}\""));
+    }
     if let Some(addr) = &cli.admin {
         overrides.push(format!("admin.listen_addr=\"{addr}\""));
     }

@@ -461,3 +461,51 @@ impl ServerConfig {
         Ok(())
     }
 }
+
+/// The client TCP gateway (`[gateway]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// `host:port` clients connect to (port 0 = any free port).
+    pub listen_addr: String,
+    /// Largest client frame accepted, bytes; larger ones are refused.
+    pub frame_bytes_max: u32,
+    /// Bytes read from one socket per read call.
+    pub read_batch_bytes: u32,
+    /// Bytes queued for one client before it is cut off as a slow reader.
+    pub send_queue_bytes_max: u32,
+    /// Refused frames tolerated from one client before it is disconnected.
+    pub abuse_strikes_max: u32,
+}
+
+impl GatewayConfig {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if self.listen_addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(invalid(
+                "gateway.listen_addr",
+                &self.listen_addr,
+                "must be an ip:port address such as 0.0.0.0:7400",
+            ));
+        }
+        at_least(
+            "gateway.frame_bytes_max",
+            u64::from(self.frame_bytes_max),
+            64,
+        )?;
+        at_least(
+            "gateway.read_batch_bytes",
+            u64::from(self.read_batch_bytes),
+            u64::from(self.frame_bytes_max),
+        )?;
+        at_least(
+            "gateway.send_queue_bytes_max",
+            u64::from(self.send_queue_bytes_max),
+            u64::from(self.frame_bytes_max),
+        )?;
+        at_least(
+            "gateway.abuse_strikes_max",
+            u64::from(self.abuse_strikes_max),
+            1,
+        )
+    }
+}
