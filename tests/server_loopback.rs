@@ -49,7 +49,12 @@ fn npcs_migrate_across_shards_and_shutdown_joins() {
         .expect("runtime starts");
     std::thread::sleep(Duration::from_millis(2_500));
     let text = handle.metrics_text();
-    for name in ["host_migrations", "host_forwards", "host_reals", "host_ghosts"] {
+    for name in [
+        "host_migrations",
+        "host_forwards",
+        "host_reals",
+        "host_ghosts",
+    ] {
         assert!(text.contains(name), "{name} missing from /metrics:\n{text}");
     }
     handle.shutdown();
