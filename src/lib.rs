@@ -28,5 +28,6 @@ pub mod client;
 pub mod config;
 pub mod core;
 pub mod runtime;
+pub mod server;
 pub mod sim;
 pub mod wire;

@@ -1,11 +1,13 @@
-//! The `tessera` binary: configuration checks and the deterministic
-//! simulator today; the server runtime joins it in a later issue.
+//! The `tessera` binary: with no subcommand it serves (the cell host on
+//! every shard until SIGINT/SIGTERM); `check-config` and `sim` otherwise.
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tessera::config::Config;
+use tessera::runtime::Runtime;
+use tessera::server::CellHost;
 use tessera::sim::options::{Scenario, SimOptions};
 use tessera::sim::report::replay_command;
 use tessera::sim::world::WorldParams;
@@ -29,6 +31,12 @@ struct Cli {
     /// Print the effective configuration as TOML and exit.
     #[arg(long, global = true)]
     print_config: bool,
+    /// Accept clients on this address (overrides `gateway.listen_addr`).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// Serve the admin endpoint on this address (overrides `admin.listen_addr`).
+    #[arg(long, value_name = "ADDR")]
+    admin: Option<String>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -202,10 +210,45 @@ fn main() -> ExitCode {
     }
 }
 
+/// Runs the server until a signal stops it; exit 0 on a clean stop.
+fn serve(config: &Config) -> anyhow::Result<ExitCode> {
+    let shared = std::sync::Arc::new(config.clone());
+    let factory_config = shared.clone();
+    let mut handle = Runtime::start(config, move |ctx| {
+        CellHost::new(&factory_config, ctx).expect("the validated config builds a host")
+    })
+    .context("cannot start the runtime")?;
+    handle
+        .stop_on_signals()
+        .context("cannot install signal handlers")?;
+    tracing::info!(shards = handle.shards(), "tessera serving");
+    let apps = handle.join().context("a shard failed")?;
+    let reals: usize = apps.iter().map(CellHost::reals).sum();
+    tracing::info!(reals, "tessera stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
+    init_tracing();
+    let mut overrides = cli.overrides.clone();
+    if let Some(addr) = &cli.listen {
+        overrides.push(format!("gateway.listen_addr=\"{addr}\""));
+    }
+    if let Some(addr) = &cli.admin {
+        overrides.push(format!("admin.listen_addr=\"{addr}\""));
+    }
     let config =
-        Config::load(cli.config.as_deref(), &cli.overrides).context("invalid configuration")?;
+        Config::load(cli.config.as_deref(), &overrides).context("invalid configuration")?;
     if cli.print_config {
         print!("{}", config.to_toml());
         return Ok(ExitCode::SUCCESS);
@@ -219,9 +262,6 @@ fn run() -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Sim(args)) => run_sim(&args, &config, cli.config.as_deref()),
-        None => {
-            eprintln!("tessera: no command given; see `tessera --help`");
-            Ok(ExitCode::from(2))
-        }
+        None => serve(&config),
     }
 }

@@ -16,8 +16,8 @@ mod layers;
 mod sections;
 
 pub use sections::{
-    AdminConfig, AoiConfig, CellConfig, MeshConfig, RuntimeConfig, SpaceConfig, SyncConfig,
-    WorldConfig,
+    AdminConfig, AoiConfig, CellConfig, GatewayConfig, MeshConfig, RuntimeConfig, ServerConfig,
+    SpaceConfig, SyncConfig, WorldConfig,
 };
 
 use crate::core::cell::CellParams;
@@ -91,6 +91,10 @@ pub struct Config {
     pub mesh: MeshConfig,
     /// The admin endpoint.
     pub admin: AdminConfig,
+    /// The server's initial world population.
+    pub server: ServerConfig,
+    /// The client TCP gateway.
+    pub gateway: GatewayConfig,
 }
 
 impl Default for Config {
@@ -169,7 +173,9 @@ impl Config {
         sections::validate_cell(&self.world, &self.aoi, &self.cell, &self.sync)?;
         self.runtime.validate()?;
         self.mesh.validate()?;
-        self.admin.validate()
+        self.admin.validate()?;
+        self.server.validate()?;
+        self.gateway.validate()
     }
 }
 
@@ -254,6 +260,15 @@ mod tests {
             ("mesh.batch_queue_depth=0", "mesh.batch_queue_depth"),
             ("mesh.outbox_items_max=10", "mesh.outbox_items_max"),
             ("admin.listen_addr=\"nowhere\"", "admin.listen_addr"),
+            ("server.initial_cells=0", "server.initial_cells"),
+            ("server.npc_speed_mps=-1.0", "server.npc_speed_mps"),
+            ("gateway.listen_addr=\"nowhere\"", "gateway.listen_addr"),
+            ("gateway.frame_bytes_max=8", "gateway.frame_bytes_max"),
+            (
+                "gateway.send_queue_bytes_max=100",
+                "gateway.send_queue_bytes_max",
+            ),
+            ("gateway.abuse_strikes_max=0", "gateway.abuse_strikes_max"),
         ] {
             let err = Config::load(None, &[text.into()]).unwrap_err();
             assert!(

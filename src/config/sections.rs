@@ -435,3 +435,77 @@ impl AdminConfig {
         at_least("admin.io_timeout_ms", self.io_timeout_ms, 1)
     }
 }
+
+/// The server's initial world: cells and NPCs (`[server]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Cells the space tree is split into at start (round-robin on shards).
+    pub initial_cells: u32,
+    /// NPC wanderers spawned at start, spread over the world.
+    pub npcs: u32,
+    /// NPC walking speed, metres per second.
+    pub npc_speed_mps: f64,
+}
+
+impl ServerConfig {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        at_least("server.initial_cells", u64::from(self.initial_cells), 1)?;
+        if !(self.npc_speed_mps.is_finite() && self.npc_speed_mps >= 0.0) {
+            return Err(invalid(
+                "server.npc_speed_mps",
+                self.npc_speed_mps.to_string(),
+                "must be a finite speed >= 0",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The client TCP gateway (`[gateway]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// `host:port` clients connect to (port 0 = any free port).
+    pub listen_addr: String,
+    /// Largest client frame accepted, bytes; larger ones are refused.
+    pub frame_bytes_max: u32,
+    /// Bytes read from one socket per read call.
+    pub read_batch_bytes: u32,
+    /// Bytes queued for one client before it is cut off as a slow reader.
+    pub send_queue_bytes_max: u32,
+    /// Refused frames tolerated from one client before it is disconnected.
+    pub abuse_strikes_max: u32,
+}
+
+impl GatewayConfig {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if self.listen_addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(invalid(
+                "gateway.listen_addr",
+                &self.listen_addr,
+                "must be an ip:port address such as 0.0.0.0:7400",
+            ));
+        }
+        at_least(
+            "gateway.frame_bytes_max",
+            u64::from(self.frame_bytes_max),
+            64,
+        )?;
+        at_least(
+            "gateway.read_batch_bytes",
+            u64::from(self.read_batch_bytes),
+            u64::from(self.frame_bytes_max),
+        )?;
+        at_least(
+            "gateway.send_queue_bytes_max",
+            u64::from(self.send_queue_bytes_max),
+            u64::from(self.frame_bytes_max),
+        )?;
+        at_least(
+            "gateway.abuse_strikes_max",
+            u64::from(self.abuse_strikes_max),
+            1,
+        )
+    }
+}
