@@ -456,6 +456,8 @@ impl World {
         for c in &self.cells {
             s.migrations += c.counters().migrations_in;
             s.forwarded += c.counters().forwards;
+            s.max_reorder_buffer = s.max_reorder_buffer.max(c.counters().reorder_buffered_max);
+            s.max_cache_len = s.max_cache_len.max(c.counters().sync_cache_len_max);
         }
         let n = self.net.stats();
         s.messages_delivered = n.delivered;

@@ -100,6 +100,10 @@ pub struct Counters {
     pub migrations_in: u64,
     /// Real-bound messages passed on towards the real.
     pub forwards: u64,
+    /// High-water mark: most early sync messages one ghost held at once.
+    pub reorder_buffered_max: u64,
+    /// High-water mark: most messages one real's or ghost's sync cache held.
+    pub sync_cache_len_max: u64,
     /// `CreateGhost` sent.
     pub ghosts_created: u64,
     /// `DeleteGhost` sent.

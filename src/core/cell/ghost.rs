@@ -216,7 +216,11 @@ impl Cell {
         }
         let g = e.ghost_mut().expect("ghost");
         let msg = Arc::try_unwrap(msg).unwrap_or_else(|shared| (*shared).clone());
-        match g.reorder.handle_msg(now, msg) {
+        let offered = g.reorder.handle_msg(now, msg);
+        let buffered = g.reorder.pending() as u64;
+        let high = &mut self.counters.reorder_buffered_max;
+        *high = (*high).max(buffered);
+        match offered {
             Offered::Ready | Offered::Buffered => {}
             Offered::Duplicate => self.drop_msg(entity, DropReason::DuplicateSync),
             Offered::Overflow => self.drop_msg(entity, DropReason::ReorderBufferFull),
@@ -243,6 +247,8 @@ impl Cell {
             let (version, kind) = (m.version, m.kind);
             if let Some(g) = e.ghost_mut() {
                 g.cache.push(now, m);
+                let high = &mut self.counters.sync_cache_len_max;
+                *high = (*high).max(g.cache.len() as u64);
             }
             let moved = kind.has_movement() || kind == SyncKind::Snapshot;
             if moved && !self.views.moved(entity, e.entity.core().pos) {

@@ -271,6 +271,8 @@ impl Cell {
                 }
             }
             r.cache.push(now, SyncMsg::clone(&msg));
+            let high = &mut self.counters.sync_cache_len_max;
+            *high = (*high).max(r.cache.len() as u64);
         }
     }
 }
