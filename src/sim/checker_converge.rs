@@ -60,6 +60,7 @@ impl World {
                     .report(tick, ViolationKind::MergeNotDrained, None, d);
             }
         }
+        self.check_views_converged();
         for i in 0..self.clients.len() {
             if let Err(d) = self.clients[i].hook.check_converged() {
                 let e = Some(EntityId(i as u64));

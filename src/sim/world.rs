@@ -42,6 +42,7 @@ use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::proxy::{Proxy, ProxyError};
 use crate::core::time::Time;
+use crate::core::view::ClientView;
 use crate::sim::bots::Bot;
 use crate::sim::checker::Checker;
 use crate::sim::net::{Endpoint, Net};
@@ -103,6 +104,14 @@ pub struct WorldStats {
     pub teleports: u64,
     /// Layout changes (merge, retire, split).
     pub layout_changes: u64,
+    /// View batches delivered to clients and checked by their views.
+    pub view_batches: u64,
+    /// Combat hits started by bots (`try_hit` accepted).
+    pub hits_tried: u64,
+    /// Hits that landed (`HitLanded` at the attacker).
+    pub hits_landed: u64,
+    /// Hits that expired without feedback.
+    pub hits_expired: u64,
 }
 
 /// The simulated world (see the module doc).
@@ -118,6 +127,10 @@ pub struct World {
     pub(super) cells: Vec<Cell>,
     pub(super) proxies: Vec<Proxy>,
     pub(super) clients: Vec<Client>,
+    /// Per entity: its client's view, fed with the view batches delivered.
+    pub(super) views: Vec<ClientView>,
+    /// Per entity: the last view batch its client got (for fault tests).
+    pub(super) last_view_batch: Vec<Option<Arc<[u8]>>>,
     pub(super) net: SimNet,
     pub(super) router: Router,
     pub(super) rng: Rng,
@@ -193,6 +206,8 @@ impl World {
             cells,
             proxies: Vec::with_capacity(n),
             clients: Vec::with_capacity(n),
+            views: Vec::new(),
+            last_view_batch: vec![None; n],
             net,
             router: Router::default(),
             rng,
@@ -212,6 +227,7 @@ impl World {
             plan,
         };
         world.onloads_to_cell = vec![0; world.cells.len()];
+        world.views = crate::sim::world_view::new_views(&world, n);
         world.spawn_all()?;
         Ok(world)
     }
@@ -366,6 +382,7 @@ impl World {
         self.drain_events(now);
         if faulty {
             self.issue_calls(now);
+            self.issue_hits(now);
             self.drain_events(now);
         }
         self.collect_outputs();
