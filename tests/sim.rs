@@ -205,6 +205,18 @@ fn kinds(w: &World) -> Vec<ViolationKind> {
     w.checker().violations().iter().map(|v| v.kind).collect()
 }
 
+/// A small CombatStorm world: bots crowd, so views fill.
+fn crowd_world(seed: u64) -> World {
+    let o = SimOptions {
+        seed,
+        scenario: Scenario::CombatStorm,
+        entities: 24,
+        stall_probability: 0.0,
+        ..SimOptions::test_min()
+    };
+    World::new(&o, &WorldParams::default()).expect("world")
+}
+
 /// Steps `w` until some client got a view batch with an enter; returns the
 /// client and the batch.
 fn batch_with_enter(w: &mut World) -> (EntityId, Arc<[u8]>) {
@@ -213,9 +225,10 @@ fn batch_with_enter(w: &mut World) -> (EntityId, Arc<[u8]>) {
         assert_eq!(w.checker().total(), 0, "{:?}", w.checker().violations());
         for i in 0..u64::from(w.options().entities) {
             let e = EntityId(i);
-            let Some(b) = w.last_view_batch(e) else { continue };
-            let enters = BatchReader::new(&b)
-                .any(|ev| matches!(ev, Ok(ClientEvent::Enter { .. })));
+            let Some(b) = w.last_view_batch(e) else {
+                continue;
+            };
+            let enters = BatchReader::new(&b).any(|ev| matches!(ev, Ok(ClientEvent::Enter { .. })));
             if enters {
                 return (e, b);
             }
@@ -226,18 +239,22 @@ fn batch_with_enter(w: &mut World) -> (EntityId, Arc<[u8]>) {
 
 #[test]
 fn checker_catches_a_view_batch_delivered_twice() {
-    let mut w = small_world(5);
+    let mut w = crowd_world(5);
     let (e, b) = batch_with_enter(&mut w);
     let before = w.stats().view_batches;
     assert!(before > 0);
     w.inject_view_batch(e, &b);
-    assert!(kinds(&w).contains(&ViolationKind::DoubleEnter), "{:?}", kinds(&w));
+    assert!(
+        kinds(&w).contains(&ViolationKind::DoubleEnter),
+        "{:?}",
+        kinds(&w)
+    );
     assert_eq!(w.stats().view_batches, before + 1);
 }
 
 #[test]
 fn checker_catches_a_lost_view_batch_after_healing() {
-    let mut w = small_world(6);
+    let mut w = crowd_world(6);
     let (e, _) = batch_with_enter(&mut w);
     // The client forgets everything it saw: a view that lost its batches.
     let empty = tessera::core::view::ClientView::new(

@@ -159,6 +159,10 @@ pub struct World {
     pub(super) split_done: bool,
 }
 
+/// The `hp` every avatar starts with (the entity logic counts up from it;
+/// combat damage of 1 per hit never kills in a run).
+pub const HP_BASE: i64 = 1_000_000;
+
 /// `cells = nx * nz` with `nx >= nz` and `nz` the largest divisor `<= sqrt`.
 pub fn grid_dims(cells: u32) -> (u32, u32) {
     let mut nz = (f64::from(cells).sqrt() as u32).max(1);
@@ -244,6 +248,13 @@ impl World {
                 .props_mut()
                 .set(self.hp_index, self.hp_value(e))
                 .expect("hp is an int");
+            // Two factions, so combat bots have enemies (CombatStorm).
+            let faction = entity.props().entity_type().prop_index("faction");
+            let faction = faction.expect("avatars have a faction");
+            entity
+                .props_mut()
+                .set(faction, Value::UInt(i as u64 % 2))
+                .expect("faction is a uint");
             self.cells[c.0 as usize]
                 .create_real(Time::ZERO, entity, true, 0)
                 .expect("a fresh entity spawns");
@@ -353,8 +364,9 @@ impl World {
     }
 
     /// The `hp` the entity logic gives `e` now (its change counter).
+    /// Offset by [`HP_BASE`] so the avatar is alive for combat.
     pub(super) fn hp_value(&self, e: EntityId) -> Value {
-        Value::Int(self.props[e.0 as usize] as i64)
+        Value::Int(HP_BASE + self.props[e.0 as usize] as i64)
     }
 
     /// Records `ev` in the trace (hash and log).

@@ -305,14 +305,29 @@ impl World {
                 .is_stalled(Endpoint::Shard(self.cell_shard(x)), now);
             let attacker = EntityId(a as u64);
             let cell = &self.cells[i_cell(x)];
-            let Some(obs) = cell.observer(attacker) else { continue };
+            let Some(obs) = cell.observer(attacker) else {
+                continue;
+            };
             let seen = obs.entities().count() as u64;
             if stalled || seen == 0 {
                 continue;
             }
-            let k = self.rng.below(seen) as usize;
-            let target = obs.entities().nth(k).expect("k < seen");
-            if self.cells[i_cell(x)].try_hit(now, attacker, target, 1).is_ok() {
+            // The nearest seen entity (hits reach `hit_range_m` only); a
+            // random one a quarter of the time, so refusals happen too.
+            let target = if self.rng.bool(0.25) {
+                let k = self.rng.below(seen) as usize;
+                obs.entities().nth(k).expect("k < seen")
+            } else {
+                let me = cell.view(attacker).expect("real here").pos();
+                let d2 = |t: &EntityId| cell.view(*t).map_or(f64::MAX, |v| dist2(me, v.pos()));
+                (obs.entities())
+                    .min_by(|a, b| d2(a).total_cmp(&d2(b)))
+                    .expect("seen > 0")
+            };
+            if self.cells[i_cell(x)]
+                .try_hit(now, attacker, target, 1)
+                .is_ok()
+            {
                 self.stats.hits_tried += 1;
             }
         }
@@ -419,6 +434,10 @@ impl World {
             self.checker.on_real_cell(EntityId(i as u64), under);
         }
     }
+}
+
+fn dist2(a: Vec3, b: Vec3) -> f64 {
+    (a.x - b.x).powi(2) + (a.z - b.z).powi(2)
 }
 
 fn i_cell(c: CellId) -> usize {

@@ -78,7 +78,8 @@ impl World {
                 "client view of {e}: batch {} handle {:?}: {:?}",
                 v.batch, v.handle, v.rule
             );
-            self.checker.report(self.tick, view_kind(&v.rule), Some(e), d);
+            self.checker
+                .report(self.tick, view_kind(&v.rule), Some(e), d);
         }
         if unkept > 0 {
             let d = format!("client view of {e}: {unkept} more broken rules");
@@ -131,8 +132,9 @@ impl World {
     pub(super) fn check_views_converged(&mut self) {
         let vp = self.cells[0].view_params().clone();
         let (r2, leave2) = (vp.radius_m * vp.radius_m, vp.leave_radius_m.powi(2));
-        let truth: Vec<Option<(Vec3, u64)>> =
-            (0..self.real_cell.len()).map(|j| self.real_truth(j)).collect();
+        let truth: Vec<Option<(Vec3, u64)>> = (0..self.real_cell.len())
+            .map(|j| self.real_truth(j))
+            .collect();
         let mut found = Vec::new();
         for (i, me) in truth.iter().enumerate() {
             let Some((p, _)) = *me else { continue };
