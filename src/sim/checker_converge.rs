@@ -11,7 +11,8 @@
 //!   real (position, properties, version) that knows where the real is;
 //! - every cell within the ghost radius of a real is a haunt;
 //! - no leaf holds a ghost its real does not list (an orphan);
-//! - no cell is still merging; clients have everything they expect.
+//! - no cell is still merging; clients have everything they expect;
+//! - every client's view equals the truth (`world_view.rs`).
 //!
 //! Owns nothing beyond these `impl World` checks; changes no cell.
 

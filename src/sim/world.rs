@@ -17,6 +17,10 @@
 //!   teleports) the real, changes a property every few inputs (so sync
 //!   traffic flows), and sends a small downstream message to the client every
 //!   few inputs; a call run at a real changes a property too.
+//! - **Client views**: every avatar has an observer; each client feeds the
+//!   view batches its proxy delivers into a `ClientView` and every broken
+//!   rule is a violation (`world_view.rs`). In `CombatStorm`, reals also
+//!   try combat hits on entities their observer sees.
 //!
 //! # One step (one tick)
 //!
