@@ -146,6 +146,7 @@ fn run_sim(
     let started = std::time::Instant::now();
     let mut total = tessera::sim::report::SimSummary::default();
     let mut failed = Vec::new();
+    let (mut views, mut hits) = (0u64, [0u64; 3]);
     for seed in first..first.saturating_add(count) {
         let options = args.options(seed);
         let out = run_one(&options, &params).with_context(|| format!("seed {seed}"))?;
@@ -170,6 +171,10 @@ fn run_sim(
             );
         }
         total.merge(&out.summary);
+        views += out.stats.view_batches;
+        hits[0] += out.stats.hits_tried;
+        hits[1] += out.stats.hits_landed;
+        hits[2] += out.stats.hits_expired;
         if !out.passed() {
             failed.push(out);
         }
@@ -192,6 +197,10 @@ fn run_sim(
         println!("  replay: {}{config_flag}", replay_command(&out.options));
     }
     println!("{total}");
+    println!(
+        "client views: {views} batches checked; hits: {} tried, {} landed, {} expired",
+        hits[0], hits[1], hits[2]
+    );
     println!("{}", total.to_json_line());
     Ok(if failed.is_empty() {
         ExitCode::SUCCESS

@@ -19,6 +19,7 @@ use tessera::core::entity::{Audience, Entity, SyncCache, SyncKind, SyncMsg};
 use tessera::core::geom::Vec3;
 use tessera::core::ids::{CellId, EntityId};
 use tessera::core::time::Time;
+use tessera::core::view::{BatchReader, ClientEvent};
 use tessera::sim::options::{Scenario, SimOptions};
 use tessera::sim::report::{replay_command, ViolationKind};
 use tessera::sim::world::{World, WorldParams};
@@ -122,6 +123,10 @@ fn combat_storm_calls_reach_their_reals() {
     let calls: u64 = outs.iter().map(|o| o.stats.calls_issued).sum();
     assert!(calls > 500, "calls = {calls}");
     assert!(outs.iter().map(|o| o.summary.forwarded).sum::<u64>() > 100);
+    let landed: u64 = outs.iter().map(|o| o.stats.hits_landed).sum();
+    let tried: u64 = outs.iter().map(|o| o.stats.hits_tried).sum();
+    assert!(landed > 50, "hits tried {tried}, landed {landed}");
+    assert!(outs.iter().map(|o| o.stats.view_batches).sum::<u64>() > 1000);
 }
 
 #[test]
@@ -198,6 +203,81 @@ fn other_cell(w: &World, c: CellId) -> CellId {
 
 fn kinds(w: &World) -> Vec<ViolationKind> {
     w.checker().violations().iter().map(|v| v.kind).collect()
+}
+
+/// A small CombatStorm world: bots crowd, so views fill.
+fn crowd_world(seed: u64) -> World {
+    let o = SimOptions {
+        seed,
+        scenario: Scenario::CombatStorm,
+        entities: 24,
+        stall_probability: 0.0,
+        ..SimOptions::test_min()
+    };
+    World::new(&o, &WorldParams::default()).expect("world")
+}
+
+/// Steps `w` until some client got a view batch with an enter; returns the
+/// client and the batch.
+fn batch_with_enter(w: &mut World) -> (EntityId, Arc<[u8]>) {
+    for _ in 0..400 {
+        w.step();
+        assert_eq!(w.checker().total(), 0, "{:?}", w.checker().violations());
+        for i in 0..u64::from(w.options().entities) {
+            let e = EntityId(i);
+            let Some(b) = w.last_view_batch(e) else {
+                continue;
+            };
+            let enters = BatchReader::new(&b).any(|ev| matches!(ev, Ok(ClientEvent::Enter { .. })));
+            if enters {
+                return (e, b);
+            }
+        }
+    }
+    panic!("no client saw an enter");
+}
+
+#[test]
+fn checker_catches_a_view_batch_delivered_twice() {
+    let mut w = crowd_world(5);
+    let (e, b) = batch_with_enter(&mut w);
+    let before = w.stats().view_batches;
+    assert!(before > 0);
+    w.inject_view_batch(e, &b);
+    assert!(
+        kinds(&w).contains(&ViolationKind::DoubleEnter),
+        "{:?}",
+        kinds(&w)
+    );
+    assert_eq!(w.stats().view_batches, before + 1);
+}
+
+#[test]
+fn checker_catches_a_lost_view_batch_after_healing() {
+    let mut w = crowd_world(6);
+    let (e, _) = batch_with_enter(&mut w);
+    // The client forgets everything it saw: a view that lost its batches.
+    let empty = tessera::core::view::ClientView::new(
+        e,
+        Arc::new(TypeRegistry::with_builtins()),
+        Default::default(),
+    );
+    w.replace_client_view(e, empty);
+    let total = w.options().ticks + w.options().heal_ticks;
+    while w.tick() < total {
+        w.step();
+    }
+    w.finish();
+    let k = kinds(&w);
+    assert!(
+        k.iter().any(|k| matches!(
+            k,
+            ViolationKind::ViewDiverged
+                | ViolationKind::UpdateBeforeEnter
+                | ViolationKind::UpdateAfterLeave
+        )),
+        "{k:?}"
+    );
 }
 
 #[test]

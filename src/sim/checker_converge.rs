@@ -11,7 +11,8 @@
 //!   real (position, properties, version) that knows where the real is;
 //! - every cell within the ghost radius of a real is a haunt;
 //! - no leaf holds a ghost its real does not list (an orphan);
-//! - no cell is still merging; clients have everything they expect.
+//! - no cell is still merging; clients have everything they expect;
+//! - every client's view equals the truth (`world_view.rs`).
 //!
 //! Owns nothing beyond these `impl World` checks; changes no cell.
 
@@ -60,6 +61,7 @@ impl World {
                     .report(tick, ViolationKind::MergeNotDrained, None, d);
             }
         }
+        self.check_views_converged();
         for i in 0..self.clients.len() {
             if let Err(d) = self.clients[i].hook.check_converged() {
                 let e = Some(EntityId(i as u64));

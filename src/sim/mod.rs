@@ -40,3 +40,4 @@ pub mod world_logic;
 pub mod world_params;
 pub mod world_route;
 pub mod world_run;
+pub mod world_view;

@@ -52,6 +52,9 @@ pub struct ScenarioPlan {
     pub downstream_every_inputs: u64,
     /// Chance per entity per tick that its real calls another entity.
     pub call_probability: f64,
+    /// Chance per entity per tick that its real tries a combat hit on an
+    /// entity its observer sees (`CombatStorm` only; 0 elsewhere).
+    pub hit_probability: f64,
     /// The merge, for `MergeDrain`.
     pub merge: Option<MergePlan>,
 }
@@ -72,6 +75,7 @@ impl ScenarioPlan {
             change_every_inputs: 5,
             downstream_every_inputs: 8,
             call_probability: 0.01,
+            hit_probability: 0.0,
             merge: None,
         };
         let hot = interior_vertices(layout);
@@ -107,6 +111,7 @@ impl ScenarioPlan {
         match options.scenario {
             Scenario::CombatStorm => {
                 plan.call_probability = 0.3;
+                plan.hit_probability = 0.2;
                 plan.change_every_inputs = 2;
             }
             Scenario::MergeDrain => plan.merge = merge_plan(rng, layout, options.ticks),

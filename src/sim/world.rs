@@ -17,6 +17,10 @@
 //!   teleports) the real, changes a property every few inputs (so sync
 //!   traffic flows), and sends a small downstream message to the client every
 //!   few inputs; a call run at a real changes a property too.
+//! - **Client views**: every avatar has an observer; each client feeds the
+//!   view batches its proxy delivers into a `ClientView` and every broken
+//!   rule is a violation (`world_view.rs`). In `CombatStorm`, reals also
+//!   try combat hits on entities their observer sees.
 //!
 //! # One step (one tick)
 //!
@@ -42,6 +46,7 @@ use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::proxy::{Proxy, ProxyError};
 use crate::core::time::Time;
+use crate::core::view::ClientView;
 use crate::sim::bots::Bot;
 use crate::sim::checker::Checker;
 use crate::sim::net::{Endpoint, Net};
@@ -103,6 +108,14 @@ pub struct WorldStats {
     pub teleports: u64,
     /// Layout changes (merge, retire, split).
     pub layout_changes: u64,
+    /// View batches delivered to clients and checked by their views.
+    pub view_batches: u64,
+    /// Combat hits started by bots (`try_hit` accepted).
+    pub hits_tried: u64,
+    /// Hits that landed (`HitLanded` at the attacker).
+    pub hits_landed: u64,
+    /// Hits that expired without feedback.
+    pub hits_expired: u64,
 }
 
 /// The simulated world (see the module doc).
@@ -118,6 +131,10 @@ pub struct World {
     pub(super) cells: Vec<Cell>,
     pub(super) proxies: Vec<Proxy>,
     pub(super) clients: Vec<Client>,
+    /// Per entity: its client's view, fed with the view batches delivered.
+    pub(super) views: Vec<ClientView>,
+    /// Per entity: the last view batch its client got (for fault tests).
+    pub(super) last_view_batch: Vec<Option<Arc<[u8]>>>,
     pub(super) net: SimNet,
     pub(super) router: Router,
     pub(super) rng: Rng,
@@ -145,6 +162,10 @@ pub struct World {
     scratch_counts: Vec<u32>,
     pub(super) split_done: bool,
 }
+
+/// The `hp` every avatar starts with (the entity logic counts up from it;
+/// combat damage of 1 per hit never kills in a run).
+pub const HP_BASE: i64 = 1_000_000;
 
 /// `cells = nx * nz` with `nx >= nz` and `nz` the largest divisor `<= sqrt`.
 pub fn grid_dims(cells: u32) -> (u32, u32) {
@@ -193,6 +214,8 @@ impl World {
             cells,
             proxies: Vec::with_capacity(n),
             clients: Vec::with_capacity(n),
+            views: Vec::new(),
+            last_view_batch: vec![None; n],
             net,
             router: Router::default(),
             rng,
@@ -212,6 +235,7 @@ impl World {
             plan,
         };
         world.onloads_to_cell = vec![0; world.cells.len()];
+        world.views = crate::sim::world_view::new_views(&world, n);
         world.spawn_all()?;
         Ok(world)
     }
@@ -228,6 +252,13 @@ impl World {
                 .props_mut()
                 .set(self.hp_index, self.hp_value(e))
                 .expect("hp is an int");
+            // Two factions, so combat bots have enemies (CombatStorm).
+            let faction = entity.props().entity_type().prop_index("faction");
+            let faction = faction.expect("avatars have a faction");
+            entity
+                .props_mut()
+                .set(faction, Value::UInt(i as u64 % 2))
+                .expect("faction is a uint");
             self.cells[c.0 as usize]
                 .create_real(Time::ZERO, entity, true, 0)
                 .expect("a fresh entity spawns");
@@ -337,8 +368,9 @@ impl World {
     }
 
     /// The `hp` the entity logic gives `e` now (its change counter).
+    /// Offset by [`HP_BASE`] so the avatar is alive for combat.
     pub(super) fn hp_value(&self, e: EntityId) -> Value {
-        Value::Int(self.props[e.0 as usize] as i64)
+        Value::Int(HP_BASE + self.props[e.0 as usize] as i64)
     }
 
     /// Records `ev` in the trace (hash and log).
@@ -366,6 +398,7 @@ impl World {
         self.drain_events(now);
         if faulty {
             self.issue_calls(now);
+            self.issue_hits(now);
             self.drain_events(now);
         }
         self.collect_outputs();

@@ -1,9 +1,10 @@
 //! The client side of the simulated world: what a client does with the bytes
 //! its proxy delivers.
 //!
-//! [`ClientHook`] is the plug for observers: the view work replaces the
-//! default hook with one that decodes its packets and checks enter/update/
-//! leave order, version continuity and view == truth. The default,
+//! [`ClientHook`] is a plug for extra client-side checks. View batches are
+//! checked beside it, by each client's `ClientView` (`world_view.rs`:
+//! enter/update/leave order, version continuity, view == truth after
+//! healing). The default,
 //! [`DownstreamOrder`], checks what the proxy promises today: downstream
 //! data arrives exactly once, in the real's sequence order, across
 //! migrations (the entity logic acknowledges inputs in increasing order).

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use crate::core::cell::{
     Call, CallKind, CellEvent, CellMsg, Dest, Layout, Msg, Residency, Source, ToReal, ToRealBody,
 };
+use crate::core::combat::CombatEvent;
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
@@ -118,6 +119,8 @@ impl World {
                 let tick = self.tick;
                 if decode_ack(&data).is_some() {
                     self.acks[entity.0 as usize].1 += 1;
+                } else {
+                    self.feed_view(entity, &data);
                 }
                 if let Err(d) = self.clients[entity.0 as usize]
                     .hook
@@ -179,6 +182,11 @@ impl World {
                     self.apply_effect(now, cell, *entity, eff);
                 }
             }
+            CellEvent::Combat { event, .. } => match event {
+                CombatEvent::HitLanded { .. } => self.stats.hits_landed += 1,
+                CombatEvent::HitExpired { .. } => self.stats.hits_expired += 1,
+                _ => {}
+            },
             CellEvent::BecameGhost { entity, .. } => {
                 if let Some(v) = self.cells[cell.0 as usize].view(*entity) {
                     self.checker.ghost_baseline(cell, *entity, v.version);
@@ -277,6 +285,51 @@ impl World {
                 target: b,
             });
             self.cells[i_cell(x)].handle(now, Source::Local, msg);
+        }
+    }
+
+    /// Each real (on a running shard) with an observer tries a hit, with
+    /// probability `hit_probability`, on a random entity its observer sees.
+    pub(super) fn issue_hits(&mut self, now: Time) {
+        let p = self.plan.hit_probability;
+        if p <= 0.0 {
+            return;
+        }
+        for a in 0..self.real_cell.len() {
+            let Some(x) = self.real_cell[a] else { continue };
+            if !self.rng.bool(p) {
+                continue;
+            }
+            let stalled = self
+                .net
+                .is_stalled(Endpoint::Shard(self.cell_shard(x)), now);
+            let attacker = EntityId(a as u64);
+            let cell = &self.cells[i_cell(x)];
+            let Some(obs) = cell.observer(attacker) else {
+                continue;
+            };
+            let seen = obs.entities().count() as u64;
+            if stalled || seen == 0 {
+                continue;
+            }
+            // The nearest seen entity (hits reach `hit_range_m` only); a
+            // random one a quarter of the time, so refusals happen too.
+            let target = if self.rng.bool(0.25) {
+                let k = self.rng.below(seen) as usize;
+                obs.entities().nth(k).expect("k < seen")
+            } else {
+                let me = cell.view(attacker).expect("real here").pos();
+                let d2 = |t: &EntityId| cell.view(*t).map_or(f64::MAX, |v| dist2(me, v.pos()));
+                (obs.entities())
+                    .min_by(|a, b| d2(a).total_cmp(&d2(b)))
+                    .expect("seen > 0")
+            };
+            if self.cells[i_cell(x)]
+                .try_hit(now, attacker, target, 1)
+                .is_ok()
+            {
+                self.stats.hits_tried += 1;
+            }
         }
     }
 
@@ -381,6 +434,10 @@ impl World {
             self.checker.on_real_cell(EntityId(i as u64), under);
         }
     }
+}
+
+fn dist2(a: Vec3, b: Vec3) -> f64 {
+    (a.x - b.x).powi(2) + (a.z - b.z).powi(2)
 }
 
 fn i_cell(c: CellId) -> usize {

@@ -1,0 +1,183 @@
+//! Client views in the simulated world: every client keeps a
+//! [`ClientView`] fed with the view batches its proxy delivers, and after
+//! healing each view is compared to the ground truth.
+//!
+//! View batches share the downstream channel with the entity logic's input
+//! acks; acks start with [`ACK_TAG`](crate::sim::world_client::ACK_TAG),
+//! view batches with an event tag (1..=7), so anything that is not an ack
+//! is a view batch.
+//!
+//! Every rule a [`ClientView`] reports becomes a checker violation
+//! ([`view_kind`]). After healing ([`World::check_views_converged`]): every
+//! real within `radius_m` of the client's avatar is shown (unless the
+//! interest cap may have cut it), nothing is shown beyond
+//! `leave_radius_m`, and each shown entity is at its real's version and
+//! position.
+//!
+//! Owns only these `impl World` steps; changes no cell.
+
+use std::sync::Arc;
+
+use crate::core::geom::Vec3;
+use crate::core::ids::EntityId;
+use crate::core::view::{ClientView, ClientViewParams, Rule};
+use crate::sim::report::ViolationKind;
+use crate::sim::world::World;
+
+/// Largest position difference (m) tolerated between a shown entity and its
+/// real after healing (the wire may round).
+pub const VIEW_POS_TOLERANCE_M: f64 = 1e-3;
+
+/// The checker's kind for a broken client-view rule.
+pub fn view_kind(rule: &Rule) -> ViolationKind {
+    match rule {
+        Rule::UpdateBeforeEnter | Rule::LeaveUnknown => ViolationKind::UpdateBeforeEnter,
+        Rule::DoubleEnter | Rule::EntityTwice { .. } => ViolationKind::DoubleEnter,
+        Rule::VersionGap { .. } => ViolationKind::VersionGap,
+        Rule::AfterLeave => ViolationKind::UpdateAfterLeave,
+        _ => ViolationKind::ViewDiverged,
+    }
+}
+
+/// One client view per entity, for [`World::new`].
+pub(super) fn new_views(world: &World, n: usize) -> Vec<ClientView> {
+    (0..n)
+        .map(|i| {
+            ClientView::new(
+                EntityId(i as u64),
+                world.types.clone(),
+                ClientViewParams::default(),
+            )
+        })
+        .collect()
+}
+
+fn dist2(a: Vec3, b: Vec3) -> f64 {
+    let (dx, dz) = (a.x - b.x, a.z - b.z);
+    dx * dx + dz * dz
+}
+
+impl World {
+    /// Feeds one view batch delivered to `e`'s client into its view and
+    /// reports every rule it breaks.
+    pub(super) fn feed_view(&mut self, e: EntityId, data: &Arc<[u8]>) {
+        let i = e.0 as usize;
+        let view = &mut self.views[i];
+        let (count, kept) = (view.violation_count(), view.violations().len());
+        view.handle_batch(data);
+        self.stats.view_batches += 1;
+        self.last_view_batch[i] = Some(data.clone());
+        let view = &self.views[i];
+        if view.violation_count() == count {
+            return;
+        }
+        let new = view.violations()[kept..].to_vec();
+        let unkept = view.violation_count() - count - new.len() as u64;
+        for v in new {
+            let d = format!(
+                "client view of {e}: batch {} handle {:?}: {:?}",
+                v.batch, v.handle, v.rule
+            );
+            self.checker
+                .report(self.tick, view_kind(&v.rule), Some(e), d);
+        }
+        if unkept > 0 {
+            let d = format!("client view of {e}: {unkept} more broken rules");
+            self.checker
+                .report(self.tick, ViolationKind::ViewDiverged, Some(e), d);
+        }
+    }
+
+    /// Feeds `data` to `e`'s client view as if its proxy had delivered it
+    /// (for tests that break a view on purpose).
+    ///
+    /// # Panics
+    /// If `e` is not an entity of this world.
+    pub fn inject_view_batch(&mut self, e: EntityId, data: &[u8]) {
+        self.feed_view(e, &Arc::from(data));
+    }
+
+    /// Replaces `e`'s client view (for tests that lose batches on purpose).
+    ///
+    /// # Panics
+    /// If `e` is not an entity of this world.
+    pub fn replace_client_view(&mut self, e: EntityId, view: ClientView) {
+        self.views[e.0 as usize] = view;
+    }
+
+    /// The last view batch delivered to `e`'s client.
+    ///
+    /// # Panics
+    /// If `e` is not an entity of this world.
+    pub fn last_view_batch(&self, e: EntityId) -> Option<Arc<[u8]>> {
+        self.last_view_batch[e.0 as usize].clone()
+    }
+
+    /// `e`'s client view.
+    ///
+    /// # Panics
+    /// If `e` is not an entity of this world.
+    pub fn client_view(&self, e: EntityId) -> &ClientView {
+        &self.views[e.0 as usize]
+    }
+
+    /// The real of `j`: its position and version.
+    fn real_truth(&self, j: usize) -> Option<(Vec3, u64)> {
+        let c = self.real_cell[j]?;
+        let v = self.cells[c.0 as usize].view(EntityId(j as u64))?;
+        Some((v.pos(), v.version))
+    }
+
+    /// After healing: each client's view equals the truth (module doc).
+    pub(super) fn check_views_converged(&mut self) {
+        let vp = self.cells[0].view_params().clone();
+        let (r2, leave2) = (vp.radius_m * vp.radius_m, vp.leave_radius_m.powi(2));
+        let truth: Vec<Option<(Vec3, u64)>> = (0..self.real_cell.len())
+            .map(|j| self.real_truth(j))
+            .collect();
+        let mut found = Vec::new();
+        for (i, me) in truth.iter().enumerate() {
+            let Some((p, _)) = *me else { continue };
+            let view = &self.views[i];
+            let near = (truth.iter().enumerate())
+                .filter(|&(j, t)| j != i && t.is_some_and(|(q, _)| dist2(p, q) <= leave2))
+                .count();
+            for (j, t) in truth.iter().enumerate() {
+                let Some((q, version)) = *t else { continue };
+                if j == i {
+                    continue;
+                }
+                let d2 = dist2(p, q);
+                let problem = match view.find(EntityId(j as u64)) {
+                    None if d2 <= r2 && near < vp.max_interest as usize => {
+                        Some(format!("e{j} at {:.1} m not shown", d2.sqrt()))
+                    }
+                    None => None,
+                    Some(_) if d2 > leave2 => {
+                        Some(format!("e{j} shown at {:.1} m, beyond leave", d2.sqrt()))
+                    }
+                    Some(s) => {
+                        let sp = s.replica.core().pos;
+                        let off = dist2(sp, q).sqrt() > VIEW_POS_TOLERANCE_M;
+                        (s.version != version || off).then(|| {
+                            format!("e{j} shown v{} {sp:?}, real v{version} {q:?}", s.version)
+                        })
+                    }
+                };
+                if let Some(d) = problem {
+                    found.push((EntityId(i as u64), d));
+                }
+            }
+            for s in view.shown().values() {
+                if truth.get(s.entity.0 as usize).is_none_or(Option::is_none) {
+                    found.push((EntityId(i as u64), format!("{} shown, no real", s.entity)));
+                }
+            }
+        }
+        for (e, d) in found {
+            let d = format!("client view of {e} after healing: {d}");
+            self.checker
+                .report(self.tick, ViolationKind::ViewDiverged, Some(e), d);
+        }
+    }
+}
