@@ -311,20 +311,6 @@ impl Layout for SimLayout {
         }
         out.truncate(w);
     }
-
-    fn neighbours(&self, c: CellId, out: &mut Vec<CellId>) {
-        let Some(r) = self.rect(c) else { return };
-        let start = out.len();
-        self.cells_meeting(&r, out);
-        let mut i = start;
-        while i < out.len() {
-            if out[i] == c {
-                out.remove(i);
-            } else {
-                i += 1;
-            }
-        }
-    }
 }
 
 #[cfg(test)]

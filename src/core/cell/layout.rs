@@ -24,7 +24,21 @@ pub trait Layout {
     /// Appends every leaf whose closed rect meets the closed rect `r`.
     fn cells_meeting(&self, r: &Rect, out: &mut Vec<CellId>);
     /// Appends every leaf whose closed rect touches `c`'s (not `c` itself).
-    fn neighbours(&self, c: CellId, out: &mut Vec<CellId>);
+    /// The default asks [`Layout::cells_meeting`] for `c`'s rect and drops
+    /// `c`, keeping the order.
+    fn neighbours(&self, c: CellId, out: &mut Vec<CellId>) {
+        let Some(r) = self.rect(c) else { return };
+        let start = out.len();
+        self.cells_meeting(&r, out);
+        let mut kept = start;
+        for i in start..out.len() {
+            if out[i] != c {
+                out[kept] = out[i];
+                kept += 1;
+            }
+        }
+        out.truncate(kept);
+    }
 }
 
 impl Layout for SpaceTree {
@@ -164,20 +178,6 @@ impl Layout for GridLayout {
                 if self.rect(c).is_some_and(|cr| cr.intersects(r)) {
                     out.push(c);
                 }
-            }
-        }
-    }
-
-    fn neighbours(&self, c: CellId, out: &mut Vec<CellId>) {
-        let Some(r) = self.rect(c) else { return };
-        let start = out.len();
-        self.cells_meeting(&r, out);
-        let mut i = start;
-        while i < out.len() {
-            if out[i] == c {
-                out.remove(i);
-            } else {
-                i += 1;
             }
         }
     }
