@@ -10,6 +10,7 @@ pub mod combat;
 pub mod entity;
 pub mod geom;
 pub mod ids;
+pub mod input;
 pub mod proxy;
 pub mod space;
 pub mod time;

@@ -20,11 +20,11 @@ use crate::core::cell::{Cell, CellEvent, Dest, Msg, Outgoing, Residency, Source}
 use crate::core::entity::{Entity, TypeRegistry, NPC};
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId, ShardId};
+use crate::core::input::decode_move;
 use crate::core::proxy::{Proxy, ProxyParams};
 use crate::core::space::{ChangeOp, SpaceChange, SpaceTree, SplitDirection};
 use crate::core::time::Time;
 use crate::runtime::{Inbox, MetricSink, Outbox, ShardApp, ShardContext};
-use crate::sim::world_logic::decode_move;
 use crate::wire::Body;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;

@@ -29,24 +29,7 @@ use crate::sim::world_client::{decode_ack, encode_ack};
 use crate::sim::world_event::SimEvent;
 use crate::sim::world_route::Packet;
 
-const FLAG_TELEPORT: u8 = 1;
-
-/// Encodes a move input: flags, x, z.
-pub fn encode_move(pos: Vec3, teleport: bool) -> Arc<[u8]> {
-    let mut b = [0u8; 17];
-    b[0] = if teleport { FLAG_TELEPORT } else { 0 };
-    b[1..9].copy_from_slice(&pos.x.to_le_bytes());
-    b[9..17].copy_from_slice(&pos.z.to_le_bytes());
-    Arc::from(&b[..])
-}
-
-/// Decodes a move input (`None` if malformed).
-pub fn decode_move(data: &[u8]) -> Option<(Vec3, bool)> {
-    let b: &[u8; 17] = data.try_into().ok()?;
-    let x = f64::from_le_bytes(b[1..9].try_into().ok()?);
-    let z = f64::from_le_bytes(b[9..17].try_into().ok()?);
-    Some((Vec3::ground(x, z), b[0] & FLAG_TELEPORT != 0))
-}
+pub use crate::core::input::{decode_move, encode_move};
 
 impl World {
     /// Every client steps its bot and sends its position to its proxy.
@@ -442,17 +425,4 @@ fn dist2(a: Vec3, b: Vec3) -> f64 {
 
 fn i_cell(c: CellId) -> usize {
     c.0 as usize
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn moves_round_trip() {
-        let p = Vec3::ground(12.5, -3.25);
-        assert_eq!(decode_move(&encode_move(p, true)), Some((p, true)));
-        assert_eq!(decode_move(&encode_move(p, false)), Some((p, false)));
-        assert_eq!(decode_move(b"short"), None);
-    }
 }
