@@ -63,6 +63,7 @@ mod brute;
 mod grid;
 mod grid_api;
 mod grid_kinetic;
+mod grid_mutate;
 mod grid_sweep;
 mod grid_update;
 mod grid_verify;
