@@ -24,6 +24,8 @@ use tessera::runtime::{
 /// of the test config), whatever the client does.
 const FLOOD: u8 = b'F';
 const FLOOD_PER_TICK: usize = 48 * 1024;
+/// A byte that makes the app stop consuming a connection's input for good.
+const HOLD: u8 = b'H';
 const CHUNK: [u8; 16 * 1024] = [b'x'; 16 * 1024];
 const GOODBYE: &[u8] = b"bye\n";
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,6 +34,7 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 struct Echo {
     open: BTreeSet<ConnId>,
     flooding: BTreeSet<ConnId>,
+    holding: BTreeSet<ConnId>,
     closed: Vec<(ConnId, CloseReason)>,
     queue_full: u64,
 }
@@ -46,6 +49,7 @@ impl Echo {
                 PortEvent::Closed { conn, reason } => {
                     self.open.remove(&conn);
                     self.flooding.remove(&conn);
+                    self.holding.remove(&conn);
                     self.closed.push((conn, reason));
                 }
             }
@@ -69,7 +73,14 @@ impl ShardApp for Echo {
         self.events(port);
         let readable: Vec<ConnId> = port.readable().collect();
         for conn in readable {
+            if self.holding.contains(&conn) {
+                continue;
+            }
             let input = port.input(conn).to_vec();
+            if input.contains(&HOLD) {
+                self.holding.insert(conn);
+                continue;
+            }
             if input.contains(&FLOOD) {
                 self.flooding.insert(conn);
             }
@@ -274,6 +285,55 @@ fn a_busy_port_is_refused_at_start_naming_the_key() {
     let c = config(1, &[&format!("gateway.listen_addr=\"{taken}\"")]);
     let err = Runtime::start(&c, |_: ShardContext| Echo::default()).expect_err("port in use");
     assert!(err.to_string().contains("gateway.listen_addr"), "{err}");
+}
+
+#[test]
+fn unconsumed_input_pushes_back_on_the_client() {
+    let inbound_max = 16 * 1024;
+    let (handle, addr) = start(&config(
+        1,
+        &[
+            "gateway.frame_bytes_max=1024",
+            "gateway.read_batch_bytes=4096",
+            &format!("gateway.inbound_bytes_max={inbound_max}"),
+        ],
+    ));
+    let stats = handle.stats().to_vec();
+    let mut good = connect(addr);
+    let mut held = connect(addr);
+    held.write_all(&[HOLD]).expect("write");
+    held.set_write_timeout(Some(Duration::from_millis(300)))
+        .expect("timeout");
+    // The app never consumes `held`: its reader stops at inbound_bytes_max,
+    // the kernel buffers fill, and the client's writes block.
+    let chunk = [b'z'; 64 * 1024];
+    let mut written = 0_usize;
+    let blocked = loop {
+        match held.write(&chunk) {
+            Ok(n) => written += n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                break true
+            }
+            Err(e) => panic!("write failed: {e}"),
+        }
+        if written > 256 * 1024 * 1024 {
+            break false;
+        }
+    };
+    assert!(
+        blocked,
+        "the client was never pushed back ({written} bytes)"
+    );
+    let held_level = stats[0].level(tessera::runtime::Level::ClientInboundHeld);
+    eventually("inbound level published", || {
+        stats[0].level(tessera::runtime::Level::ClientInboundHeld) == inbound_max as u64
+    });
+    assert!(held_level <= inbound_max as u64);
+    // Exactly the bound was read: the hold byte and what followed it.
+    assert_eq!(total(&stats, Count::ClientBytesIn), inbound_max as u64);
+    echo_round(&mut good, b"others are still served");
+    handle.shutdown();
+    handle.join().expect("clean join");
 }
 
 /// User + system CPU time of this process, from /proc (Linux).
