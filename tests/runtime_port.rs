@@ -24,6 +24,8 @@ use tessera::runtime::{
 /// of the test config), whatever the client does.
 const FLOOD: u8 = b'F';
 const FLOOD_PER_TICK: usize = 48 * 1024;
+/// A byte that makes the app echo the input, then close the connection.
+const QUIT: u8 = b'Q';
 /// A byte that makes the app stop consuming a connection's input for good.
 const HOLD: u8 = b'H';
 const CHUNK: [u8; 16 * 1024] = [b'x'; 16 * 1024];
@@ -86,6 +88,10 @@ impl ShardApp for Echo {
             }
             if self.send(port, conn, &input) {
                 port.consume(conn, input.len());
+            }
+            if input.contains(&QUIT) {
+                port.close(conn);
+                assert_eq!(port.send(conn, b"late"), Err(PortError::Unknown(conn)));
             }
         }
         let flooding: Vec<ConnId> = self.flooding.iter().copied().collect();
@@ -262,6 +268,12 @@ fn connections_max_refuses_and_peer_close_reaches_the_app() {
     });
     let mut c = connect(addr);
     echo_round(&mut c, b"c takes b's place");
+    // The app closes: what it queued first is written, then EOF.
+    c.write_all(b"Quit").expect("write");
+    assert_eq!(read_to_close(&mut c), b"Quit");
+    eventually("app close counted", || {
+        total(&stats, Count::ClientClosedByApp) == 1
+    });
     handle.shutdown();
     let apps = handle.join().expect("clean join");
     let closed = &apps[0].closed;
@@ -275,7 +287,8 @@ fn connections_max_refuses_and_peer_close_reaches_the_app() {
     );
     assert_eq!(total(&stats, Count::ClientRefused), 1);
     assert_eq!(total(&stats, Count::ClientOpened), 3);
-    assert_eq!(total(&stats, Count::ClientClosedShutdown), 2);
+    assert_eq!(total(&stats, Count::ClientClosedShutdown), 1);
+    assert_eq!(total(&stats, Count::ClientClosedByApp), 1);
 }
 
 #[test]
