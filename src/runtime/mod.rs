@@ -233,22 +233,16 @@ impl Runtime {
             } else {
                 Placement::Unbound
             };
-            let (p, shared, factory) = (shard_params(config, ctx), shared.clone(), factory.clone());
-            let (bind_tx, bind_rx) = std::sync::mpsc::channel();
+            let p = shard_params(config, ctx);
             let bind = bind_to;
-            let spawned = LocalExecutorBuilder::new(placement)
-                .name(&format!("shard-{index}"))
-                .spawn(move || async move {
-                    let listener = bind.and_then(|addr| {
-                        let bound = gateway_io::bind(addr);
-                        let reply = bound.as_ref().map(|(_, a)| *a).map_err(clone_io);
-                        let _ = bind_tx.send(reply);
-                        bound.ok().map(|(l, _)| l)
-                    });
-                    drop(bind_tx);
-                    let app = factory(ctx);
-                    shard::run(p, app, links, stats, shared, listener).await
-                });
+            let launch = Launch {
+                placement,
+                links,
+                stats,
+                shared: shared.clone(),
+                bind,
+            };
+            let (spawned, bind_rx) = launch.spawn(p, factory.clone());
             match spawned {
                 Ok(join) => handle.joins.push((id, join)),
                 Err(err) => {
@@ -269,6 +263,60 @@ impl Runtime {
             handle.start_admin(config)?;
         }
         Ok(handle)
+    }
+}
+
+/// What one shard's executor is started with.
+struct Launch {
+    placement: Placement,
+    links: mesh::ShardLinks,
+    stats: Arc<ShardStats>,
+    shared: Arc<Shared>,
+    /// The client address to listen on, if the gateway is on.
+    bind: Option<SocketAddr>,
+}
+
+type BindReply = std::io::Result<SocketAddr>;
+
+impl Launch {
+    /// Spawns the executor: it binds its listener first (reporting the bound
+    /// address, or the error, on the returned receiver), then builds the
+    /// application and runs the shard.
+    fn spawn<A, F>(
+        self,
+        p: ShardParams,
+        factory: Arc<F>,
+    ) -> (
+        glommio::Result<glommio::ExecutorJoinHandle<A>, ()>,
+        std::sync::mpsc::Receiver<BindReply>,
+    )
+    where
+        A: ShardApp,
+        F: Fn(ShardContext) -> A + Send + Sync + 'static,
+    {
+        let (bind_tx, bind_rx) = std::sync::mpsc::channel::<BindReply>();
+        let Launch {
+            placement,
+            links,
+            stats,
+            shared,
+            bind,
+        } = self;
+        let index = p.ctx.shard.index;
+        let spawned = LocalExecutorBuilder::new(placement)
+            .name(&format!("shard-{index}"))
+            .spawn(move || async move {
+                let listener = bind.and_then(|addr| {
+                    let bound = gateway_io::bind(addr);
+                    let reply = bound.as_ref().map(|(_, a)| *a).map_err(clone_io);
+                    let _ = bind_tx.send(reply);
+                    bound.ok().map(|(l, _)| l)
+                });
+                drop(bind_tx);
+                let app = factory(p.ctx);
+                shard::run(p, app, links, stats, shared, listener).await
+            });
+        (spawned, bind_rx)
     }
 }
 
