@@ -44,6 +44,7 @@ pub mod admin;
 pub mod app;
 mod gateway_io;
 pub mod inbox;
+mod launch;
 pub mod mesh;
 pub mod metrics;
 pub mod outbox;
@@ -59,7 +60,8 @@ pub use port::{ClientPort, CloseReason, ConnId, PortCounters, PortError, PortEve
 use crate::config::Config;
 use crate::core::ids::ShardId;
 use admin::{AdminParams, AdminServer};
-use glommio::{LocalExecutorBuilder, Placement};
+use glommio::Placement;
+use launch::{gateway_addr, Launch, BIND_WAIT_MAX};
 use shard::{ShardParams, Shared};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -116,9 +118,6 @@ pub enum RuntimeError {
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
 }
-
-/// How long `start` waits for a shard to bind its client listener.
-const BIND_WAIT_MAX: Duration = Duration::from_secs(10);
 
 /// Starts runtimes; see the module doc.
 #[derive(Debug)]
@@ -264,85 +263,6 @@ impl Runtime {
         }
         Ok(handle)
     }
-}
-
-/// What one shard's executor is started with.
-struct Launch {
-    placement: Placement,
-    links: mesh::ShardLinks,
-    stats: Arc<ShardStats>,
-    shared: Arc<Shared>,
-    /// The client address to listen on, if the gateway is on.
-    bind: Option<SocketAddr>,
-}
-
-type BindReply = std::io::Result<SocketAddr>;
-
-impl Launch {
-    /// Spawns the executor: it binds its listener first (reporting the bound
-    /// address, or the error, on the returned receiver), then builds the
-    /// application and runs the shard.
-    fn spawn<A, F>(
-        self,
-        p: ShardParams,
-        factory: Arc<F>,
-    ) -> (
-        glommio::Result<glommio::ExecutorJoinHandle<A>, ()>,
-        std::sync::mpsc::Receiver<BindReply>,
-    )
-    where
-        A: ShardApp,
-        F: Fn(ShardContext) -> A + Send + Sync + 'static,
-    {
-        let (bind_tx, bind_rx) = std::sync::mpsc::channel::<BindReply>();
-        let Launch {
-            placement,
-            links,
-            stats,
-            shared,
-            bind,
-        } = self;
-        let index = p.ctx.shard.index;
-        let spawned = LocalExecutorBuilder::new(placement)
-            .name(&format!("shard-{index}"))
-            .spawn(move || async move {
-                let listener = bind.and_then(|addr| {
-                    let bound = gateway_io::bind(addr);
-                    let reply = bound.as_ref().map(|(_, a)| *a).map_err(clone_io);
-                    let _ = bind_tx.send(reply);
-                    bound.ok().map(|(l, _)| l)
-                });
-                drop(bind_tx);
-                let app = factory(p.ctx);
-                shard::run(p, app, links, stats, shared, listener).await
-            });
-        (spawned, bind_rx)
-    }
-}
-
-/// The gateway address to bind, if the gateway is on; an address already in
-/// use is refused here (glommio's listeners set SO_REUSEPORT, which would
-/// otherwise silently share the port with another server).
-fn gateway_addr(config: &Config) -> Result<Option<SocketAddr>, RuntimeError> {
-    if !config.gateway.enabled {
-        return Ok(None);
-    }
-    let text = config.gateway.listen_addr.as_str();
-    let err = |source| RuntimeError::Gateway {
-        addr: text.to_owned(),
-        source,
-    };
-    let addr: SocketAddr = text
-        .parse()
-        .map_err(|e| err(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
-    if addr.port() != 0 {
-        drop(std::net::TcpListener::bind(addr).map_err(err)?);
-    }
-    Ok(Some(addr))
-}
-
-fn clone_io(e: &std::io::Error) -> std::io::Error {
-    std::io::Error::new(e.kind(), e.to_string())
 }
 
 impl<A: ShardApp> RuntimeHandle<A> {
