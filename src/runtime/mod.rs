@@ -42,6 +42,7 @@
 
 pub mod admin;
 pub mod app;
+mod counters;
 mod gateway_io;
 pub mod inbox;
 mod launch;
@@ -257,6 +258,9 @@ impl Runtime {
                 bind_to = Some(resolved);
                 handle.client_addr.get_or_insert(resolved);
             }
+        }
+        if let Some(addr) = handle.client_addr {
+            tracing::info!(%addr, shards, "gateway: every shard listening for clients");
         }
         if config.admin.enabled {
             handle.start_admin(config)?;
