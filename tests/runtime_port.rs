@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tessera::config::Config;
 use tessera::core::time::Time;
@@ -31,6 +31,14 @@ const HOLD: u8 = b'H';
 const CHUNK: [u8; 16 * 1024] = [b'x'; 16 * 1024];
 const GOODBYE: &[u8] = b"bye\n";
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The tests of this file run one at a time: one measures the process's CPU
+/// time, which the others would inflate.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 #[derive(Debug, Default)]
 struct Echo {
@@ -178,6 +186,7 @@ fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
 
 #[test]
 fn echo_on_both_shards_then_shutdown_says_goodbye_and_closes() {
+    let _serial = serial();
     let (handle, addr) = start(&config(2, &[]));
     let stats = handle.stats().to_vec();
     let mut clients: Vec<TcpStream> = (0..32).map(|_| connect(addr)).collect();
@@ -215,6 +224,7 @@ fn echo_on_both_shards_then_shutdown_says_goodbye_and_closes() {
 
 #[test]
 fn a_client_that_never_reads_is_cut_off_while_another_is_served() {
+    let _serial = serial();
     let (handle, addr) = start(&config(1, &[]));
     let stats = handle.stats().to_vec();
     let mut good = connect(addr);
@@ -248,6 +258,7 @@ fn a_client_that_never_reads_is_cut_off_while_another_is_served() {
 
 #[test]
 fn connections_max_refuses_and_peer_close_reaches_the_app() {
+    let _serial = serial();
     let (handle, addr) = start(&config(1, &["gateway.connections_max=2"]));
     let stats = handle.stats().to_vec();
     let mut a = connect(addr);
@@ -293,6 +304,7 @@ fn connections_max_refuses_and_peer_close_reaches_the_app() {
 
 #[test]
 fn a_busy_port_is_refused_at_start_naming_the_key() {
+    let _serial = serial();
     let squatter = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let taken = squatter.local_addr().expect("addr");
     let c = config(1, &[&format!("gateway.listen_addr=\"{taken}\"")]);
@@ -302,6 +314,7 @@ fn a_busy_port_is_refused_at_start_naming_the_key() {
 
 #[test]
 fn unconsumed_input_pushes_back_on_the_client() {
+    let _serial = serial();
     let inbound_max = 16 * 1024;
     let (handle, addr) = start(&config(
         1,
@@ -362,6 +375,7 @@ fn cpu_time() -> Duration {
 
 #[test]
 fn idle_connections_cost_no_cpu() {
+    let _serial = serial();
     let (handle, addr) = start(&config(2, &[]));
     let mut clients: Vec<TcpStream> = (0..16).map(|_| connect(addr)).collect();
     for c in &mut clients {
