@@ -466,7 +466,10 @@ impl ServerConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GatewayConfig {
-    /// `host:port` clients connect to (port 0 = any free port).
+    /// Accept client connections at all (`false`: the bare shard mesh).
+    pub enabled: bool,
+    /// `host:port` clients connect to (port 0 = any free port); every shard
+    /// listens on it (SO_REUSEPORT) and the kernel spreads connections.
     pub listen_addr: String,
     /// Largest client frame accepted, bytes; larger ones are refused.
     pub frame_bytes_max: u32,
@@ -488,6 +491,13 @@ pub struct GatewayConfig {
     pub spawn: String,
     /// Seed of the `"random"` spawn rule (each shard mixes in its index).
     pub spawn_seed: u64,
+    /// Client connections one shard holds at once; more are refused.
+    pub connections_max: u32,
+    /// Received bytes one connection holds unconsumed before its socket is
+    /// no longer read (TCP back-pressure on the client).
+    pub inbound_bytes_max: u32,
+    /// How long a closing connection may take to write what is queued.
+    pub linger_ms: u64,
 }
 
 impl GatewayConfig {
@@ -537,6 +547,40 @@ impl GatewayConfig {
                 "gateway.spawn",
                 &self.spawn,
                 "must be \"random\" or \"center\"",
+            ));
+        }
+        at_least(
+            "gateway.connections_max",
+            u64::from(self.connections_max),
+            1,
+        )?;
+        if self.connections_max > 1_000_000 {
+            return Err(invalid(
+                "gateway.connections_max",
+                self.connections_max,
+                "must be <= 1000000 per shard",
+            ));
+        }
+        at_least(
+            "gateway.inbound_bytes_max",
+            u64::from(self.inbound_bytes_max),
+            u64::from(self.frame_bytes_max),
+        )
+        .map_err(|_| {
+            invalid(
+                "gateway.inbound_bytes_max",
+                self.inbound_bytes_max,
+                format!(
+                    "must be >= gateway.frame_bytes_max = {}: a whole frame must fit",
+                    self.frame_bytes_max
+                ),
+            )
+        })?;
+        if self.linger_ms > 60_000 {
+            return Err(invalid(
+                "gateway.linger_ms",
+                self.linger_ms,
+                "must be <= 60000",
             ));
         }
         Ok(())

@@ -39,12 +39,14 @@ pub mod inbox;
 pub mod mesh;
 pub mod metrics;
 pub mod outbox;
+pub mod port;
 pub mod shard;
 
 pub use app::{ShardApp, ShardContext};
 pub use inbox::Inbox;
 pub use metrics::{AppMetric, Count, Hist, Level, MetricSink, ShardStats};
 pub use outbox::{Batch, Outbox, SendError};
+pub use port::{ClientPort, CloseReason, ConnId, PortCounters, PortError, PortEvent, PortParams};
 
 use crate::config::Config;
 use crate::core::ids::ShardId;
@@ -154,6 +156,7 @@ fn shard_params(config: &Config, ctx: ShardContext) -> ShardParams {
         batch_items_max: m.batch_items_max as usize,
         outbox_items_max: m.outbox_items_max as usize,
         inbox_items_max: m.inbox_items_max as usize,
+        port: PortParams::from_config(config),
     }
 }
 

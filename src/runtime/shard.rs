@@ -28,8 +28,10 @@ use super::inbox::{Inbox, InboxBuf};
 use super::mesh::{DrainReport, ShardLinks};
 use super::metrics::{Count, Hist, Level, LocalHists, MetricSink, ShardStats};
 use super::outbox::{Batch, FlushReport, Outbox};
+use super::port::{ClientPort, PortParams};
 use crate::core::time::Time;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -72,6 +74,7 @@ pub(crate) struct ShardParams {
     pub(crate) batch_items_max: usize,
     pub(crate) outbox_items_max: usize,
     pub(crate) inbox_items_max: usize,
+    pub(crate) port: PortParams,
 }
 
 /// Stops the other shards if this one unwinds, and counts it as done
@@ -107,6 +110,9 @@ struct Shard<A> {
     links: ShardLinks,
     inbox: InboxBuf,
     outbox: Outbox,
+    /// The client connections; shared with the socket tasks, borrowed
+    /// mutably only inside `on_tick`/`on_shutdown` (never across an await).
+    port: Rc<RefCell<ClientPort>>,
     stats: Arc<ShardStats>,
     hists: LocalHists,
     sink: MetricSink,
@@ -128,12 +134,14 @@ pub(crate) async fn run<A: ShardApp>(
         p.batch_items_max,
         p.outbox_items_max,
     );
+    let port = Rc::new(RefCell::new(ClientPort::attached(p.port.clone())));
     let mut shard = Shard {
         p,
         app: Some(app),
         links,
         inbox: InboxBuf::default(),
         outbox,
+        port,
         stats,
         hists: LocalHists::new(),
         sink: MetricSink::default(),
@@ -189,7 +197,15 @@ impl<A: ShardApp> Shard<A> {
         let t1 = Instant::now();
         let now = self.shared.now(t1);
         let app = self.app.as_mut().expect("app present until the end");
-        app.on_tick(now, Inbox::new(&mut self.inbox), &mut self.outbox);
+        {
+            let mut port = self.port.borrow_mut();
+            app.on_tick(
+                now,
+                Inbox::new(&mut self.inbox),
+                &mut self.outbox,
+                &mut port,
+            );
+        }
         let t2 = Instant::now();
         let flushed = self.outbox.flush(&self.links.tx, &self.shared.dead);
         let t3 = Instant::now();
@@ -263,6 +279,13 @@ impl<A: ShardApp> Shard<A> {
     }
 
     async fn shutdown(&mut self, guard: &PanicGuard<'_>) {
+        {
+            let now = self.shared.now(Instant::now());
+            let mut port = self.port.borrow_mut();
+            let app = self.app.as_mut().expect("app present");
+            app.on_shutdown(now, &mut port);
+            port.shutdown_all();
+        }
         let n = usize::from(self.p.ctx.shards);
         let deadline = Instant::now() + self.p.shutdown_drain_max;
         loop {
@@ -294,6 +317,7 @@ impl<A: ShardApp> Shard<A> {
             self.stats.add(Count::DroppedAtShutdown, unread);
         }
         self.stats.set(Level::InboxHeld, 0);
+        self.port.borrow_mut().discard_events();
         self.publish();
     }
 }

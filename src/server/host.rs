@@ -24,7 +24,7 @@ use crate::core::input::decode_move;
 use crate::core::proxy::{Proxy, ProxyParams};
 use crate::core::space::{ChangeOp, SpaceChange, SpaceTree, SplitDirection};
 use crate::core::time::Time;
-use crate::runtime::{Inbox, MetricSink, Outbox, ShardApp, ShardContext};
+use crate::runtime::{ClientPort, Inbox, MetricSink, Outbox, ShardApp, ShardContext};
 use crate::wire::Body;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -395,7 +395,7 @@ impl CellHost {
 }
 
 impl ShardApp for CellHost {
-    fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox) {
+    fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox, _port: &mut ClientPort) {
         let local = std::mem::take(&mut self.local);
         for item in local {
             self.deliver(now, item);
