@@ -194,6 +194,8 @@ pub struct CellHost {
     pub(super) game: Game,
     /// Ticks run (the tick number of view batches).
     pub(super) tick: u64,
+    /// The port's byte counters (in, out) as of the last tick.
+    port_bytes: (u64, u64),
 }
 
 impl std::fmt::Debug for CellHost {
@@ -241,6 +243,7 @@ impl CellHost {
             clients,
             game: Game::new(&types),
             tick: 0,
+            port_bytes: (0, 0),
         };
         host.spawn_npcs(config.server.npcs, &types);
         Ok(host)
@@ -469,6 +472,8 @@ impl ShardApp for CellHost {
         self.drain_proxies();
         self.downstream();
         self.write_clients(port);
+        let pc = port.counters();
+        self.port_bytes = (pc.bytes_in, pc.bytes_out);
         self.follow_npcs();
         self.flush(out);
     }
@@ -516,6 +521,13 @@ impl ShardApp for CellHost {
             "downstream messages for a proxy whose client left",
             self.counters.orphaned,
         );
+        sink.counter(
+            "host_remote_messages",
+            "cell and proxy messages sent to other shards",
+            self.counters.remote,
+        );
+        sink.counter("gateway_bytes_in", "bytes received from clients", self.port_bytes.0);
+        sink.counter("gateway_bytes_out", "bytes written to clients", self.port_bytes.1);
         self.export_client_metrics(sink);
     }
 }
