@@ -33,8 +33,6 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::task::Waker;
 
-// Used by the socket side (next commit).
-#[allow(dead_code)]
 mod io;
 mod queue;
 mod types;
@@ -101,7 +99,6 @@ impl Slot {
 pub struct ClientPort {
     p: PortParams,
     /// Sockets are attached (false: a detached test port).
-    #[allow(dead_code)]
     attached: bool,
     slots: Vec<Slot>,
     /// Free slot indices (reused last-in first-out).
@@ -378,7 +375,9 @@ impl ClientPort {
             self.inbound_held -= slot.inbound.len();
             slot.inbound.reset();
         }
-        if linger && slot.outbound.len() > 0 {
+        // Attached sockets always linger on a graceful close (FIN, then drain
+        // the peer's input, so that the last bytes are not lost to a reset).
+        if linger && (self.attached || slot.outbound.len() > 0) {
             slot.state = SlotState::Lingering;
         } else {
             self.outbound_held -= slot.outbound.len();

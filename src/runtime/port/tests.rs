@@ -283,7 +283,11 @@ fn io_side_wakes_on_send_consume_and_close() {
     port.io_park(s, &waker);
     port.close(a);
     assert_eq!(wakes(), 3, "close wakes the task");
-    assert_eq!(port.io_state(s), SlotState::Done);
+    assert_eq!(
+        port.io_state(s),
+        SlotState::Lingering,
+        "graceful close lingers"
+    );
     port.io_release(s);
     assert_eq!(port.slots_in_use(), 1, "Closed not polled yet");
     assert_eq!(closed(&mut port), vec![(a, CloseReason::ClosedByApp)]);
