@@ -33,9 +33,7 @@ use crate::core::time::Time;
 use crate::runtime::{ClientPort, CloseReason, ConnId, MetricSink, PortError, PortEvent};
 use crate::wire::client::{ErrorCode, RefuseReason};
 
-use super::gateway::{
-    refused_metric, Closing, Disconnect, GatewayParams, Session, Step, RULES,
-};
+use super::gateway::{refused_metric, Closing, Disconnect, GatewayParams, Session, Step, RULES};
 use super::host::{entity_id, proxy_params, CellHost, Spawn, WireSource};
 use super::spawn::{new_avatar, SpawnRule};
 
@@ -82,6 +80,7 @@ pub struct Clients {
     conns: BTreeMap<ConnId, Conn>,
     by_entity: BTreeMap<EntityId, ConnId>,
     scratch_conns: Vec<ConnId>,
+    scratch_outs: Vec<(EntityId, Outgoing)>,
     actions: Vec<Action>,
     counters: ClientCounters,
 }
@@ -102,6 +101,7 @@ impl Clients {
             conns: BTreeMap::new(),
             by_entity: BTreeMap::new(),
             scratch_conns: Vec::new(),
+            scratch_outs: Vec::new(),
             actions: Vec::new(),
             counters: ClientCounters::default(),
         }
@@ -237,7 +237,9 @@ impl CellHost {
         };
         if !ok {
             self.clients.counters.spawn_failed += 1;
-            let _ = conn.session.refuse_login(ErrorCode::ServerFull, "no cell for the spawn");
+            let _ = conn
+                .session
+                .refuse_login(ErrorCode::ServerFull, "no cell for the spawn");
             return;
         }
         self.proxies.insert(entity, proxy);
@@ -336,7 +338,11 @@ impl CellHost {
     /// The client side's metrics (`gateway_*`, `game_*`).
     pub(super) fn export_client_metrics(&self, sink: &mut MetricSink) {
         let k = &self.clients.counters;
-        sink.gauge("gateway_clients", "client sessions open", self.clients.len() as u64);
+        sink.gauge(
+            "gateway_clients",
+            "client sessions open",
+            self.clients.len() as u64,
+        );
         sink.counter("gateway_connections", "client connections opened", k.opened);
         sink.counter("gateway_logins", "avatars spawned for logins", k.logins);
         sink.counter(
@@ -370,14 +376,13 @@ impl CellHost {
 
     /// Routes the outputs of every proxy.
     pub(super) fn drain_proxies(&mut self) {
-        let mut outs: Vec<(EntityId, Outgoing)> = Vec::new();
+        let mut outs = std::mem::take(&mut self.clients.scratch_outs);
         for (&e, p) in &mut self.proxies {
-            while let Some(o) = p.poll_output() {
-                outs.push((e, o));
-            }
+            outs.extend(std::iter::from_fn(|| p.poll_output()).map(|o| (e, o)));
         }
-        for (e, o) in outs {
+        for (e, o) in outs.drain(..) {
             self.route(WireSource::Proxy(e), o);
         }
+        self.clients.scratch_outs = outs;
     }
 }

@@ -75,7 +75,10 @@ fn a_walker_crosses_between_shards_while_others_watch_without_gaps() {
     h.run(10);
     let cell0 = h.hosts[0].cells().next().expect("cell 0").id();
     assert_eq!(
-        h.hosts[0].cells().filter(|c| c.reals().contains(&e)).count(),
+        h.hosts[0]
+            .cells()
+            .filter(|c| c.reals().contains(&e))
+            .count(),
         1,
         "the walker's real moved to {cell0} on shard 0"
     );
@@ -181,7 +184,10 @@ fn disconnects_remove_the_avatar_everywhere() {
             .map(|x| x.clients.counters().disconnects[d as usize])
             .sum()
     };
-    assert_eq!((ended(Disconnect::Bye), ended(Disconnect::PeerClosed)), (1, 1));
+    assert_eq!(
+        (ended(Disconnect::Bye), ended(Disconnect::PeerClosed)),
+        (1, 1)
+    );
 }
 
 #[test]

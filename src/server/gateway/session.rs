@@ -304,7 +304,9 @@ impl Session {
             ClientMsg::SetProp { prop, value, .. } => {
                 if let Err(code) = check_set_prop(&self.avatar, prop, value) {
                     let avatar = Arc::clone(&self.avatar);
-                    let name = avatar.prop(usize::from(prop)).map_or("unknown", |d| &d.name);
+                    let name = avatar
+                        .prop(usize::from(prop))
+                        .map_or("unknown", |d| &d.name);
                     return self.refuse(seq, code, name);
                 }
                 GameInput::SetProp { seq, prop, value }
@@ -365,7 +367,8 @@ impl Session {
         }
         match decode_down(data) {
             Some(Down::ViewBatch(b)) => {
-                self.out.extend_from_slice(&view_batch_header(tick, b.len()));
+                self.out
+                    .extend_from_slice(&view_batch_header(tick, b.len()));
                 self.out.extend_from_slice(b);
             }
             Some(Down::Frames(mut frames)) => {
