@@ -46,7 +46,7 @@ fn refused(c: &mut RawClient, m: &ClientMsg<'_>, nonce: u64) -> (u64, ErrorCode)
 
 #[test]
 fn each_rule_refuses_with_its_code_then_abuse_is_kicked() {
-    let server = EmbeddedServer::start(&config(&["gateway.abuse_strikes_max=6"])).expect("start");
+    let server = EmbeddedServer::start(&config(&["gateway.abuse_strikes_max=7"])).expect("start");
     let mut c = RawClient::connect(server.client_addr());
     c.login("rules");
     let reg = TypeRegistry::with_builtins();
@@ -92,11 +92,24 @@ fn each_rule_refuses_with_its_code_then_abuse_is_kicked() {
         seen.contains(&Seen::Error(0, ErrorCode::UnknownMessage)),
         "{seen:?}"
     );
+    // A hit on a handle the client does not see: the real refuses it.
+    c.send(&ClientMsg::Hit {
+        seq: 7,
+        client_time_us: 0,
+        target: 4242,
+        damage: 1,
+    });
+    let seen = c.until(Duration::from_secs(3), |s| *s == Seen::Other(0x8004));
+    assert_eq!(
+        seen.last(),
+        Some(&Seen::Other(0x8004)),
+        "CallResult: {seen:?}"
+    );
     // Refused inputs count as processed: the ack covers them.
-    c.send(&mv(7, 121.5));
-    let seen = c.until(Duration::from_secs(3), |s| *s == Seen::Ack(7));
-    assert_eq!(seen.last(), Some(&Seen::Ack(7)), "{seen:?}");
-    // The 7th refusal (strikes max 6) kicks.
+    c.send(&mv(8, 121.5));
+    let seen = c.until(Duration::from_secs(3), |s| *s == Seen::Ack(8));
+    assert_eq!(seen.last(), Some(&Seen::Ack(8)), "{seen:?}");
+    // The 8th refusal (strikes max 7) kicks.
     c.send(&ClientMsg::Hello { version: 1 });
     let seen = c.until(Duration::from_secs(3), |s| matches!(s, Seen::Kick(_)));
     assert_eq!(
@@ -113,6 +126,7 @@ fn each_rule_refuses_with_its_code_then_abuse_is_kicked() {
         ("prop-not-settable", 1),
         ("bad-sequence", 1),
         ("unknown-message", 1),
+        ("not-visible", 1),
         ("protocol-violation", 1),
     ] {
         assert_eq!(end.refused.get(rule), Some(&n), "{rule}: {:?}", end.refused);

@@ -31,9 +31,11 @@ use crate::core::ids::EntityId;
 use crate::core::proxy::Proxy;
 use crate::core::time::Time;
 use crate::runtime::{ClientPort, CloseReason, ConnId, MetricSink, PortError, PortEvent};
-use crate::wire::client::{ErrorCode, RefuseReason};
+use crate::wire::client::ErrorCode;
 
-use super::gateway::{refused_metric, Closing, Disconnect, GatewayParams, Session, Step, RULES};
+use super::gateway::{
+    refused_metric, Closing, Disconnect, GatewayParams, Session, SessionPhase, Step, RULES,
+};
 use super::host::{entity_id, proxy_params, CellHost, Spawn, WireSource};
 use super::spawn::{new_avatar, SpawnRule};
 
@@ -311,10 +313,17 @@ impl CellHost {
         }
     }
 
-    /// Step 4: each session's frames of this tick, one send each.
-    pub(super) fn write_clients(&mut self, port: &mut ClientPort) {
+    /// Step 4: each session's frames of this tick, one send each; sessions
+    /// that ended on downstream news (a kick, a refused spawn) are closed.
+    pub(super) fn write_clients(&mut self, now: Time, port: &mut ClientPort) {
+        let mut ended = std::mem::take(&mut self.clients.scratch_conns);
+        ended.clear();
         for (&id, c) in &mut self.clients.conns {
             c.session.end_tick();
+            if c.session.phase() == SessionPhase::Closed {
+                ended.push(id);
+                continue;
+            }
             if c.session.output().is_empty() {
                 continue;
             }
@@ -324,6 +333,10 @@ impl CellHost {
             }
             c.session.clear_output();
         }
+        for &id in &ended {
+            self.close_conn(now, port, id, Closing::Kicked(ErrorCode::ProtocolViolation));
+        }
+        self.clients.scratch_conns = ended;
     }
 
     /// Shutdown: every client gets Kick(shutdown) before the port closes.
@@ -354,11 +367,8 @@ impl CellHost {
             let n = k.disconnects[d as usize];
             sink.counter(d.metric(), "client connections ended, by reason", n);
         }
-        let mut refused = self.clients.refused();
-        // Hits on a handle the client does not see are refused at the real.
+        let refused = self.clients.refused();
         let g = self.game.counters();
-        refused[usize::from(ErrorCode::NotVisible.code())] +=
-            g.refused[usize::from(RefuseReason::NotVisible.code())];
         for &code in ErrorCode::ALL {
             let n = refused[usize::from(code.code()).min(RULES - 1)];
             sink.counter(refused_metric(code), "client messages refused, by rule", n);

@@ -405,7 +405,7 @@ impl ShardApp for CellHost {
         }
         self.drain_proxies();
         self.downstream();
-        self.write_clients(port);
+        self.write_clients(now, port);
         let pc = port.counters();
         self.port_bytes = (pc.bytes_in, pc.bytes_out);
         self.follow_npcs();

@@ -156,6 +156,8 @@ fn calls_resolve_through_the_gateway_and_the_reals() {
         .and_then(|s| s.replica.props().get(2).cloned());
     assert_eq!(hp, Some(crate::core::entity::Value::Int(90)));
     assert_eq!(violations(&h), 0);
+    let not_visible: u64 = h.hosts.iter().map(|x| x.clients.refused()[4]).sum();
+    assert_eq!(not_visible, 1, "the unseen hit is counted as a strike");
 }
 
 #[test]
