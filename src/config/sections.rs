@@ -479,6 +479,18 @@ pub struct GatewayConfig {
     pub send_queue_bytes_max: u32,
     /// Refused frames tolerated from one client before it is disconnected.
     pub abuse_strikes_max: u32,
+    /// Speed limit of client moves, metres per second of server time.
+    pub move_speed_max_mps: f64,
+    /// Distance a client may get ahead of the speed limit in a burst.
+    pub move_slack_m: f64,
+    /// Inputs of one client forwarded and not yet acknowledged; more are
+    /// refused (`rate-limited`).
+    pub inputs_in_flight_max: u32,
+    /// Where avatars appear: `"random"` (uniform over the world, from
+    /// `spawn_seed`) or `"center"` (the world's centre).
+    pub spawn: String,
+    /// Seed of the `"random"` spawn rule (each shard mixes in its index).
+    pub spawn_seed: u64,
     /// Client connections one shard holds at once; more are refused.
     pub connections_max: u32,
     /// Received bytes one connection holds unconsumed before its socket is
@@ -517,6 +529,26 @@ impl GatewayConfig {
             u64::from(self.abuse_strikes_max),
             1,
         )?;
+        for (key, v) in [
+            ("gateway.move_speed_max_mps", self.move_speed_max_mps),
+            ("gateway.move_slack_m", self.move_slack_m),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(invalid(key, v, "must be finite and > 0"));
+            }
+        }
+        at_least(
+            "gateway.inputs_in_flight_max",
+            u64::from(self.inputs_in_flight_max),
+            1,
+        )?;
+        if !matches!(self.spawn.as_str(), "random" | "center") {
+            return Err(invalid(
+                "gateway.spawn",
+                &self.spawn,
+                "must be \"random\" or \"center\"",
+            ));
+        }
         at_least(
             "gateway.connections_max",
             u64::from(self.connections_max),

@@ -3,24 +3,34 @@
 //! At start every shard builds the same [`SpaceTree`] (world bounds and space
 //! params from the config; `server.initial_cells` leaves made by the tree's
 //! own `Split` changes, assigned round-robin to shards) and creates the cells
-//! it hosts. Each tick it drains the inbox (one [`HostBatch`] per source shard
-//! per tick), feeds cells and proxies, applies entity logic (move inputs on
-//! the real, NPC wanderers), ticks the cells against the tree, and routes
-//! every output: same shard -> local queue delivered next tick (FIFO), other
-//! shard -> one batch per destination per tick, serialised once.
+//! it hosts (views and AOI from `[aoi]`).
+//!
+//! # Each tick
+//! 1. Deliver what arrived: last tick's local messages, then the inbox (one
+//!    [`HostBatch`] per source shard per tick: its avatar spawns first,
+//!    then its cell and proxy messages in order).
+//! 2. The client side (`clients.rs`): port events, frames from readable
+//!    connections (logins spawn avatars, inputs go to the proxies).
+//! 3. NPC wanderers walk (`npcs.rs`).
+//! 4. Each cell ticks against the tree; the game logic (`game.rs`) applies
+//!    what its clients asked; its outputs are routed.
+//! 5. Proxies' outputs are routed; their client data goes to the sessions,
+//!    and every session's frames of the tick are written to the port.
+//! 6. Routing: same shard -> local queue delivered next tick (FIFO), other
+//!    shard -> one batch per destination per tick, serialised once.
 //!
 //! Proxies live on the shard whose index is encoded in the entity id
-//! ([`entity_id`]), so any shard can route `Dest::Proxy` without a directory.
+//! ([`entity_id`]), so any shard can route `Dest::Proxy` without a directory;
+//! a client's proxy is on the shard that accepted its connection.
 //!
-//! Owns: cells, proxies and NPC state of one shard. Must not touch sockets,
-//! clocks or executors (the runtime and the gateway do).
+//! Owns: cells, proxies, client sessions and NPC state of one shard. Must
+//! not touch sockets, clocks or executors (the runtime and its port do).
 
 use crate::config::Config;
-use crate::core::cell::{Cell, CellEvent, Dest, Msg, Outgoing, Residency, Source};
-use crate::core::entity::{Entity, TypeRegistry, NPC};
-use crate::core::geom::Vec3;
+use crate::core::aoi::AoiParams;
+use crate::core::cell::{Cell, Dest, Msg, Outgoing, Source, ViewParams};
+use crate::core::entity::{TypeRegistry, AVATAR};
 use crate::core::ids::{CellId, EntityId, ShardId};
-use crate::core::input::decode_move;
 use crate::core::proxy::{Proxy, ProxyParams};
 use crate::core::space::{ChangeOp, SpaceChange, SpaceTree, SplitDirection};
 use crate::core::time::Time;
@@ -28,6 +38,12 @@ use crate::runtime::{ClientPort, Inbox, MetricSink, Outbox, ShardApp, ShardConte
 use crate::wire::Body;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+
+use super::clients::Clients;
+use super::game::Game;
+use super::gateway::GatewayParams;
+use super::npcs::Npc;
+use super::spawn::SpawnRule;
 
 /// The envelope kind of a [`HostBatch`].
 pub const KIND_HOST_BATCH: u16 = 1;
@@ -52,11 +68,36 @@ pub struct Routed {
     pub msg: Msg,
 }
 
+/// A new avatar to create in `cell` (a login on another shard).
+#[derive(Clone, Debug, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct Spawn {
+    /// The avatar (its proxy is on the sending shard).
+    pub entity: EntityId,
+    /// The cell at the spawn point.
+    pub cell: CellId,
+    /// Spawn point, x.
+    pub x: f64,
+    /// Spawn point, z.
+    pub z: f64,
+    /// The player name.
+    pub name: String,
+}
+
 /// Everything one shard sends another in one tick (one body, serialised once).
 #[derive(Clone, Debug, Default, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct HostBatch {
+    /// Avatars to create, handled before `items` (their proxies' first
+    /// inputs may follow in `items` of the same batch).
+    pub spawns: Vec<Spawn>,
     /// In send order.
     pub items: Vec<Routed>,
+}
+
+impl HostBatch {
+    /// True with nothing to send.
+    pub fn is_empty(&self) -> bool {
+        self.spawns.is_empty() && self.items.is_empty()
+    }
 }
 
 /// Why the host could not be built.
@@ -121,15 +162,6 @@ pub fn initial_tree(config: &Config, cells: u32, shards: u16) -> Result<SpaceTre
     Ok(tree)
 }
 
-/// A wandering NPC real owned by this shard's logic.
-#[derive(Clone, Copy, Debug)]
-struct Npc {
-    id: EntityId,
-    cell: CellId,
-    pos: Vec3,
-    heading: f64,
-}
-
 /// Host counters (exported as metrics).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HostCounters {
@@ -139,6 +171,10 @@ pub struct HostCounters {
     pub misrouted: u64,
     /// Bodies refused by a full outbox (dropped).
     pub outbox_refused: u64,
+    /// Downstream messages for a proxy that is gone (its client left).
+    pub orphaned: u64,
+    /// Spawns from other shards that failed in their cell.
+    pub spawn_failed: u64,
     /// Messages delivered locally.
     pub local: u64,
     /// Messages sent to other shards.
@@ -147,15 +183,21 @@ pub struct HostCounters {
 
 /// The per-shard cell host.
 pub struct CellHost {
-    ctx: ShardContext,
-    tree: SpaceTree,
-    cells: BTreeMap<CellId, Cell>,
-    proxies: BTreeMap<EntityId, Proxy>,
-    npcs: Vec<Npc>,
+    pub(super) ctx: ShardContext,
+    pub(super) tree: SpaceTree,
+    pub(super) cells: BTreeMap<CellId, Cell>,
+    pub(super) proxies: BTreeMap<EntityId, Proxy>,
+    pub(super) npcs: Vec<Npc>,
     local: VecDeque<Routed>,
-    lanes: Vec<HostBatch>,
-    speed_mps: f64,
+    pub(super) lanes: Vec<HostBatch>,
+    pub(super) speed_mps: f64,
     counters: HostCounters,
+    pub(super) clients: Clients,
+    pub(super) game: Game,
+    /// Ticks run (the tick number of view batches).
+    pub(super) tick: u64,
+    /// The port's byte counters (in, out) as of the last tick.
+    port_bytes: (u64, u64),
 }
 
 impl std::fmt::Debug for CellHost {
@@ -176,11 +218,25 @@ impl CellHost {
         let tree = initial_tree(config, config.server.initial_cells, ctx.shards)?;
         let types = Arc::new(TypeRegistry::with_builtins());
         let mut cells = BTreeMap::new();
+        let views = view_params(config);
         for leaf in tree.leaves().filter(|l| l.shard == ctx.shard) {
-            let cell = Cell::new(leaf.cell, config.cell_params(), types.clone())
-                .map_err(|e| HostError::Params(e.to_string()))?;
+            let cell = Cell::with_views(
+                leaf.cell,
+                config.cell_params(),
+                views.clone(),
+                types.clone(),
+            )
+            .map_err(|e| HostError::Params(e.to_string()))?;
             cells.insert(leaf.cell, cell);
         }
+        let avatar = types.get(AVATAR).expect("built-in avatar").clone();
+        let g = &config.gateway;
+        let clients = Clients::new(
+            GatewayParams::from_config(config),
+            avatar,
+            SpawnRule::new(&g.spawn, g.spawn_seed, ctx.shard.index),
+            u64::from(config.server.npcs),
+        );
         let mut host = CellHost {
             ctx,
             tree,
@@ -191,40 +247,13 @@ impl CellHost {
             lanes: (0..ctx.shards).map(|_| HostBatch::default()).collect(),
             speed_mps: config.server.npc_speed_mps,
             counters: HostCounters::default(),
+            clients,
+            game: Game::new(&types),
+            tick: 0,
+            port_bytes: (0, 0),
         };
         host.spawn_npcs(config.server.npcs, &types);
         Ok(host)
-    }
-
-    /// NPCs are spread over the world; each shard creates those whose spawn
-    /// point falls in one of its cells.
-    fn spawn_npcs(&mut self, n: u32, types: &TypeRegistry) {
-        let w = self.tree.world();
-        let ty = types.get(NPC).expect("built-in npc").clone();
-        for i in 0..n {
-            let f = (f64::from(i) + 0.5) / f64::from(n);
-            let g = (f64::from(i) * 0.618_033_988_7).fract();
-            let pos = Vec3 {
-                x: w.min_x + f * w.width(),
-                y: 0.0,
-                z: w.min_z + g * w.depth(),
-            };
-            let cell = self.tree.cell_at(pos);
-            let Some(c) = self.cells.get_mut(&cell) else {
-                continue;
-            };
-            let id = entity_id(self.ctx.shard.index, u64::from(i));
-            let entity = Entity::new_real(id, ty.clone(), pos, 0.0);
-            if c.create_real(Time::ZERO, entity, false, 0).is_ok() {
-                let heading = g * std::f64::consts::TAU;
-                self.npcs.push(Npc {
-                    id,
-                    cell,
-                    pos,
-                    heading,
-                });
-            }
-        }
     }
 
     /// This host's counters.
@@ -268,7 +297,7 @@ impl CellHost {
     }
 
     /// Routes one output: local queue or this tick's lane to its shard.
-    fn route(&mut self, from: WireSource, out: Outgoing) {
+    pub(super) fn route(&mut self, from: WireSource, out: Outgoing) {
         let item = Routed {
             from,
             to: out.to,
@@ -301,6 +330,7 @@ impl CellHost {
                 Some(p) => {
                     let _ = p.handle(now, m);
                 }
+                None if entity_shard(e) == self.ctx.shard.index => self.counters.orphaned += 1,
                 None => self.counters.misrouted += 1,
             },
             _ => self.counters.misrouted += 1,
@@ -317,70 +347,27 @@ impl CellHost {
                 }
             };
             match items {
-                Ok(batch) => batch.items.into_iter().for_each(|i| self.deliver(now, i)),
-                Err(_) => self.counters.bad_envelopes += 1,
-            }
-        }
-    }
-
-    /// Applies move inputs and wanders NPCs (the simulator's entity logic).
-    fn entity_logic(&mut self, dt_s: f64) {
-        for cell in self.cells.values_mut() {
-            while let Some(ev) = cell.poll_event() {
-                if let CellEvent::InputApplied { entity, data, .. } = ev {
-                    if let Some((pos, _)) = decode_move(&data) {
-                        let _ = cell.move_real(entity, pos);
+                Ok(batch) => {
+                    for s in &batch.spawns {
+                        if self.spawn_here(now, s).is_err() {
+                            self.counters.spawn_failed += 1;
+                        }
                     }
+                    batch.items.into_iter().for_each(|i| self.deliver(now, i));
                 }
-            }
-        }
-        let w = self.tree.world();
-        for npc in &mut self.npcs {
-            let Some(cell) = self.cells.get_mut(&npc.cell) else {
-                continue;
-            };
-            if cell
-                .residency(npc.id)
-                .is_none_or(|r| !matches!(r, Residency::Real { .. }))
-            {
-                continue;
-            }
-            let step = self.speed_mps * dt_s;
-            let mut p = Vec3 {
-                x: npc.pos.x + step * npc.heading.cos(),
-                y: 0.0,
-                z: npc.pos.z + step * npc.heading.sin(),
-            };
-            if !w.contains(p) {
-                npc.heading += std::f64::consts::FRAC_PI_2;
-                p = npc.pos;
-            }
-            if cell.move_real(npc.id, p).is_ok() {
-                npc.pos = p;
-            }
-        }
-    }
-
-    /// Follows NPCs that migrated to another cell of this shard; NPCs that
-    /// left the shard become ghosts here and stop being driven by it.
-    fn follow_npcs(&mut self) {
-        for npc in &mut self.npcs {
-            if let Some(c) = self.cells.values().find(|c| {
-                c.residency(npc.id)
-                    .is_some_and(|r| matches!(r, Residency::Real { .. }))
-            }) {
-                npc.cell = c.id();
+                Err(_) => self.counters.bad_envelopes += 1,
             }
         }
     }
 
     fn flush(&mut self, out: &mut Outbox) {
         for (i, lane) in self.lanes.iter_mut().enumerate() {
-            if lane.items.is_empty() {
+            if lane.is_empty() {
                 continue;
             }
             let body = Body::encode(&*lane);
             lane.items.clear();
+            lane.spawns.clear();
             let dest = ShardId::local(i as u16);
             match body {
                 Ok(b) => {
@@ -395,33 +382,38 @@ impl CellHost {
 }
 
 impl ShardApp for CellHost {
-    fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox, _port: &mut ClientPort) {
+    fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox, port: &mut ClientPort) {
+        self.tick += 1;
         let local = std::mem::take(&mut self.local);
         for item in local {
             self.deliver(now, item);
         }
         self.drain_inbox(now, inbox);
-        self.entity_logic(self.ctx.tick.as_secs_f64());
+        self.port_events(now, port);
+        self.read_clients(now, port);
+        self.npc_logic(self.ctx.tick.as_secs_f64());
         let ids: Vec<CellId> = self.cells.keys().copied().collect();
+        let mut outs = Vec::new();
         for id in ids {
             let cell = self.cells.get_mut(&id).expect("listed");
             cell.tick(now, &self.tree);
-            let mut outs = Vec::new();
-            while let Some(o) = cell.poll_output() {
-                outs.push(o);
-            }
-            for o in outs {
+            self.game.run(now, cell);
+            outs.extend(std::iter::from_fn(|| cell.poll_output()));
+            for o in outs.drain(..) {
                 self.route(WireSource::Cell(id), o);
             }
         }
-        let pids: Vec<EntityId> = self.proxies.keys().copied().collect();
-        for e in pids {
-            while let Some(o) = self.proxies.get_mut(&e).and_then(Proxy::poll_output) {
-                self.route(WireSource::Proxy(e), o);
-            }
-        }
+        self.drain_proxies();
+        self.downstream();
+        self.write_clients(now, port);
+        let pc = port.counters();
+        self.port_bytes = (pc.bytes_in, pc.bytes_out);
         self.follow_npcs();
         self.flush(out);
+    }
+
+    fn on_shutdown(&mut self, _now: Time, port: &mut ClientPort) {
+        self.kick_all(port);
     }
 
     /// Delivers what was still in flight, so in-flight reals (Onloads) land
@@ -458,10 +450,47 @@ impl ShardApp for CellHost {
             "envelopes that failed to decode",
             self.counters.bad_envelopes,
         );
+        sink.counter(
+            "host_orphaned",
+            "downstream messages for a proxy whose client left",
+            self.counters.orphaned,
+        );
+        sink.counter(
+            "host_remote_messages",
+            "cell and proxy messages sent to other shards",
+            self.counters.remote,
+        );
+        sink.counter(
+            "gateway_bytes_in",
+            "bytes received from clients",
+            self.port_bytes.0,
+        );
+        sink.counter(
+            "gateway_bytes_out",
+            "bytes written to clients",
+            self.port_bytes.1,
+        );
+        self.export_client_metrics(sink);
     }
 }
 
-/// Proxy parameters the host gives its proxies (gateway, later).
+/// The view parameters of the config: the AOI grid covers the world,
+/// radii and interest bound from `[aoi]`.
+pub fn view_params(config: &Config) -> ViewParams {
+    let d = ViewParams::default();
+    ViewParams {
+        aoi: AoiParams {
+            world: config.world.bounds(),
+            ..d.aoi
+        },
+        radius_m: config.aoi.radius_m,
+        leave_radius_m: config.aoi.leave_radius_m,
+        max_interest: config.aoi.max_interest,
+        ..d
+    }
+}
+
+/// Proxy parameters the host gives its proxies.
 pub fn proxy_params() -> ProxyParams {
     ProxyParams::default()
 }
