@@ -86,6 +86,63 @@ impl Model {
     }
 }
 
+/// The bytes of a client-message op and the input seq it carries;
+/// `None` bytes for ops that are not client messages.
+fn encode(o: &Op, next_seq: u64, x: f64) -> (Vec<u8>, Option<u64>) {
+    let mut bytes = Vec::new();
+    let return_seq;
+    match o {
+        Op::Move { dx, skew } => {
+            let seq = (next_seq as i64 + i64::from(*skew)).max(1) as u64;
+            return_seq = Some(seq);
+            ClientMsg::Move {
+                seq,
+                client_time_us: 0,
+                pos: Vec3::ground(x + dx, 500.0),
+                yaw: 0.0,
+            }
+            .encode(&mut bytes);
+        }
+        Op::SetProp { prop, value } => {
+            return_seq = Some(next_seq);
+            ClientMsg::SetProp {
+                seq: next_seq,
+                client_time_us: 0,
+                prop: *prop,
+                value,
+            }
+            .encode(&mut bytes);
+        }
+        Op::Hit => {
+            return_seq = Some(next_seq);
+            ClientMsg::Hit {
+                seq: next_seq,
+                client_time_us: 0,
+                target: 3,
+                damage: 1,
+            }
+            .encode(&mut bytes);
+        }
+        Op::Ping => {
+            return_seq = None;
+            ClientMsg::Ping {
+                nonce: 1,
+                client_time_us: 0,
+            }
+            .encode(&mut bytes);
+        }
+        Op::Raw { kind, body } => {
+            return_seq = None;
+            bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(&kind.to_le_bytes());
+            bytes.extend_from_slice(&[0, 0]);
+            bytes.extend_from_slice(body);
+        }
+        Op::RealAck { .. } | Op::Tick => return (bytes, None),
+    }
+    (bytes, return_seq)
+}
+
 fn run(ops: &[Op], strikes_max: u32) -> Result<(), TestCaseError> {
     let reg = Arc::new(TypeRegistry::with_builtins());
     let avatar = reg.get(AVATAR).expect("avatar").clone();
@@ -116,55 +173,8 @@ fn run(ops: &[Op], strikes_max: u32) -> Result<(), TestCaseError> {
     let (mut x, mut out, mut closed) = (500.0, Vec::new(), false);
     let (mut errors, mut kicks, mut acks) = (0u32, 0u32, Vec::new());
     for o in ops {
-        let mut bytes = Vec::new();
-        let seq_sent;
+        let (mut bytes, mut seq_sent) = encode(o, m.next_seq, x);
         match o {
-            Op::Move { dx, skew } => {
-                let seq = (m.next_seq as i64 + i64::from(*skew)).max(1) as u64;
-                seq_sent = Some(seq);
-                ClientMsg::Move {
-                    seq,
-                    client_time_us: 0,
-                    pos: Vec3::ground(x + dx, 500.0),
-                    yaw: 0.0,
-                }
-                .encode(&mut bytes);
-            }
-            Op::SetProp { prop, value } => {
-                seq_sent = Some(m.next_seq);
-                ClientMsg::SetProp {
-                    seq: m.next_seq,
-                    client_time_us: 0,
-                    prop: *prop,
-                    value,
-                }
-                .encode(&mut bytes);
-            }
-            Op::Hit => {
-                seq_sent = Some(m.next_seq);
-                ClientMsg::Hit {
-                    seq: m.next_seq,
-                    client_time_us: 0,
-                    target: 3,
-                    damage: 1,
-                }
-                .encode(&mut bytes);
-            }
-            Op::Ping => {
-                seq_sent = None;
-                ClientMsg::Ping {
-                    nonce: 1,
-                    client_time_us: 0,
-                }
-                .encode(&mut bytes);
-            }
-            Op::Raw { kind, body } => {
-                seq_sent = None;
-                bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
-                bytes.extend_from_slice(&kind.to_le_bytes());
-                bytes.extend_from_slice(&[0, 0]);
-                bytes.extend_from_slice(body);
-            }
             Op::RealAck { all } => {
                 let upto = if *all {
                     m.forwarded.len()
@@ -182,8 +192,9 @@ fn run(ops: &[Op], strikes_max: u32) -> Result<(), TestCaseError> {
             Op::Tick => {
                 s.end_tick();
                 now = now + std::time::Duration::from_millis(50);
-                seq_sent = None;
+                (bytes, seq_sent) = (Vec::new(), None);
             }
+            _ => {}
         }
         let mut forwarded = Vec::new();
         if !bytes.is_empty() {
