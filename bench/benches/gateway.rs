@@ -17,6 +17,11 @@
 //!   case is bound by the tick rate (clients x 1000 / tick_ms msg/s) by
 //!   design; with a large window it measures the port's throughput.
 //!
+//! - **gateway**: the real server (`EmbeddedServer`, one `CellHost` shard)
+//!   with logged-in clients keeping Pings (answered by the gateway session)
+//!   or Moves (proxy -> real -> InputAck, one ack per tick) in flight; the
+//!   window is capped at 1000 (`gateway.inputs_in_flight_max`).
+//!
 //! Each client is a std thread that writes `window` messages, then writes
 //! one message for each one echoed back (a closed loop with a constant
 //! window). Cases alternate plain and port so both see the same noise.
@@ -28,9 +33,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tessera::config::Config;
+use tessera::core::geom::Vec3;
 use tessera::core::time::Time;
 use tessera::runtime::{
     ClientPort, ConnId, Count, Hist, Inbox, Outbox, Runtime, ShardApp, ShardContext,
+};
+use tessera::server::EmbeddedServer;
+use tessera::wire::client::{
+    kind as wire_kind, split_frame, ClientMsg, ServerMsg, HEADER_BYTES, PROTOCOL_VERSION,
 };
 
 #[global_allocator]
@@ -231,6 +241,168 @@ fn port_case(load: Load, tick_ms: u64) -> PortFigures {
     }
 }
 
+/// What a gateway client keeps in flight: Pings (answered by the session
+/// at the gateway) or Moves (routed through the proxy to the real, which
+/// applies them and acks once per tick).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GatewayMsg {
+    Ping,
+    Move,
+}
+
+/// Reads whole server frames from `pending`, returning (pongs, highest
+/// acked seq) seen and leaving a partial frame in place.
+fn scan_frames(pending: &mut Vec<u8>, pongs: &mut u64, acked: &mut u64) {
+    let mut at = 0;
+    while pending.len() - at >= HEADER_BYTES {
+        let len = u32::from_le_bytes(pending[at..at + 4].try_into().expect("4")) as usize;
+        let kind = u16::from_le_bytes(pending[at + 4..at + 6].try_into().expect("2"));
+        if pending.len() - at < HEADER_BYTES + len {
+            break;
+        }
+        let body = &pending[at + HEADER_BYTES..at + HEADER_BYTES + len];
+        match kind {
+            wire_kind::PONG => *pongs += 1,
+            wire_kind::INPUT_ACK => {
+                *acked = (*acked).max(u64::from_le_bytes(body[..8].try_into().expect("8")));
+            }
+            wire_kind::ERROR | wire_kind::KICK => panic!("gateway refused the bench client"),
+            _ => {}
+        }
+        at += HEADER_BYTES + len;
+    }
+    pending.drain(..at);
+}
+
+/// One logged-in client keeping `window` Pings or Moves in flight; returns
+/// the messages answered (Pongs, or Moves acknowledged) before `stop`.
+fn gateway_client(addr: SocketAddr, load: Load, what: GatewayMsg, stop: Arc<AtomicBool>) -> u64 {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_nodelay(true).expect("nodelay");
+    s.set_read_timeout(Some(Duration::from_millis(50)))
+        .expect("timeout");
+    let mut out = Vec::new();
+    ClientMsg::Hello {
+        version: PROTOCOL_VERSION,
+    }
+    .encode(&mut out);
+    ClientMsg::Login {
+        name: "bench",
+        token: None,
+    }
+    .encode(&mut out);
+    s.write_all(&out).expect("login");
+    let (mut pending, mut buf) = (Vec::new(), vec![0; READ_BUF_BYTES]);
+    let (mut pongs, mut acked, mut sent) = (0_u64, 0_u64, 0_u64);
+    let mut pos = None;
+    while pos.is_none() {
+        let n = match s.read(&mut buf) {
+            Ok(0) => panic!("closed before Welcome"),
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(e) => panic!("client read: {e}"),
+        };
+        pending.extend_from_slice(&buf[..n]);
+        // The spawn point is the world's center (`gateway.spawn=center`).
+        if let Ok(Some((frame, _))) = split_frame(&pending, 1 << 20) {
+            if let Ok(ServerMsg::Welcome(w)) = ServerMsg::decode(&frame) {
+                let c = w.bounds.center();
+                pos = Some(Vec3 {
+                    x: c.x,
+                    y: 0.0,
+                    z: c.z,
+                });
+            }
+        }
+        scan_frames(&mut pending, &mut pongs, &mut acked);
+    }
+    let pos = pos.expect("welcomed");
+    let mut top_up = |s: &mut TcpStream, answered: u64, sent: &mut u64| {
+        out.clear();
+        while *sent < answered + load.window as u64 {
+            *sent += 1;
+            let msg = match what {
+                GatewayMsg::Ping => ClientMsg::Ping {
+                    nonce: *sent,
+                    client_time_us: 0,
+                },
+                GatewayMsg::Move => ClientMsg::Move {
+                    seq: *sent,
+                    client_time_us: 0,
+                    pos,
+                    yaw: 0.0,
+                },
+            };
+            msg.encode(&mut out);
+        }
+        s.write_all(&out).expect("write");
+    };
+    top_up(&mut s, 0, &mut sent);
+    while !stop.load(Ordering::Relaxed) {
+        let n = match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(e) => panic!("client read: {e}"),
+        };
+        pending.extend_from_slice(&buf[..n]);
+        scan_frames(&mut pending, &mut pongs, &mut acked);
+        let answered = if what == GatewayMsg::Ping {
+            pongs
+        } else {
+            acked
+        };
+        top_up(&mut s, answered, &mut sent);
+    }
+    if what == GatewayMsg::Ping {
+        pongs
+    } else {
+        acked
+    }
+}
+
+/// The real server (a `CellHost` on one shard behind the gateway): Pings or
+/// Moves from logged-in clients.
+fn gateway_case(load: Load, tick_ms: u64, what: GatewayMsg) -> PortFigures {
+    let sets = [
+        "runtime.shards=1".to_owned(),
+        "runtime.pin=false".to_owned(),
+        format!("runtime.tick_ms={tick_ms}"),
+        format!("runtime.tick_budget_ms={tick_ms}"),
+        "admin.enabled=false".to_owned(),
+        "gateway.listen_addr=\"127.0.0.1:0\"".to_owned(),
+        "gateway.spawn=\"center\"".to_owned(),
+        format!("gateway.read_batch_bytes={READ_BUF_BYTES}"),
+    ];
+    let config = Config::load(None, &sets).expect("bench config");
+    let server = EmbeddedServer::start(&config).expect("start");
+    let addr = server.client_addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let cpu0 = thread_cpu_s("shard-0");
+    let t0 = Instant::now();
+    let threads: Vec<_> = (0..load.clients)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || gateway_client(addr, load, what, stop))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs_f64(load.secs));
+    stop.store(true, Ordering::Relaxed);
+    let elapsed = t0.elapsed().as_secs_f64();
+    let cpu = thread_cpu_s("shard-0") - cpu0;
+    let total: u64 = threads.into_iter().map(|t| t.join().expect("client")).sum();
+    let counters = server.stop().expect("stop");
+    PortFigures {
+        echo: Figures {
+            msgs_per_s: total as f64 / elapsed,
+            server_ns_per_msg: cpu * 1e9 / total.max(1) as f64,
+        },
+        tick_p50_us: counters.tick_p50_us.first().copied().unwrap_or(0),
+        tick_p99_us: counters.tick_p99_us.first().copied().unwrap_or(0),
+        stalls: counters.stalls,
+    }
+}
+
 fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
     std::env::var(key)
         .ok()
@@ -281,5 +453,27 @@ fn main() {
             port.echo.msgs_per_s / plain.msgs_per_s,
             port.echo.server_ns_per_msg / plain.server_ns_per_msg
         );
+        // The gateway session bounds unacknowledged inputs
+        // (`gateway.inputs_in_flight_max`, 1024 by default).
+        let gw_load = Load {
+            window: load.window.min(1000),
+            ..load
+        };
+        for (what, label) in [
+            (GatewayMsg::Ping, "Ping->Pong"),
+            (GatewayMsg::Move, "Move->ack"),
+        ] {
+            let g = gateway_case(gw_load, tick_ms, what);
+            println!(
+                "  gateway {label:<12} {:>12.0} msg/s  server CPU {:>7.1} ns/msg  (window {}; tick p50 {} us p99 {} us, stalls {}); vs plain x{:.3}",
+                g.echo.msgs_per_s,
+                g.echo.server_ns_per_msg,
+                gw_load.window,
+                g.tick_p50_us,
+                g.tick_p99_us,
+                g.stalls,
+                g.echo.msgs_per_s / plain.msgs_per_s
+            );
+        }
     }
 }
