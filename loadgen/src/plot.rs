@@ -27,6 +27,9 @@ fn register_font() {
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
+/// A named, coloured series of the latency chart.
+type Line = (&'static str, RGBColor, fn(&Sample) -> f64);
+
 /// Writes the three charts into `dir` (created if missing); returns the
 /// files written.
 ///
@@ -78,7 +81,7 @@ fn latency_chart(file: &Path, series: &[Sample]) -> DrawResult {
         .y_desc("latency (ms)")
         .label_style((FONT, 14))
         .draw()?;
-    let lines: [(&str, RGBColor, fn(&Sample) -> f64); 3] = [
+    let lines: [Line; 3] = [
         ("p50", BLUE, |s| s.latency_ms.p50),
         ("p99", RGBColor(230, 120, 0), |s| s.latency_ms.p99),
         ("max", RED, |s| s.latency_ms.max),
