@@ -83,6 +83,7 @@ pub fn server_config(cli: &Cli) -> anyhow::Result<Config> {
     ];
     if cli.scenario == Scenario::Teleport {
         auto.push("gateway.move_speed_max_mps=1000000.0".to_owned());
+        auto.push("gateway.move_slack_m=1000000.0".to_owned());
     }
     Ok(Config::load(cli.config.as_deref(), &all(&auto))?)
 }
