@@ -6,8 +6,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tessera::config::Config;
-use tessera::runtime::Runtime;
-use tessera::server::CellHost;
+use tessera::server::EmbeddedServer;
 use tessera::sim::options::{Scenario, SimOptions};
 use tessera::sim::report::replay_command;
 use tessera::sim::world::WorldParams;
@@ -221,19 +220,21 @@ fn main() -> ExitCode {
 
 /// Runs the server until a signal stops it; exit 0 on a clean stop.
 fn serve(config: &Config) -> anyhow::Result<ExitCode> {
-    let shared = std::sync::Arc::new(config.clone());
-    let factory_config = shared.clone();
-    let mut handle = Runtime::start(config, move |ctx| {
-        CellHost::new(&factory_config, ctx).expect("the validated config builds a host")
-    })
-    .context("cannot start the runtime")?;
-    handle
+    let mut server = EmbeddedServer::start(config).context("cannot start the server")?;
+    server
+        .handle()
         .stop_on_signals()
         .context("cannot install signal handlers")?;
-    tracing::info!(shards = handle.shards(), "tessera serving");
-    let apps = handle.join().context("a shard failed")?;
-    let reals: usize = apps.iter().map(CellHost::reals).sum();
-    tracing::info!(reals, "tessera stopped");
+    tracing::info!(
+        shards = server.handle().shards(),
+        clients = %server.client_addr(),
+        "tessera serving"
+    );
+    while !server.is_stopping() {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let c = server.stop().context("a shard failed")?;
+    tracing::info!(reals = c.reals, clients = c.clients, "tessera stopped");
     Ok(ExitCode::SUCCESS)
 }
 

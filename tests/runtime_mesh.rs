@@ -13,7 +13,7 @@ use tessera::config::Config;
 use tessera::core::ids::ShardId;
 use tessera::core::time::Time;
 use tessera::runtime::{
-    Count, Inbox, Outbox, Runtime, RuntimeHandle, SendError, ShardApp, ShardContext,
+    ClientPort, Count, Inbox, Outbox, Runtime, RuntimeHandle, SendError, ShardApp, ShardContext,
 };
 use tessera::wire::Body;
 
@@ -75,7 +75,7 @@ impl Chatter {
 }
 
 impl ShardApp for Chatter {
-    fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox) {
+    fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox, _port: &mut ClientPort) {
         assert!(now >= self.last_now, "time goes forward");
         self.last_now = now;
         self.ticks += 1;
@@ -124,6 +124,7 @@ fn config(overrides: &[&str]) -> Config {
         "runtime.tick_budget_ms=10".into(),
         "runtime.metrics_publish_ticks=5".into(),
         "admin.listen_addr=127.0.0.1:0".into(),
+        "gateway.enabled=false".into(),
     ];
     all.extend(overrides.iter().map(|s| (*s).to_owned()));
     Config::load(None, &all).expect("valid test config")

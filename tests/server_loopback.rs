@@ -24,6 +24,7 @@ fn config(npcs: u32) -> Config {
         "runtime.tick_ms=20",
         "runtime.tick_budget_ms=20",
         "admin.enabled=false",
+        "gateway.listen_addr=127.0.0.1:0",
     ];
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     Config::load(None, &sets).expect("valid test config")

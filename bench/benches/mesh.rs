@@ -24,7 +24,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tessera::config::Config;
 use tessera::core::time::Time;
-use tessera::runtime::{Count, Hist, Inbox, Outbox, Runtime, ShardApp, ShardContext};
+use tessera::runtime::{ClientPort, Count, Hist, Inbox, Outbox, Runtime, ShardApp, ShardContext};
 use tessera::wire::Body;
 
 #[global_allocator]
@@ -68,7 +68,7 @@ impl Blaster {
 }
 
 impl ShardApp for Blaster {
-    fn on_tick(&mut self, _now: Time, inbox: Inbox<'_>, out: &mut Outbox) {
+    fn on_tick(&mut self, _now: Time, inbox: Inbox<'_>, out: &mut Outbox, _port: &mut ClientPort) {
         for env in inbox {
             let m = env.access::<Msg>(KIND).expect("valid");
             self.checksum = self.checksum.wrapping_add(m.n.to_native());
@@ -122,6 +122,7 @@ fn run_case(shards: u16, load: u64, mode: BodyMode, secs: f64) -> Figures {
             "runtime.tick_ms=10".into(),
             "runtime.tick_budget_ms=10".into(),
             "admin.enabled=false".into(),
+            "gateway.enabled=false".into(),
             format!("mesh.batch_items_max={items}"),
             format!("mesh.outbox_items_max={}", items * 4),
             format!("mesh.inbox_items_max={}", items * 8),

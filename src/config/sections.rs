@@ -466,7 +466,10 @@ impl ServerConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GatewayConfig {
-    /// `host:port` clients connect to (port 0 = any free port).
+    /// Accept client connections at all (`false`: the bare shard mesh).
+    pub enabled: bool,
+    /// `host:port` clients connect to (port 0 = any free port); every shard
+    /// listens on it (SO_REUSEPORT) and the kernel spreads connections.
     pub listen_addr: String,
     /// Largest client frame accepted, bytes; larger ones are refused.
     pub frame_bytes_max: u32,
@@ -476,6 +479,25 @@ pub struct GatewayConfig {
     pub send_queue_bytes_max: u32,
     /// Refused frames tolerated from one client before it is disconnected.
     pub abuse_strikes_max: u32,
+    /// Speed limit of client moves, metres per second of server time.
+    pub move_speed_max_mps: f64,
+    /// Distance a client may get ahead of the speed limit in a burst.
+    pub move_slack_m: f64,
+    /// Inputs of one client forwarded and not yet acknowledged; more are
+    /// refused (`rate-limited`).
+    pub inputs_in_flight_max: u32,
+    /// Where avatars appear: `"random"` (uniform over the world, from
+    /// `spawn_seed`) or `"center"` (the world's centre).
+    pub spawn: String,
+    /// Seed of the `"random"` spawn rule (each shard mixes in its index).
+    pub spawn_seed: u64,
+    /// Client connections one shard holds at once; more are refused.
+    pub connections_max: u32,
+    /// Received bytes one connection holds unconsumed before its socket is
+    /// no longer read (TCP back-pressure on the client).
+    pub inbound_bytes_max: u32,
+    /// How long a closing connection may take to write what is queued.
+    pub linger_ms: u64,
 }
 
 impl GatewayConfig {
@@ -506,6 +528,61 @@ impl GatewayConfig {
             "gateway.abuse_strikes_max",
             u64::from(self.abuse_strikes_max),
             1,
+        )?;
+        for (key, v) in [
+            ("gateway.move_speed_max_mps", self.move_speed_max_mps),
+            ("gateway.move_slack_m", self.move_slack_m),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(invalid(key, v, "must be finite and > 0"));
+            }
+        }
+        at_least(
+            "gateway.inputs_in_flight_max",
+            u64::from(self.inputs_in_flight_max),
+            1,
+        )?;
+        if !matches!(self.spawn.as_str(), "random" | "center") {
+            return Err(invalid(
+                "gateway.spawn",
+                &self.spawn,
+                "must be \"random\" or \"center\"",
+            ));
+        }
+        at_least(
+            "gateway.connections_max",
+            u64::from(self.connections_max),
+            1,
+        )?;
+        if self.connections_max > 1_000_000 {
+            return Err(invalid(
+                "gateway.connections_max",
+                self.connections_max,
+                "must be <= 1000000 per shard",
+            ));
+        }
+        at_least(
+            "gateway.inbound_bytes_max",
+            u64::from(self.inbound_bytes_max),
+            u64::from(self.frame_bytes_max),
         )
+        .map_err(|_| {
+            invalid(
+                "gateway.inbound_bytes_max",
+                self.inbound_bytes_max,
+                format!(
+                    "must be >= gateway.frame_bytes_max = {}: a whole frame must fit",
+                    self.frame_bytes_max
+                ),
+            )
+        })?;
+        if self.linger_ms > 60_000 {
+            return Err(invalid(
+                "gateway.linger_ms",
+                self.linger_ms,
+                "must be <= 60000",
+            ));
+        }
+        Ok(())
     }
 }

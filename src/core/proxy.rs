@@ -158,6 +158,19 @@ impl Proxy {
         seq
     }
 
+    /// The client left: sends a destroy to the real on the inputs' path
+    /// (after every input sent so far, forwarded like them if the real
+    /// moved). The proxy should be dropped after its output is drained.
+    pub fn send_destroy(&mut self, _now: Time) {
+        let msg = ToReal {
+            entity: self.entity,
+            hops: 0,
+            body: ToRealBody::Destroy,
+        };
+        self.out
+            .push_back(Outgoing::cell(self.real_at, CellMsg::ToReal(msg)));
+    }
+
     /// Feeds a message from a cell.
     ///
     /// # Errors

@@ -12,6 +12,7 @@
 use super::inbox::Inbox;
 use super::metrics::MetricSink;
 use super::outbox::Outbox;
+use super::port::ClientPort;
 use crate::core::ids::ShardId;
 use crate::core::time::Time;
 use std::time::Duration;
@@ -45,7 +46,19 @@ pub trait ShardApp: Send + 'static {
     /// application left unread last time), in FIFO order per source shard.
     /// Envelopes not taken stay for the next tick. What is pushed to `out` is
     /// flushed after this returns, as one batch per destination.
-    fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox);
+    ///
+    /// `port` holds this shard's client connections: events, input received
+    /// since the last tick, and send queues the runtime writes out after this
+    /// returns (see [`ClientPort`]).
+    fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox, port: &mut ClientPort);
+
+    /// Shutdown, before [`ShardApp::on_stop`]: the last chance to queue bytes
+    /// for clients (a goodbye). After it returns the runtime closes every
+    /// connection (each gets Closed{Shutdown}), writing what is queued for at
+    /// most `gateway.linger_ms`.
+    fn on_shutdown(&mut self, now: Time, port: &mut ClientPort) {
+        let _ = (now, port);
+    }
 
     /// Shutdown: every shard has stopped ticking and flushed its outbox, and
     /// `inbox` holds everything still in flight to this shard. Nothing can be

@@ -66,9 +66,42 @@ pub enum Count {
     DroppedDisconnected,
     /// Envelopes still undelivered when the shutdown drain gave up.
     DroppedAtShutdown,
+    /// Client connections opened.
+    ClientOpened,
+    /// Client connections closed: the peer went away (EOF, reset).
+    ClientClosedPeer,
+    /// Client connections closed: a socket error.
+    ClientClosedIoError,
+    /// Client connections closed: their send queue overflowed (slow reader).
+    ClientClosedSlowReader,
+    /// Client connections closed by the application.
+    ClientClosedByApp,
+    /// Client connections closed by the shutdown.
+    ClientClosedShutdown,
+    /// Client connections refused at `gateway.connections_max`.
+    ClientRefused,
+    /// Bytes received from clients.
+    ClientBytesIn,
+    /// Bytes written to clients.
+    ClientBytesOut,
 }
 
-const COUNTS: [(Count, &str, &str); 12] = [
+impl Count {
+    /// The counter of client connections closed for `reason`.
+    pub fn client_closed(reason: super::port::CloseReason) -> Count {
+        use super::port::CloseReason as R;
+        match reason {
+            R::PeerClosed => Count::ClientClosedPeer,
+            R::IoError => Count::ClientClosedIoError,
+            R::SlowReader => Count::ClientClosedSlowReader,
+            R::ClosedByApp => Count::ClientClosedByApp,
+            R::Shutdown => Count::ClientClosedShutdown,
+            R::TooManyConnections => Count::ClientRefused,
+        }
+    }
+}
+
+const COUNTS: [(Count, &str, &str); 21] = [
     (Count::Ticks, "ticks", "Ticks run"),
     (
         Count::TicksSkipped,
@@ -125,6 +158,51 @@ const COUNTS: [(Count, &str, &str); 12] = [
         "dropped_at_shutdown",
         "Envelopes undelivered when the shutdown drain gave up",
     ),
+    (
+        Count::ClientOpened,
+        "client_opened",
+        "Client connections opened",
+    ),
+    (
+        Count::ClientClosedPeer,
+        "client_closed_peer_closed",
+        "Client connections closed by the peer (EOF, reset)",
+    ),
+    (
+        Count::ClientClosedIoError,
+        "client_closed_io_error",
+        "Client connections closed on a socket error",
+    ),
+    (
+        Count::ClientClosedSlowReader,
+        "client_closed_slow_reader",
+        "Client connections cut off: send queue over gateway.send_queue_bytes_max",
+    ),
+    (
+        Count::ClientClosedByApp,
+        "client_closed_by_app",
+        "Client connections closed by the application",
+    ),
+    (
+        Count::ClientClosedShutdown,
+        "client_closed_shutdown",
+        "Client connections closed by the shutdown",
+    ),
+    (
+        Count::ClientRefused,
+        "client_refused",
+        "Client connections refused at gateway.connections_max",
+    ),
+    (
+        Count::ClientBytesIn,
+        "client_bytes_in",
+        "Bytes received from clients",
+    ),
+    (
+        Count::ClientBytesOut,
+        "client_bytes_out",
+        "Bytes written to clients",
+    ),
 ];
 
 /// Current levels (gauges) of every shard.
@@ -138,9 +216,15 @@ pub enum Level {
     /// Batches this shard has put in queues that their destinations have not
     /// drained yet (queue depth, outbound).
     OutboundQueued,
+    /// Client connections open.
+    ClientConnections,
+    /// Bytes received from clients, not yet consumed by the application.
+    ClientInboundHeld,
+    /// Bytes queued for clients, not yet written.
+    ClientSendQueued,
 }
 
-const LEVELS: [(Level, &str, &str); 3] = [
+const LEVELS: [(Level, &str, &str); 6] = [
     (
         Level::OutboxHeld,
         "outbox_held",
@@ -155,6 +239,21 @@ const LEVELS: [(Level, &str, &str); 3] = [
         Level::OutboundQueued,
         "outbound_queued_batches",
         "Batches in outbound queues, not yet drained",
+    ),
+    (
+        Level::ClientConnections,
+        "client_connections",
+        "Client connections open",
+    ),
+    (
+        Level::ClientInboundHeld,
+        "client_inbound_held_bytes",
+        "Bytes received from clients, unconsumed",
+    ),
+    (
+        Level::ClientSendQueued,
+        "client_send_queued_bytes",
+        "Bytes queued for clients, unwritten",
     ),
 ];
 

@@ -25,6 +25,13 @@
 //!   over the [`mesh`] (see there why `try_send` + a per-tick drain).
 //! - The monotonic clock is mapped onto [`crate::core::time::Time`]: microseconds since
 //!   the runtime's start, the same epoch on every shard.
+//! - Client TCP connections reach the application as bytes through the
+//!   shard-local [`ClientPort`] passed to `on_tick`: when `gateway.enabled`,
+//!   shard 0 binds `gateway.listen_addr` (port 0 allowed) and every other
+//!   shard binds the address it resolved (SO_REUSEPORT: the kernel spreads
+//!   connections over shards); the socket tasks of `gateway_io` fill and
+//!   drain the port between ticks. [`RuntimeHandle::client_addr`] gives the
+//!   address.
 //! - [`RuntimeHandle::shutdown`] (or SIGINT/SIGTERM after
 //!   [`RuntimeHandle::stop_on_signals`]) stops ticking after the current
 //!   tick, drains the mesh into the applications' `on_stop`, and
@@ -35,16 +42,19 @@
 
 pub mod admin;
 pub mod app;
+mod gateway_io;
 pub mod inbox;
 pub mod mesh;
 pub mod metrics;
 pub mod outbox;
+pub mod port;
 pub mod shard;
 
 pub use app::{ShardApp, ShardContext};
 pub use inbox::Inbox;
 pub use metrics::{AppMetric, Count, Hist, Level, MetricSink, ShardStats};
 pub use outbox::{Batch, Outbox, SendError};
+pub use port::{ClientPort, CloseReason, ConnId, PortCounters, PortError, PortEvent, PortParams};
 
 use crate::config::Config;
 use crate::core::ids::ShardId;
@@ -86,6 +96,14 @@ pub enum RuntimeError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A shard could not listen for clients.
+    #[error("config key `gateway.listen_addr`: cannot listen on {addr}: {source}")]
+    Gateway {
+        /// The address.
+        addr: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// A shard's thread panicked or its executor failed.
     #[error("shard {shard} failed: {message}")]
     ShardFailed {
@@ -99,6 +117,9 @@ pub enum RuntimeError {
     Signals(std::io::Error),
 }
 
+/// How long `start` waits for a shard to bind its client listener.
+const BIND_WAIT_MAX: Duration = Duration::from_secs(10);
+
 /// Starts runtimes; see the module doc.
 #[derive(Debug)]
 pub struct Runtime;
@@ -110,6 +131,7 @@ pub struct RuntimeHandle<A: ShardApp> {
     stats: Vec<Arc<ShardStats>>,
     shared: Arc<Shared>,
     admin: Option<AdminServer>,
+    client_addr: Option<SocketAddr>,
     signals: Vec<signal_hook::SigId>,
 }
 
@@ -154,6 +176,7 @@ fn shard_params(config: &Config, ctx: ShardContext) -> ShardParams {
         batch_items_max: m.batch_items_max as usize,
         outbox_items_max: m.outbox_items_max as usize,
         inbox_items_max: m.inbox_items_max as usize,
+        port: PortParams::from_config(config),
     }
 }
 
@@ -189,8 +212,13 @@ impl Runtime {
             stats: Vec::with_capacity(usize::from(shards)),
             shared: shared.clone(),
             admin: None,
+            client_addr: None,
             signals: Vec::new(),
         };
+        let gateway = gateway_addr(config)?;
+        // Shard 0 binds the configured address; the others then bind the
+        // address it resolved (the same port, SO_REUSEPORT).
+        let mut bind_to = gateway;
         for (index, links) in (0..shards).zip(links) {
             let id = ShardId::local(index);
             let ctx = ShardContext {
@@ -206,11 +234,20 @@ impl Runtime {
                 Placement::Unbound
             };
             let (p, shared, factory) = (shard_params(config, ctx), shared.clone(), factory.clone());
+            let (bind_tx, bind_rx) = std::sync::mpsc::channel();
+            let bind = bind_to;
             let spawned = LocalExecutorBuilder::new(placement)
                 .name(&format!("shard-{index}"))
                 .spawn(move || async move {
+                    let listener = bind.and_then(|addr| {
+                        let bound = gateway_io::bind(addr);
+                        let reply = bound.as_ref().map(|(_, a)| *a).map_err(clone_io);
+                        let _ = bind_tx.send(reply);
+                        bound.ok().map(|(l, _)| l)
+                    });
+                    drop(bind_tx);
                     let app = factory(ctx);
-                    shard::run(p, app, links, stats, shared).await
+                    shard::run(p, app, links, stats, shared, listener).await
                 });
             match spawned {
                 Ok(join) => handle.joins.push((id, join)),
@@ -222,6 +259,11 @@ impl Runtime {
                     });
                 }
             }
+            if let Some(addr) = bind {
+                let resolved = handle.await_bind(addr, &bind_rx)?;
+                bind_to = Some(resolved);
+                handle.client_addr.get_or_insert(resolved);
+            }
         }
         if config.admin.enabled {
             handle.start_admin(config)?;
@@ -230,7 +272,53 @@ impl Runtime {
     }
 }
 
+/// The gateway address to bind, if the gateway is on; an address already in
+/// use is refused here (glommio's listeners set SO_REUSEPORT, which would
+/// otherwise silently share the port with another server).
+fn gateway_addr(config: &Config) -> Result<Option<SocketAddr>, RuntimeError> {
+    if !config.gateway.enabled {
+        return Ok(None);
+    }
+    let text = config.gateway.listen_addr.as_str();
+    let err = |source| RuntimeError::Gateway {
+        addr: text.to_owned(),
+        source,
+    };
+    let addr: SocketAddr = text
+        .parse()
+        .map_err(|e| err(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+    if addr.port() != 0 {
+        drop(std::net::TcpListener::bind(addr).map_err(err)?);
+    }
+    Ok(Some(addr))
+}
+
+fn clone_io(e: &std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), e.to_string())
+}
+
 impl<A: ShardApp> RuntimeHandle<A> {
+    /// Waits for the shard just spawned to report its listener; on failure
+    /// stops the shards started so far.
+    fn await_bind(
+        &mut self,
+        addr: SocketAddr,
+        rx: &std::sync::mpsc::Receiver<std::io::Result<SocketAddr>>,
+    ) -> Result<SocketAddr, RuntimeError> {
+        let reply = rx.recv_timeout(BIND_WAIT_MAX).unwrap_or_else(|_| {
+            Err(std::io::Error::other(
+                "the shard did not report its listener",
+            ))
+        });
+        reply.map_err(|source| {
+            self.abort();
+            RuntimeError::Gateway {
+                addr: addr.to_string(),
+                source,
+            }
+        })
+    }
+
     fn start_admin(&mut self, config: &Config) -> Result<(), RuntimeError> {
         let params = AdminParams {
             request_bytes_max: config.admin.request_bytes_max as usize,
@@ -304,6 +392,12 @@ impl<A: ShardApp> RuntimeHandle<A> {
     /// The metrics as served on `/metrics`.
     pub fn metrics_text(&self) -> String {
         metrics::render(&self.stats)
+    }
+
+    /// The address clients connect to (every shard listens on it), if
+    /// `gateway.enabled`.
+    pub fn client_addr(&self) -> Option<SocketAddr> {
+        self.client_addr
     }
 
     /// The admin endpoint's bound address, if it is enabled.

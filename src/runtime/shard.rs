@@ -4,7 +4,10 @@
 //! runtime's epoch) a shard:
 //! 1. **drains** its inbound queues into its inbox (unless the inbox is at
 //!    `mesh.inbox_items_max`, which pushes back on the senders);
-//! 2. calls the application's `on_tick(now, inbox, outbox)`;
+//! 2. calls the application's `on_tick(now, inbox, outbox, port)`; the
+//!    client port was filled between ticks by the socket tasks of
+//!    [`super::gateway_io`], which run whenever the tick loop sleeps (so
+//!    socket IO is never inside the measured phases);
 //! 3. **flushes** its outbox: one batch per destination;
 //! 4. records metrics, raises the stall alarm if steps 1-3 took longer than
 //!    `runtime.tick_budget_ms` (counter + a log line naming the phase that took
@@ -14,7 +17,11 @@
 //!
 //! # Shutdown
 //! When the stop flag is seen (between ticks, so the current tick completes),
-//! the shard stops calling `on_tick` and keeps flushing its outbox and
+//! the shard stops accepting clients, calls the application's `on_shutdown`
+//! (a last chance to queue bytes for clients), closes every client
+//! connection (Closed{Shutdown}; queues are written for at most
+//! `gateway.linger_ms`, while the rest of the shutdown goes on), stops
+//! calling `on_tick` and keeps flushing its outbox and
 //! draining its queues until every shard has flushed everything it had; then a
 //! last drain hands whatever arrived to the application's `on_stop`. If that
 //! does not finish within `runtime.shutdown_drain_ms_max` (a crashed peer), the
@@ -24,12 +31,15 @@
 //! and outbox, its ends of the mesh, its local histograms.
 
 use super::app::{ShardApp, ShardContext};
+use super::gateway_io::GatewayIo;
 use super::inbox::{Inbox, InboxBuf};
 use super::mesh::{DrainReport, ShardLinks};
 use super::metrics::{Count, Hist, Level, LocalHists, MetricSink, ShardStats};
 use super::outbox::{Batch, FlushReport, Outbox};
+use super::port::{ClientPort, CloseReason, PortCounters, PortParams};
 use crate::core::time::Time;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -72,6 +82,7 @@ pub(crate) struct ShardParams {
     pub(crate) batch_items_max: usize,
     pub(crate) outbox_items_max: usize,
     pub(crate) inbox_items_max: usize,
+    pub(crate) port: PortParams,
 }
 
 /// Stops the other shards if this one unwinds, and counts it as done
@@ -107,6 +118,13 @@ struct Shard<A> {
     links: ShardLinks,
     inbox: InboxBuf,
     outbox: Outbox,
+    /// The client connections; shared with the socket tasks, borrowed
+    /// mutably only inside `on_tick`/`on_shutdown` (never across an await).
+    port: Rc<RefCell<ClientPort>>,
+    /// The port's counters as last added to `stats`.
+    port_seen: PortCounters,
+    /// The listener and connection tasks (`None` when the gateway is off).
+    gateway: Option<GatewayIo>,
     stats: Arc<ShardStats>,
     hists: LocalHists,
     sink: MetricSink,
@@ -114,13 +132,15 @@ struct Shard<A> {
     last_stall_log: Option<Instant>,
 }
 
-/// Runs the shard until shutdown; returns the application.
+/// Runs the shard until shutdown; returns the application. With a
+/// `listener`, client connections are accepted on it into the port.
 pub(crate) async fn run<A: ShardApp>(
     p: ShardParams,
     app: A,
     links: ShardLinks,
     stats: Arc<ShardStats>,
     shared: Arc<Shared>,
+    listener: Option<glommio::net::TcpListener>,
 ) -> A {
     let outbox = Outbox::new(
         p.ctx.shard,
@@ -128,12 +148,16 @@ pub(crate) async fn run<A: ShardApp>(
         p.batch_items_max,
         p.outbox_items_max,
     );
+    let port = Rc::new(RefCell::new(ClientPort::attached(p.port.clone())));
     let mut shard = Shard {
         p,
         app: Some(app),
         links,
         inbox: InboxBuf::default(),
         outbox,
+        gateway: listener.map(|l| GatewayIo::start(l, port.clone())),
+        port,
+        port_seen: PortCounters::default(),
         stats,
         hists: LocalHists::new(),
         sink: MetricSink::default(),
@@ -189,11 +213,20 @@ impl<A: ShardApp> Shard<A> {
         let t1 = Instant::now();
         let now = self.shared.now(t1);
         let app = self.app.as_mut().expect("app present until the end");
-        app.on_tick(now, Inbox::new(&mut self.inbox), &mut self.outbox);
+        {
+            let mut port = self.port.borrow_mut();
+            app.on_tick(
+                now,
+                Inbox::new(&mut self.inbox),
+                &mut self.outbox,
+                &mut port,
+            );
+        }
         let t2 = Instant::now();
         let flushed = self.outbox.flush(&self.links.tx, &self.shared.dead);
         let t3 = Instant::now();
         self.account(drained, flushed);
+        self.account_port();
         let phases = [
             (Hist::Drain, t1 - t0),
             (Hist::App, t2 - t1),
@@ -222,6 +255,24 @@ impl<A: ShardApp> Shard<A> {
         s.set(Level::OutboxHeld, self.outbox.held() as u64);
         s.set(Level::InboxHeld, self.inbox.len() as u64);
         s.set(Level::OutboundQueued, self.links.outbound_queued() as u64);
+    }
+
+    /// Adds what the port counted since last time to the shard's counters.
+    fn account_port(&mut self) {
+        let port = self.port.borrow();
+        let (now, seen) = (port.counters(), &mut self.port_seen);
+        let s = &self.stats;
+        s.add(Count::ClientOpened, now.opened - seen.opened);
+        for r in CloseReason::ALL {
+            let i = r.index();
+            s.add(Count::client_closed(r), now.closed[i] - seen.closed[i]);
+        }
+        s.add(Count::ClientBytesIn, now.bytes_in - seen.bytes_in);
+        s.add(Count::ClientBytesOut, now.bytes_out - seen.bytes_out);
+        seen.clone_from(now);
+        s.set(Level::ClientConnections, port.open_connections() as u64);
+        s.set(Level::ClientInboundHeld, port.inbound_held() as u64);
+        s.set(Level::ClientSendQueued, port.outbound_held() as u64);
     }
 
     fn stall(&mut self, now: Time, work: Duration, phases: [(Hist, Duration); 3], at: Instant) {
@@ -263,6 +314,16 @@ impl<A: ShardApp> Shard<A> {
     }
 
     async fn shutdown(&mut self, guard: &PanicGuard<'_>) {
+        if let Some(gateway) = &mut self.gateway {
+            gateway.stop_accepting().await;
+        }
+        {
+            let now = self.shared.now(Instant::now());
+            let mut port = self.port.borrow_mut();
+            let app = self.app.as_mut().expect("app present");
+            app.on_shutdown(now, &mut port);
+            port.shutdown_all();
+        }
         let n = usize::from(self.p.ctx.shards);
         let deadline = Instant::now() + self.p.shutdown_drain_max;
         loop {
@@ -294,7 +355,23 @@ impl<A: ShardApp> Shard<A> {
             self.stats.add(Count::DroppedAtShutdown, unread);
         }
         self.stats.set(Level::InboxHeld, 0);
+        self.close_clients().await;
         self.publish();
+    }
+}
+
+impl<A: ShardApp> Shard<A> {
+    /// Waits (at most `gateway.linger_ms`) for the client connections closed
+    /// at the start of the shutdown to write their queues and close.
+    async fn close_clients(&mut self) {
+        if let Some(gateway) = &self.gateway {
+            let left = gateway.wait_closed().await;
+            if left > 0 {
+                tracing::warn!(shard = %self.p.ctx.shard, left, "client sockets still flushing at exit: closed");
+            }
+        }
+        self.port.borrow_mut().discard_events();
+        self.account_port();
     }
 }
 

@@ -16,18 +16,23 @@
 //! clocks or executors (the runtime and the gateway do).
 
 use crate::config::Config;
-use crate::core::cell::{Cell, CellEvent, Dest, Msg, Outgoing, Residency, Source};
-use crate::core::entity::{Entity, TypeRegistry, NPC};
+use crate::core::aoi::AoiParams;
+use crate::core::cell::{Cell, Dest, Msg, Outgoing, Residency, Source, ViewParams};
+use crate::core::entity::{Entity, TypeRegistry, AVATAR, NPC};
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId, ShardId};
-use crate::core::input::decode_move;
 use crate::core::proxy::{Proxy, ProxyParams};
 use crate::core::space::{ChangeOp, SpaceChange, SpaceTree, SplitDirection};
 use crate::core::time::Time;
-use crate::runtime::{Inbox, MetricSink, Outbox, ShardApp, ShardContext};
+use crate::runtime::{ClientPort, Inbox, MetricSink, Outbox, ShardApp, ShardContext};
 use crate::wire::Body;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+
+use super::clients::Clients;
+use super::game::Game;
+use super::gateway::GatewayParams;
+use super::spawn::SpawnRule;
 
 /// The envelope kind of a [`HostBatch`].
 pub const KIND_HOST_BATCH: u16 = 1;
@@ -52,11 +57,36 @@ pub struct Routed {
     pub msg: Msg,
 }
 
+/// A new avatar to create in `cell` (a login on another shard).
+#[derive(Clone, Debug, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct Spawn {
+    /// The avatar (its proxy is on the sending shard).
+    pub entity: EntityId,
+    /// The cell at the spawn point.
+    pub cell: CellId,
+    /// Spawn point, x.
+    pub x: f64,
+    /// Spawn point, z.
+    pub z: f64,
+    /// The player name.
+    pub name: String,
+}
+
 /// Everything one shard sends another in one tick (one body, serialised once).
 #[derive(Clone, Debug, Default, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct HostBatch {
+    /// Avatars to create, handled before `items` (their proxies' first
+    /// inputs may follow in `items` of the same batch).
+    pub spawns: Vec<Spawn>,
     /// In send order.
     pub items: Vec<Routed>,
+}
+
+impl HostBatch {
+    /// True with nothing to send.
+    pub fn is_empty(&self) -> bool {
+        self.spawns.is_empty() && self.items.is_empty()
+    }
 }
 
 /// Why the host could not be built.
@@ -139,6 +169,10 @@ pub struct HostCounters {
     pub misrouted: u64,
     /// Bodies refused by a full outbox (dropped).
     pub outbox_refused: u64,
+    /// Downstream messages for a proxy that is gone (its client left).
+    pub orphaned: u64,
+    /// Spawns from other shards that failed in their cell.
+    pub spawn_failed: u64,
     /// Messages delivered locally.
     pub local: u64,
     /// Messages sent to other shards.
@@ -147,15 +181,21 @@ pub struct HostCounters {
 
 /// The per-shard cell host.
 pub struct CellHost {
-    ctx: ShardContext,
-    tree: SpaceTree,
-    cells: BTreeMap<CellId, Cell>,
-    proxies: BTreeMap<EntityId, Proxy>,
+    pub(super) ctx: ShardContext,
+    pub(super) tree: SpaceTree,
+    pub(super) cells: BTreeMap<CellId, Cell>,
+    pub(super) proxies: BTreeMap<EntityId, Proxy>,
     npcs: Vec<Npc>,
     local: VecDeque<Routed>,
-    lanes: Vec<HostBatch>,
+    pub(super) lanes: Vec<HostBatch>,
     speed_mps: f64,
     counters: HostCounters,
+    pub(super) clients: Clients,
+    pub(super) game: Game,
+    /// Ticks run (the tick number of view batches).
+    pub(super) tick: u64,
+    /// The port's byte counters (in, out) as of the last tick.
+    port_bytes: (u64, u64),
 }
 
 impl std::fmt::Debug for CellHost {
@@ -176,11 +216,20 @@ impl CellHost {
         let tree = initial_tree(config, config.server.initial_cells, ctx.shards)?;
         let types = Arc::new(TypeRegistry::with_builtins());
         let mut cells = BTreeMap::new();
+        let views = view_params(config);
         for leaf in tree.leaves().filter(|l| l.shard == ctx.shard) {
-            let cell = Cell::new(leaf.cell, config.cell_params(), types.clone())
+            let cell = Cell::with_views(leaf.cell, config.cell_params(), views.clone(), types.clone())
                 .map_err(|e| HostError::Params(e.to_string()))?;
             cells.insert(leaf.cell, cell);
         }
+        let avatar = types.get(AVATAR).expect("built-in avatar").clone();
+        let g = &config.gateway;
+        let clients = Clients::new(
+            GatewayParams::from_config(config),
+            avatar,
+            SpawnRule::new(&g.spawn, g.spawn_seed, ctx.shard.index),
+            u64::from(config.server.npcs),
+        );
         let mut host = CellHost {
             ctx,
             tree,
@@ -191,6 +240,10 @@ impl CellHost {
             lanes: (0..ctx.shards).map(|_| HostBatch::default()).collect(),
             speed_mps: config.server.npc_speed_mps,
             counters: HostCounters::default(),
+            clients,
+            game: Game::new(&types),
+            tick: 0,
+            port_bytes: (0, 0),
         };
         host.spawn_npcs(config.server.npcs, &types);
         Ok(host)
@@ -268,7 +321,7 @@ impl CellHost {
     }
 
     /// Routes one output: local queue or this tick's lane to its shard.
-    fn route(&mut self, from: WireSource, out: Outgoing) {
+    pub(super) fn route(&mut self, from: WireSource, out: Outgoing) {
         let item = Routed {
             from,
             to: out.to,
@@ -301,6 +354,7 @@ impl CellHost {
                 Some(p) => {
                     let _ = p.handle(now, m);
                 }
+                None if entity_shard(e) == self.ctx.shard.index => self.counters.orphaned += 1,
                 None => self.counters.misrouted += 1,
             },
             _ => self.counters.misrouted += 1,
@@ -317,23 +371,21 @@ impl CellHost {
                 }
             };
             match items {
-                Ok(batch) => batch.items.into_iter().for_each(|i| self.deliver(now, i)),
+                Ok(batch) => {
+                    for s in &batch.spawns {
+                        if self.spawn_here(now, s).is_err() {
+                            self.counters.spawn_failed += 1;
+                        }
+                    }
+                    batch.items.into_iter().for_each(|i| self.deliver(now, i));
+                }
                 Err(_) => self.counters.bad_envelopes += 1,
             }
         }
     }
 
-    /// Applies move inputs and wanders NPCs (the simulator's entity logic).
-    fn entity_logic(&mut self, dt_s: f64) {
-        for cell in self.cells.values_mut() {
-            while let Some(ev) = cell.poll_event() {
-                if let CellEvent::InputApplied { entity, data, .. } = ev {
-                    if let Some((pos, _)) = decode_move(&data) {
-                        let _ = cell.move_real(entity, pos);
-                    }
-                }
-            }
-        }
+    /// Wanders NPCs (client inputs are the game logic's, after each tick).
+    fn npc_logic(&mut self, dt_s: f64) {
         let w = self.tree.world();
         for npc in &mut self.npcs {
             let Some(cell) = self.cells.get_mut(&npc.cell) else {
@@ -376,11 +428,12 @@ impl CellHost {
 
     fn flush(&mut self, out: &mut Outbox) {
         for (i, lane) in self.lanes.iter_mut().enumerate() {
-            if lane.items.is_empty() {
+            if lane.is_empty() {
                 continue;
             }
             let body = Body::encode(&*lane);
             lane.items.clear();
+            lane.spawns.clear();
             let dest = ShardId::local(i as u16);
             match body {
                 Ok(b) => {
@@ -395,33 +448,38 @@ impl CellHost {
 }
 
 impl ShardApp for CellHost {
-    fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox) {
+    fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox, port: &mut ClientPort) {
+        self.tick += 1;
         let local = std::mem::take(&mut self.local);
         for item in local {
             self.deliver(now, item);
         }
         self.drain_inbox(now, inbox);
-        self.entity_logic(self.ctx.tick.as_secs_f64());
+        self.port_events(now, port);
+        self.read_clients(now, port);
+        self.npc_logic(self.ctx.tick.as_secs_f64());
         let ids: Vec<CellId> = self.cells.keys().copied().collect();
+        let mut outs = Vec::new();
         for id in ids {
             let cell = self.cells.get_mut(&id).expect("listed");
             cell.tick(now, &self.tree);
-            let mut outs = Vec::new();
-            while let Some(o) = cell.poll_output() {
-                outs.push(o);
-            }
-            for o in outs {
+            self.game.run(now, cell);
+            outs.extend(std::iter::from_fn(|| cell.poll_output()));
+            for o in outs.drain(..) {
                 self.route(WireSource::Cell(id), o);
             }
         }
-        let pids: Vec<EntityId> = self.proxies.keys().copied().collect();
-        for e in pids {
-            while let Some(o) = self.proxies.get_mut(&e).and_then(Proxy::poll_output) {
-                self.route(WireSource::Proxy(e), o);
-            }
-        }
+        self.drain_proxies();
+        self.downstream();
+        self.write_clients(port);
+        let pc = port.counters();
+        self.port_bytes = (pc.bytes_in, pc.bytes_out);
         self.follow_npcs();
         self.flush(out);
+    }
+
+    fn on_shutdown(&mut self, _now: Time, port: &mut ClientPort) {
+        self.kick_all(port);
     }
 
     /// Delivers what was still in flight, so in-flight reals (Onloads) land
@@ -458,10 +516,39 @@ impl ShardApp for CellHost {
             "envelopes that failed to decode",
             self.counters.bad_envelopes,
         );
+        sink.counter(
+            "host_orphaned",
+            "downstream messages for a proxy whose client left",
+            self.counters.orphaned,
+        );
+        sink.counter(
+            "host_remote_messages",
+            "cell and proxy messages sent to other shards",
+            self.counters.remote,
+        );
+        sink.counter("gateway_bytes_in", "bytes received from clients", self.port_bytes.0);
+        sink.counter("gateway_bytes_out", "bytes written to clients", self.port_bytes.1);
+        self.export_client_metrics(sink);
     }
 }
 
-/// Proxy parameters the host gives its proxies (gateway, later).
+/// The view parameters of the config: the AOI grid covers the world,
+/// radii and interest bound from `[aoi]`.
+pub fn view_params(config: &Config) -> ViewParams {
+    let d = ViewParams::default();
+    ViewParams {
+        aoi: AoiParams {
+            world: config.world.bounds(),
+            ..d.aoi
+        },
+        radius_m: config.aoi.radius_m,
+        leave_radius_m: config.aoi.leave_radius_m,
+        max_interest: config.aoi.max_interest,
+        ..d
+    }
+}
+
+/// Proxy parameters the host gives its proxies.
 pub fn proxy_params() -> ProxyParams {
     ProxyParams::default()
 }

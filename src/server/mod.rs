@@ -1,8 +1,23 @@
-//! The server: the cell host every shard runs ([`host`]).
+//! The server: the cell host every shard runs ([`host`]), its client side
+//! ([`clients`], [`gateway`] sessions, [`game`] logic at the reals, the
+//! [`relay`] formats between them, [`spawn`]), and the whole server
+//! started in-process ([`embedded`]).
 //!
-//! The TCP gateway joins this module later. Owns the application side of the
-//! runtime; it never touches executors or queues directly.
+//! Owns the application side of the runtime; it never touches executors,
+//! queues or sockets directly (clients arrive through the runtime's
+//! `ClientPort`).
 
+pub mod clients;
+pub mod embedded;
+pub mod game;
+pub mod gateway;
 pub mod host;
+pub mod relay;
+pub mod spawn;
+#[cfg(test)]
+mod harness;
+#[cfg(test)]
+mod tests_host;
 
+pub use embedded::{EmbeddedServer, ServerCounters, ServerError};
 pub use host::{CellHost, HostBatch, HostCounters, HostError, Routed, KIND_HOST_BATCH};

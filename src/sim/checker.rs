@@ -201,6 +201,8 @@ impl Checker {
             CellEvent::Dropped { entity, reason } => self.dropped(tick, cell, entity, reason),
             // The owner's view of its own changes: checked by observers.
             CellEvent::OwnChange { .. } => {}
+            // The simulator never destroys (clients never leave).
+            CellEvent::Destroyed { .. } => {}
             CellEvent::Combat { entity, ref event } => self.combat(tick, entity, event),
         }
     }

@@ -93,6 +93,7 @@ pub fn cell_event_entity(ev: &CellEvent) -> EntityId {
         | CellEvent::CallRun { entity, .. }
         | CellEvent::OwnChange { entity, .. }
         | CellEvent::Combat { entity, .. }
+        | CellEvent::Destroyed { entity }
         | CellEvent::Dropped { entity, .. } => entity,
     }
 }
@@ -154,6 +155,7 @@ fn trace_cell_event(ev: &CellEvent, h: &mut TraceHasher) {
             h.write_u64(*version);
             h.write_bytes(payload);
         }
+        CellEvent::Destroyed { .. } => h.write_u8(11),
         CellEvent::Combat { event, .. } => {
             h.write_u8(10);
             h.write_str(&format!("{event:?}"));

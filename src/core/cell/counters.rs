@@ -44,11 +44,14 @@ pub enum DropReason {
     /// A catch-up owed to a ghost with the catch-up queue full (the ghost
     /// asks again after its retry period).
     CatchUpQueueFull,
+    /// A real-bound message for an entity destroyed in this cell (a
+    /// straggler sent before the destroy was known).
+    Destroyed,
 }
 
 impl DropReason {
     /// Number of reasons.
-    pub const COUNT: usize = 14;
+    pub const COUNT: usize = 15;
 
     /// Every reason, in index order.
     pub const ALL: [DropReason; Self::COUNT] = [
@@ -66,6 +69,7 @@ impl DropReason {
         DropReason::BadSource,
         DropReason::BadPayload,
         DropReason::CatchUpQueueFull,
+        DropReason::Destroyed,
     ];
 
     /// Index into [`Counters::drops`].
@@ -87,6 +91,7 @@ impl DropReason {
                 | DropReason::DuplicateSync
                 | DropReason::StaleAck
                 | DropReason::CatchUpQueueFull
+                | DropReason::Destroyed
         )
     }
 }
@@ -138,6 +143,8 @@ pub struct Counters {
     pub combat_calls: u64,
     /// Combat calls that did not decode or apply.
     pub bad_combat_calls: u64,
+    /// Reals destroyed here (`Cell::destroy_real`).
+    pub reals_destroyed: u64,
     /// Drops by [`DropReason::index`].
     pub drops: [u64; DropReason::COUNT],
 }
@@ -239,6 +246,12 @@ pub enum CellEvent {
         entity: EntityId,
         /// What happened.
         event: CombatEvent,
+    },
+    /// The real here was destroyed (`Cell::destroy_real`); its ghosts are
+    /// being deleted.
+    Destroyed {
+        /// The entity.
+        entity: EntityId,
     },
     /// A message was dropped.
     Dropped {

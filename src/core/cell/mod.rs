@@ -108,6 +108,7 @@
 //! migration's messages per migrating real, the catch-ups owed).
 
 mod counters;
+mod destroy;
 mod fight;
 mod forward;
 mod ghost;
@@ -123,6 +124,8 @@ mod seq_buffer;
 mod table;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_destroy;
 mod view_params;
 mod views;
 

@@ -146,6 +146,9 @@ pub enum ToRealBody {
         /// A snapshot is needed (the ghost's state is damaged).
         full: bool,
     },
+    /// Destroy the real (its client left): sent by the proxy after its
+    /// last input, on the same path, so it follows them.
+    Destroy,
 }
 
 /// A message for an entity's real, wherever it is.

@@ -27,11 +27,15 @@ use super::seq_buffer::SeqPush;
 use super::table::Part;
 
 impl Cell {
-    pub(super) fn on_to_real(&mut self, _now: Time, _from: Source, msg: ToReal) {
+    pub(super) fn on_to_real(&mut self, now: Time, _from: Source, msg: ToReal) {
         let entity = msg.entity;
         let next_hop = match self.entities.get(entity).map(|e| &e.part) {
             Some(Part::Real(_)) => None,
             Some(Part::Ghost(g)) => Some(g.real_at),
+            None if self.destroyed_here(entity) => {
+                self.drop_destroyed(entity);
+                return;
+            }
             None => match self.forward.get(entity) {
                 Some(f) => Some(f.forward_to),
                 None => {
@@ -54,6 +58,9 @@ impl Cell {
                 } else {
                     r.calls.push_back(call);
                 }
+            }
+            ToRealBody::Destroy => {
+                let _ = self.destroy_real(now, entity);
             }
             ToRealBody::GhostCreated { cell, version, .. } => {
                 self.on_ghost_created(entity, cell, version)

@@ -84,14 +84,16 @@ impl Residency {
     ///
     /// # Errors
     /// [`IllegalTransition`] when the step is not one the protocol makes:
-    /// epochs never go back, a real only leaves by becoming a ghost at a
-    /// newer epoch, and nothing but an expired `Gone` becomes absent.
+    /// epochs never go back, a real only leaves by becoming a ghost (a
+    /// migration) or a tombstone (a destroy) at a newer epoch, and nothing but an expired `Gone` becomes absent.
     pub fn check(from: Option<Residency>, to: Option<Residency>) -> Result<(), IllegalTransition> {
         use Residency::*;
         let ok = match (from, to) {
             (None, Some(Real { .. } | Ghost { .. } | Gone { .. })) => true,
             (Some(Gone { .. }), None) => true,
             (Some(Real { epoch: a }), Some(Ghost { epoch: b, .. })) => b > a,
+            // A destroy: the real becomes a tombstone of a newer epoch.
+            (Some(Real { epoch: a }), Some(Gone { epoch: b, .. })) => b > a,
             (Some(Ghost { epoch: a, .. } | Gone { epoch: a, .. }), Some(Real { epoch: b })) => {
                 b >= a
             }

@@ -10,18 +10,18 @@ use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 
-const E: EntityId = EntityId(42);
+pub(super) const E: EntityId = EntityId(42);
 
-fn types() -> Arc<TypeRegistry> {
+pub(super) fn types() -> Arc<TypeRegistry> {
     Arc::new(TypeRegistry::with_builtins())
 }
 
-fn avatar(id: EntityId, x: f64, z: f64) -> Entity {
+pub(super) fn avatar(id: EntityId, x: f64, z: f64) -> Entity {
     let ty = types().get(AVATAR).expect("avatar").clone();
     Entity::new_real(id, ty, Vec3::ground(x, z), 0.0)
 }
 
-fn params() -> CellParams {
+pub(super) fn params() -> CellParams {
     CellParams {
         ghost_radius_m: 30.0,
         ghost_keep_margin_m: 10.0,
@@ -34,18 +34,18 @@ fn params() -> CellParams {
     }
 }
 
-struct Bus {
-    cells: Vec<Cell>,
-    layout: GridLayout,
-    now: Time,
-    proxy: Vec<ProxyMsg>,
-    events: Vec<(CellId, CellEvent)>,
+pub(super) struct Bus {
+    pub(super) cells: Vec<Cell>,
+    pub(super) layout: GridLayout,
+    pub(super) now: Time,
+    pub(super) proxy: Vec<ProxyMsg>,
+    pub(super) events: Vec<(CellId, CellEvent)>,
     /// Messages matching this are dropped instead of delivered.
     lose: Option<fn(&Outgoing) -> bool>,
 }
 
 impl Bus {
-    fn new(nx: u32, nz: u32, p: CellParams) -> Bus {
+    pub(super) fn new(nx: u32, nz: u32, p: CellParams) -> Bus {
         let layout = GridLayout::new(nx, nz, 200.0);
         let cells = layout
             .cells()
@@ -61,11 +61,11 @@ impl Bus {
         }
     }
 
-    fn cell(&mut self, c: u32) -> &mut Cell {
+    pub(super) fn cell(&mut self, c: u32) -> &mut Cell {
         &mut self.cells[c as usize]
     }
 
-    fn pump(&mut self) {
+    pub(super) fn pump(&mut self) {
         loop {
             let mut batch = Vec::new();
             for c in &mut self.cells {
@@ -95,7 +95,7 @@ impl Bus {
         }
     }
 
-    fn tick(&mut self, ms: u64) {
+    pub(super) fn tick(&mut self, ms: u64) {
         self.now = self.now + std::time::Duration::from_millis(ms);
         let now = self.now;
         for c in &mut self.cells {
@@ -104,7 +104,7 @@ impl Bus {
         self.pump();
     }
 
-    fn spawn(&mut self, c: u32, x: f64, z: f64) {
+    pub(super) fn spawn(&mut self, c: u32, x: f64, z: f64) {
         let now = self.now;
         self.cell(c)
             .create_real(now, avatar(E, x, z), true, 0)
@@ -112,14 +112,14 @@ impl Bus {
         self.pump();
     }
 
-    fn real_at(&mut self, x: f64, z: f64) {
+    pub(super) fn real_at(&mut self, x: f64, z: f64) {
         let c = self.where_real().expect("a real");
         self.cell(c.0)
             .move_real(E, Vec3::ground(x, z))
             .expect("move");
     }
 
-    fn where_real(&self) -> Option<CellId> {
+    pub(super) fn where_real(&self) -> Option<CellId> {
         let reals: Vec<CellId> = self
             .cells
             .iter()
@@ -130,7 +130,7 @@ impl Bus {
         reals.first().copied()
     }
 
-    fn residency(&self, c: u32) -> Option<Residency> {
+    pub(super) fn residency(&self, c: u32) -> Option<Residency> {
         self.cells[c as usize].residency(E)
     }
 }

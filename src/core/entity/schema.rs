@@ -141,6 +141,9 @@ pub struct PropDef {
     pub flags: SyncFlags,
     /// For containers: index of its op-log slot in the entity's store.
     pub container_slot: Option<u8>,
+    /// The owner's client may set it (a SetProp); the gateway refuses
+    /// SetProp on every other property (`prop-not-settable`).
+    pub client_settable: bool,
 }
 
 /// Bounds on property values, checked on set and on decode.
@@ -246,6 +249,7 @@ impl EntityType {
 pub struct EntityTypeBuilder {
     name: String,
     props: Vec<(String, PropType, SyncFlags)>,
+    settable: Vec<String>,
     records: Vec<RecordDef>,
     limits: PropLimits,
 }
@@ -256,6 +260,7 @@ impl EntityTypeBuilder {
         EntityTypeBuilder {
             name: name.to_owned(),
             props: Vec::new(),
+            settable: Vec::new(),
             records: Vec::new(),
             limits: PropLimits::default(),
         }
@@ -290,7 +295,23 @@ impl EntityTypeBuilder {
         self
     }
 
+    /// Marks property `name` as settable by its owner's client (a
+    /// scalar: containers are never client-settable).
+    pub fn client_settable(mut self, name: &str) -> Self {
+        self.settable.push(name.to_owned());
+        self
+    }
+
     fn build(self, id: EntityTypeId) -> Result<EntityType, SchemaError> {
+        for name in &self.settable {
+            let scalar = self
+                .props
+                .iter()
+                .any(|p| p.0 == *name && matches!(p.1, PropType::Scalar(_)));
+            if !scalar {
+                return Err(SchemaError::BadFlags(format!("{name} (client-settable)")));
+            }
+        }
         if self.props.len() > PROPS_PER_TYPE_MAX {
             return Err(SchemaError::TooMany(self.name));
         }
@@ -310,12 +331,14 @@ impl EntityTypeBuilder {
                 containers += 1;
                 containers - 1
             });
+            let client_settable = self.settable.contains(&name);
             props.push(PropDef {
                 name,
                 index: i as u8,
                 ty,
                 flags,
                 container_slot,
+                client_settable,
             });
         }
         Ok(EntityType {
@@ -456,7 +479,9 @@ fn buff_record(b: &mut EntityTypeBuilder) -> RecordId {
 /// The built-in client-controlled `Avatar`: public `name`, `level`, `hp`,
 /// `max_hp`, `buffs` (array of `Buff {id, stacks, expires_ms}`), `faction`
 /// (ghosts only, for combat checks), a private `inventory` map (item id to
-/// count, own client only) and `ai_seed` (real only).
+/// count, own client only), `last_input_seq` (real only: the last client
+/// input whose effect was applied) and `status` (a short text the owner's
+/// client may set; ghosts and the own client see it).
 pub fn avatar_type() -> EntityTypeBuilder {
     use PropType::*;
     use ScalarType::*;
@@ -469,6 +494,8 @@ pub fn avatar_type() -> EntityTypeBuilder {
             SyncFlags::OWN_CLIENT,
         )
         .prop("last_input_seq", Scalar(UInt), SyncFlags::CELL_PRIVATE)
+        .prop("status", Scalar(Str), SyncFlags::CELL_PUBLIC_AND_OWN)
+        .client_settable("status")
 }
 
 /// The built-in server-driven `Npc` wanderer: the same public properties as

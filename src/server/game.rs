@@ -1,0 +1,294 @@
+//! The game logic of client inputs, run at the avatar's real.
+//!
+//! Owns [`Game`]: after each `Cell::tick` the host hands it the cell; it
+//! drains the cell's events and applies what clients asked (the relay
+//! formats are in `relay.rs`):
+//!
+//! - **Move**: the real walks there (a move older than the last applied
+//!   input is stale: positions are absolute, the newer one wins).
+//! - **Hit**: the target is the entity the real's observer shows under the
+//!   handle; not shown -> CallResult `Refused(not-visible)` (counted);
+//!   else the combat flow of `core::combat` (`Cell::try_hit`): refused ->
+//!   CallResult naming the reason; accepted -> its combat seq goes to the
+//!   gateway, and the outcome (`HitLanded`, `HitExpired`) follows later as
+//!   a CallResult under that combat seq.
+//! - **SetProp**: applied if the property is client-settable
+//!   (`PropDef::client_settable`) and the value decodes, -> `Applied`;
+//!   else `Refused(prop-not-settable | bad-value)`.
+//!
+//! Each real's client frames of one tick (call results, then one InputAck
+//! with the highest client seq processed) leave as **one** downstream
+//! message, once per tick at most.
+//!
+//! # Effects after an offload
+//! A cell reports applied inputs from inside `tick`, and the same tick may
+//! offload the real. Like the simulator's entity logic, the effect is then
+//! deferred to the new real: re-sent as a game call (forwarded like any
+//! real-bound message, behind the `Onload`), applied there when it runs.
+//! Client data the real can no longer send (results, acks) travels the
+//! same way.
+//!
+//! Must not touch sockets, sessions or the routing of messages.
+
+use std::sync::Arc;
+
+use crate::core::cell::{
+    Call, CallKind, Cell, CellEvent, HitError, Residency, Source, ToReal, ToRealBody,
+};
+use crate::core::combat::CombatEvent;
+use crate::core::entity::codec::Reader;
+use crate::core::entity::{value, Audience, EntityTypeId, TypeRegistry, Value, AVATAR};
+use crate::core::ids::EntityId;
+use crate::core::time::Time;
+use crate::wire::client::{CallOutcome, RefuseReason, ServerMsg};
+
+use super::relay::{
+    decode_input, hit_done, hit_started, push_call_result, tagged, GameInput, DEFER_DOWN,
+    DEFER_INPUT, DOWN_FRAMES,
+};
+
+/// What the game logic counts (exported as host metrics).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GameCounters {
+    /// Client inputs applied at a real.
+    pub inputs: u64,
+    /// Moves older than the last applied input (position not taken).
+    pub stale_moves: u64,
+    /// Inputs or client data deferred to the next real (offloaded).
+    pub deferred: u64,
+    /// Inputs that did not decode or reached a non-avatar (dropped).
+    pub bad_inputs: u64,
+    /// Deferred effects for an entity with no real to forward to (lost).
+    pub lost: u64,
+    /// Calls refused at the real, by [`RefuseReason::code`].
+    pub refused: [u64; 16],
+    /// Properties set by clients.
+    pub props_set: u64,
+    /// Hits accepted into the combat flow.
+    pub hits: u64,
+}
+
+/// The client-input logic of one shard (see the module doc).
+#[derive(Debug)]
+pub struct Game {
+    avatar: EntityTypeId,
+    last_seq_prop: usize,
+    counters: GameCounters,
+    events: Vec<CellEvent>,
+    /// This tick's client frames per entity (tag byte first).
+    frames: Vec<(EntityId, Vec<u8>, u64)>,
+}
+
+impl Game {
+    /// Game logic for the types of `registry` (its `Avatar` must have a
+    /// `last_input_seq` property).
+    ///
+    /// # Panics
+    /// If the registry has no such Avatar (the built-ins always do).
+    pub fn new(registry: &TypeRegistry) -> Game {
+        let avatar = registry.get(AVATAR).expect("built-in avatar");
+        Game {
+            avatar: avatar.id(),
+            last_seq_prop: avatar
+                .prop_index("last_input_seq")
+                .expect("avatar has last_input_seq"),
+            counters: GameCounters::default(),
+            events: Vec::new(),
+            frames: Vec::new(),
+        }
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &GameCounters {
+        &self.counters
+    }
+
+    /// Drains `cell`'s events (call right after its tick) and applies the
+    /// client logic; then sends each real its tick's client frames.
+    pub fn run(&mut self, now: Time, cell: &mut Cell) {
+        let mut events = std::mem::take(&mut self.events);
+        events.extend(std::iter::from_fn(|| cell.poll_event()));
+        for ev in events.drain(..) {
+            match ev {
+                CellEvent::InputApplied { entity, data, .. } => {
+                    self.input(now, cell, entity, &data)
+                }
+                CellEvent::CallRun { entity, data, .. } => match data.first() {
+                    Some(&DEFER_INPUT) => self.input(now, cell, entity, &data[1..]),
+                    Some(&DEFER_DOWN) => {
+                        let down: Arc<[u8]> = Arc::from(&data[1..]);
+                        self.down(now, cell, entity, down);
+                    }
+                    _ => {}
+                },
+                CellEvent::Combat { entity, event } => self.combat(now, cell, entity, event),
+                _ => {}
+            }
+        }
+        self.events = events;
+        self.flush(now, cell);
+    }
+
+    fn combat(&mut self, now: Time, cell: &mut Cell, entity: EntityId, event: CombatEvent) {
+        let (seq, outcome) = match event {
+            CombatEvent::HitLanded {
+                seq, dealt, killed, ..
+            } => (seq, CallOutcome::HitLanded { dealt, killed }),
+            CombatEvent::HitExpired { seq, .. } => (seq, CallOutcome::HitExpired),
+            _ => return,
+        };
+        self.down(now, cell, entity, hit_done(seq, outcome));
+    }
+
+    /// Applies one input at `entity`'s real here, or defers it.
+    fn input(&mut self, now: Time, cell: &mut Cell, entity: EntityId, data: &[u8]) {
+        if !is_real(cell, entity) {
+            self.defer(now, cell, entity, tagged(DEFER_INPUT, data));
+            return;
+        }
+        let Some(input) = decode_input(data) else {
+            self.counters.bad_inputs += 1;
+            return;
+        };
+        let idx = self.last_seq_prop;
+        let real = cell.real_mut(entity).expect("real");
+        if real.core().type_id != self.avatar {
+            self.counters.bad_inputs += 1;
+            return;
+        }
+        let last = match real.props().get(idx) {
+            Some(Value::UInt(v)) => *v,
+            _ => 0,
+        };
+        let seq = input.seq();
+        self.counters.inputs += 1;
+        match input {
+            GameInput::Move { pos, yaw, .. } if seq > last => real.set_movement(pos, yaw),
+            GameInput::Move { .. } => self.counters.stale_moves += 1,
+            GameInput::Hit { target, damage, .. } => self.hit(now, cell, entity, seq, target, damage),
+            GameInput::SetProp { prop, value, .. } => {
+                let outcome = self.set_prop(cell, entity, prop, value);
+                self.result(entity, seq, outcome);
+            }
+        }
+        let real = cell.real_mut(entity).expect("real");
+        if seq > last {
+            let _ = real.props_mut().set(idx, Value::UInt(seq));
+        }
+        let f = self.frames_of(entity);
+        f.2 = f.2.max(seq);
+    }
+
+    fn hit(&mut self, now: Time, cell: &mut Cell, e: EntityId, seq: u64, handle: u32, dmg: i64) {
+        let target = cell.observer(e).and_then(|o| {
+            o.entities()
+                .find(|&t| o.handle_of(t) == Some(handle))
+        });
+        let Some(target) = target else {
+            self.result(e, seq, CallOutcome::Refused(RefuseReason::NotVisible));
+            return;
+        };
+        match cell.try_hit(now, e, target, dmg) {
+            Ok(combat_seq) => {
+                self.counters.hits += 1;
+                self.down(now, cell, e, hit_started(seq, combat_seq));
+            }
+            Err(HitError::Refused(r)) => {
+                self.result(e, seq, CallOutcome::Refused(RefuseReason::from(&r)))
+            }
+            Err(HitError::NotReal(_)) => unreachable!("checked real"),
+        }
+    }
+
+    fn set_prop(&mut self, cell: &mut Cell, e: EntityId, prop: u16, bytes: &[u8]) -> CallOutcome {
+        let real = cell.real_mut(e).expect("real");
+        let ty = real.props().entity_type().clone();
+        let Some(def) = ty.prop(usize::from(prop)).filter(|d| d.client_settable) else {
+            return CallOutcome::Refused(RefuseReason::PropNotSettable);
+        };
+        let mut r = Reader::new(bytes);
+        let decoded = value::decode(&mut r, &ty, def.ty, Audience::OwnClient);
+        let Ok(v) = decoded.map_err(|_| ()).and_then(|v| r.is_empty().then_some(v).ok_or(()))
+        else {
+            return CallOutcome::Refused(RefuseReason::BadValue);
+        };
+        match real.props_mut().set(usize::from(prop), v) {
+            Ok(()) => {
+                self.counters.props_set += 1;
+                CallOutcome::Applied
+            }
+            Err(_) => CallOutcome::Refused(RefuseReason::BadValue),
+        }
+    }
+
+    fn result(&mut self, entity: EntityId, seq: u64, outcome: CallOutcome) {
+        if let CallOutcome::Refused(r) = outcome {
+            let i = usize::from(r.code()).min(self.counters.refused.len() - 1);
+            self.counters.refused[i] += 1;
+        }
+        push_call_result(&mut self.frames_of(entity).1, seq, outcome);
+    }
+
+    fn frames_of(&mut self, entity: EntityId) -> &mut (EntityId, Vec<u8>, u64) {
+        let i = match self.frames.iter().position(|f| f.0 == entity) {
+            Some(i) => i,
+            None => {
+                self.frames.push((entity, vec![DOWN_FRAMES], 0));
+                self.frames.len() - 1
+            }
+        };
+        &mut self.frames[i]
+    }
+
+    /// Sends each entity's frames of this tick (results, then one ack).
+    fn flush(&mut self, now: Time, cell: &mut Cell) {
+        let mut frames = std::mem::take(&mut self.frames);
+        for (entity, mut buf, acked) in frames.drain(..) {
+            if acked > 0 {
+                ServerMsg::InputAck { last_seq: acked }.encode(&mut buf);
+            }
+            if buf.len() > 1 {
+                self.down(now, cell, entity, Arc::from(buf));
+            }
+        }
+        self.frames = frames;
+    }
+
+    /// Sends client data from the real here, or defers it to the next real.
+    fn down(&mut self, now: Time, cell: &mut Cell, entity: EntityId, data: Arc<[u8]>) {
+        if is_real(cell, entity) {
+            let _ = cell.send_to_client(entity, data);
+        } else {
+            self.defer(now, cell, entity, tagged(DEFER_DOWN, &data));
+        }
+    }
+
+    /// Re-sends `data` to `entity`'s real wherever it went, as a game call.
+    fn defer(&mut self, now: Time, cell: &mut Cell, entity: EntityId, data: Arc<[u8]>) {
+        let forwardable = match cell.residency(entity) {
+            Some(Residency::Ghost { .. }) => true,
+            Some(Residency::Gone { forward_to, .. }) => forward_to != cell.id(),
+            _ => false,
+        };
+        if !forwardable {
+            self.counters.lost += 1;
+            return;
+        }
+        self.counters.deferred += 1;
+        let body = ToRealBody::Call(Call {
+            kind: CallKind::Game,
+            id: 0,
+            data,
+        });
+        let msg = ToReal {
+            entity,
+            hops: 0,
+            body,
+        };
+        cell.handle(now, Source::Local, crate::core::cell::CellMsg::ToReal(msg));
+    }
+}
+
+fn is_real(cell: &Cell, e: EntityId) -> bool {
+    matches!(cell.residency(e), Some(Residency::Real { .. }))
+}

@@ -1,0 +1,163 @@
+//! The client gateway, sans-IO: one [`Session`] per client connection on
+//! the shard that accepted it (where the client's proxy lives).
+//!
+//! - [`session`]: [`Session`], the server end of the client protocol
+//!   (handshake, input rules, strikes, downstream frames, acks).
+//! - [`rules`]: the speed limit, settable properties, login names.
+//!
+//! Owns the protocol state of connections; never touches a socket (the
+//! host feeds it the bytes of its `ClientPort`) nor a cell (inputs go out
+//! through the proxy, results come back as downstream data).
+
+pub mod rules;
+pub mod session;
+#[cfg(test)]
+mod tests;
+
+pub use rules::{check_name, check_pos, check_set_prop, MoveLimiter};
+pub use session::{Closing, Session, SessionPhase, Step};
+
+use crate::config::Config;
+use crate::core::geom::Rect;
+use crate::wire::client::ErrorCode;
+
+/// Bounds and rules of the gateway (config `[gateway]`, `[runtime]`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GatewayParams {
+    /// Largest client frame body (`gateway.frame_bytes_max`). Default 4096.
+    pub client_body_bytes_max: u32,
+    /// Refusals tolerated before a Kick (`gateway.abuse_strikes_max`).
+    /// Default 8.
+    pub abuse_strikes_max: u32,
+    /// Speed limit of moves (`gateway.move_speed_max_mps`). Default 12.
+    pub move_speed_max_mps: f64,
+    /// Distance a client may move beyond the limit in a burst
+    /// (`gateway.move_slack_m`). Default 6.
+    pub move_slack_m: f64,
+    /// Inputs forwarded and not yet acknowledged by the real
+    /// (`gateway.inputs_in_flight_max`); more are refused `rate-limited`.
+    /// Default 1024.
+    pub inputs_in_flight_max: usize,
+    /// Hits waiting for their result (their combat seq is remembered).
+    /// Default 64.
+    pub hits_pending_max: usize,
+    /// The tick period announced in Welcome. Default 50.
+    pub tick_ms: u32,
+    /// The world's bounds (moves outside are `bad-value`).
+    pub world: Rect,
+}
+
+impl Default for GatewayParams {
+    fn default() -> Self {
+        GatewayParams {
+            client_body_bytes_max: 4096,
+            abuse_strikes_max: 8,
+            move_speed_max_mps: 12.0,
+            move_slack_m: 6.0,
+            inputs_in_flight_max: 1024,
+            hits_pending_max: 64,
+            tick_ms: 50,
+            world: Rect::new(0.0, 0.0, 4096.0, 4096.0),
+        }
+    }
+}
+
+impl GatewayParams {
+    /// The params of `config`.
+    pub fn from_config(c: &Config) -> GatewayParams {
+        GatewayParams {
+            client_body_bytes_max: c.gateway.frame_bytes_max,
+            abuse_strikes_max: c.gateway.abuse_strikes_max,
+            move_speed_max_mps: c.gateway.move_speed_max_mps,
+            move_slack_m: c.gateway.move_slack_m,
+            inputs_in_flight_max: c.gateway.inputs_in_flight_max as usize,
+            hits_pending_max: 64,
+            tick_ms: u32::try_from(c.runtime.tick_ms).unwrap_or(u32::MAX),
+            world: c.world.bounds(),
+        }
+    }
+}
+
+/// Slots of a per-rule counter array (indexed by [`ErrorCode::code`]).
+pub const RULES: usize = 18;
+
+/// The metric name of the refusals of one rule (static: metric names are).
+pub fn refused_metric(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::UnknownMessage => "gateway_refused_unknown_message",
+        ErrorCode::FrameTooLarge => "gateway_refused_frame_too_large",
+        ErrorCode::MoveTooFast => "gateway_refused_move_too_fast",
+        ErrorCode::NotVisible => "gateway_refused_not_visible",
+        ErrorCode::PropNotSettable => "gateway_refused_prop_not_settable",
+        ErrorCode::ProtocolViolation => "gateway_refused_protocol_violation",
+        ErrorCode::SlowReader => "gateway_refused_slow_reader",
+        ErrorCode::BadMagic => "gateway_refused_bad_magic",
+        ErrorCode::VersionMismatch => "gateway_refused_version_mismatch",
+        ErrorCode::LoginRefused => "gateway_refused_login_refused",
+        ErrorCode::BadSequence => "gateway_refused_bad_sequence",
+        ErrorCode::BadValue => "gateway_refused_bad_value",
+        ErrorCode::RateLimited => "gateway_refused_rate_limited",
+        ErrorCode::ServerFull => "gateway_refused_server_full",
+        ErrorCode::Shutdown => "gateway_refused_shutdown",
+        ErrorCode::IdleTimeout => "gateway_refused_idle_timeout",
+        ErrorCode::Replaced => "gateway_refused_replaced",
+    }
+}
+
+/// Why a connection ended (counted by the host, `gateway_disconnects_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Disconnect {
+    /// The client said Bye.
+    Bye,
+    /// The client closed its end (or reset it).
+    PeerClosed,
+    /// A socket error.
+    IoError,
+    /// The client did not read fast enough (send queue full).
+    SlowReader,
+    /// Kicked for breaking the rules (abuse, framing, refused handshake).
+    Kicked,
+    /// The server stops.
+    Shutdown,
+    /// No room for one more connection.
+    TooManyConnections,
+}
+
+impl Disconnect {
+    /// Every reason, in index order.
+    pub const ALL: [Disconnect; 7] = [
+        Disconnect::Bye,
+        Disconnect::PeerClosed,
+        Disconnect::IoError,
+        Disconnect::SlowReader,
+        Disconnect::Kicked,
+        Disconnect::Shutdown,
+        Disconnect::TooManyConnections,
+    ];
+
+    /// The stable name (what `ServerCounters::disconnects` uses).
+    pub fn name(self) -> &'static str {
+        match self {
+            Disconnect::Bye => "bye",
+            Disconnect::PeerClosed => "peer-closed",
+            Disconnect::IoError => "io-error",
+            Disconnect::SlowReader => "slow-reader",
+            Disconnect::Kicked => "kicked",
+            Disconnect::Shutdown => "shutdown",
+            Disconnect::TooManyConnections => "too-many-connections",
+        }
+    }
+
+    /// The metric name.
+    pub fn metric(self) -> &'static str {
+        match self {
+            Disconnect::Bye => "gateway_disconnects_bye",
+            Disconnect::PeerClosed => "gateway_disconnects_peer_closed",
+            Disconnect::IoError => "gateway_disconnects_io_error",
+            Disconnect::SlowReader => "gateway_disconnects_slow_reader",
+            Disconnect::Kicked => "gateway_disconnects_kicked",
+            Disconnect::Shutdown => "gateway_disconnects_shutdown",
+            Disconnect::TooManyConnections => "gateway_disconnects_too_many_connections",
+        }
+    }
+}

@@ -1,0 +1,437 @@
+//! [`Session`]: the server end of one client connection, sans-IO.
+//!
+//! Owns the handshake, the input rules with their refusals and strikes,
+//! the acks (what the real processed plus what the gateway refused), the
+//! map from a Hit's combat seq back to its client seq, and the frames to
+//! write. The host feeds it frames split from the port's input
+//! ([`Session::handle_frame`]), the proxy's downstream data
+//! ([`Session::handle_down`]) and the end of each tick
+//! ([`Session::end_tick`]); it writes [`Session::output`] to the port.
+//!
+//! # Rules (each refusal is one Error naming the rule, counted, a strike)
+//! - handshake: Hello then Login, anything else is fatal (Error, close);
+//! - `unknown-message`, `protocol-violation` (a body that does not decode,
+//!   a Hello or Login after Welcome);
+//! - `bad-sequence`: an input whose seq is not the next (dropped, the seq
+//!   is not used up);
+//! - `bad-value` (a non-finite or out-of-world position, a value that does
+//!   not decode), `move-too-fast` ([`MoveLimiter`]), `prop-not-settable`,
+//!   `rate-limited` (too many inputs unacknowledged);
+//! - more than `abuse_strikes_max` refusals: Kick (the last rule) + close;
+//! - a frame over the size limit: Kick `frame-too-large` + close.
+//!
+//! # Acks
+//! An InputAck `n` promises every input `<= n` was processed. Inputs the
+//! gateway refused are processed at once; forwarded ones when the real
+//! acks them. So the session keeps the forwarded seqs not yet acked and
+//! acknowledges, once per tick at most, everything below the oldest of
+//! them (or everything received if none is pending).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use super::rules::{check_name, check_pos, check_set_prop, MoveLimiter};
+use super::{GatewayParams, RULES};
+use crate::core::entity::EntityType;
+use crate::core::geom::Vec3;
+use crate::core::ids::EntityId;
+use crate::core::time::Time;
+use crate::server::relay::{decode_down, Down, GameInput};
+use crate::wire::client::{
+    split_frame, view_batch_header, ClientMsg, DecodeError, ErrorCode, Frame, ServerMsg, Welcome,
+    HEADER_BYTES, TEXT_BYTES_MAX,
+};
+
+/// Where a session is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionPhase {
+    /// Waiting for Hello.
+    Hello,
+    /// Waiting for Login.
+    Login,
+    /// Login taken; the host is spawning the avatar.
+    Spawning,
+    /// Welcomed.
+    Live,
+    /// Ended; nothing more is read.
+    Closed,
+}
+
+/// How a session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Closing {
+    /// The client said Bye.
+    Bye,
+    /// The server sent Kick (or a fatal handshake Error) with this rule.
+    Kicked(ErrorCode),
+}
+
+/// What the host must do after a frame.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Step<'a> {
+    /// Nothing (answered or refused in the output).
+    None,
+    /// Spawn an avatar for `name`, then [`Session::welcome`].
+    Login {
+        /// The player name.
+        name: &'a str,
+    },
+    /// Forward this input to the real through the proxy.
+    Input(GameInput<'a>),
+    /// Close the connection after the output is written.
+    Close(Closing),
+}
+
+/// The server end of one connection (see the module doc).
+#[derive(Debug)]
+pub struct Session {
+    params: GatewayParams,
+    avatar: Arc<EntityType>,
+    phase: SessionPhase,
+    entity: Option<EntityId>,
+    next_seq: u64,
+    limiter: Option<MoveLimiter>,
+    strikes: u32,
+    forwarded: VecDeque<u64>,
+    acked: u64,
+    hits: VecDeque<(u64, u64)>,
+    out: Vec<u8>,
+    refused: [u64; RULES],
+    text: String,
+}
+
+impl Session {
+    /// A new connection's session; its avatar will be of type `avatar`.
+    pub fn new(params: GatewayParams, avatar: Arc<EntityType>) -> Session {
+        Session {
+            params,
+            avatar,
+            phase: SessionPhase::Hello,
+            entity: None,
+            next_seq: 1,
+            limiter: None,
+            strikes: 0,
+            forwarded: VecDeque::new(),
+            acked: 0,
+            hits: VecDeque::new(),
+            out: Vec::new(),
+            refused: [0; RULES],
+            text: String::new(),
+        }
+    }
+
+    /// Where the session is.
+    pub fn phase(&self) -> SessionPhase {
+        self.phase
+    }
+
+    /// The client's avatar, once welcomed.
+    pub fn entity(&self) -> Option<EntityId> {
+        self.entity
+    }
+
+    /// Refusals so far, by [`ErrorCode::code`].
+    pub fn refused(&self) -> &[u64; RULES] {
+        &self.refused
+    }
+
+    /// Bytes to write to the client.
+    pub fn output(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// Marks the output written.
+    pub fn clear_output(&mut self) {
+        self.out.clear();
+    }
+
+    /// Splits and handles every whole frame of `input`; returns the bytes
+    /// used and calls `step` for each host action. Stops at a close and
+    /// after a Login (the rest is read once [`Session::welcome`] ran).
+    pub fn handle_input(
+        &mut self,
+        now: Time,
+        input: &[u8],
+        mut step: impl FnMut(&mut Session, Step<'_>),
+    ) -> usize {
+        let mut used = 0;
+        // Stops at a close, and after a Login until the host welcomes.
+        while matches!(
+            self.phase,
+            SessionPhase::Hello | SessionPhase::Login | SessionPhase::Live
+        ) {
+            match split_frame(&input[used..], self.params.client_body_bytes_max) {
+                Ok(Some((f, n))) => {
+                    used += n;
+                    let s = self.handle_frame(now, &f);
+                    step(self, s);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let s = self.framing_error(&e);
+                    step(self, s);
+                    used = input.len();
+                }
+            }
+        }
+        used
+    }
+
+    /// Handles one frame from the client.
+    pub fn handle_frame<'a>(&mut self, now: Time, f: &Frame<'a>) -> Step<'a> {
+        let msg = match ClientMsg::decode(f) {
+            Ok(m) => m,
+            Err(e) => return self.decode_error(&e),
+        };
+        match (self.phase, msg) {
+            (SessionPhase::Hello, ClientMsg::Hello { .. }) => {
+                self.phase = SessionPhase::Login;
+                Step::None
+            }
+            (SessionPhase::Login, ClientMsg::Login { name, .. }) => {
+                if !check_name(name) {
+                    return self.fatal(ErrorCode::LoginRefused, "bad name");
+                }
+                self.phase = SessionPhase::Spawning;
+                Step::Login { name }
+            }
+            (SessionPhase::Hello | SessionPhase::Login, _) => {
+                self.fatal(ErrorCode::ProtocolViolation, "expected Hello then Login")
+            }
+            (SessionPhase::Spawning | SessionPhase::Closed, _) => Step::None,
+            (SessionPhase::Live, m) => self.live(now, m),
+        }
+    }
+
+    /// The stream broke (a frame over the limit): Kick and close.
+    pub fn framing_error(&mut self, e: &DecodeError) -> Step<'static> {
+        let code = ErrorCode::from(e);
+        self.count(code);
+        self.kick(code, &e.to_string());
+        Step::Close(Closing::Kicked(code))
+    }
+
+    fn decode_error<'a>(&mut self, e: &DecodeError) -> Step<'a> {
+        let code = ErrorCode::from(e);
+        if self.phase != SessionPhase::Live {
+            return self.fatal(code, &e.to_string());
+        }
+        self.refuse(0, code, &e.to_string())
+    }
+
+    /// The avatar exists (or is on its way): sends Welcome.
+    pub fn welcome(&mut self, now: Time, entity: EntityId, spawn: Vec3) {
+        debug_assert_eq!(self.phase, SessionPhase::Spawning);
+        self.phase = SessionPhase::Live;
+        self.entity = Some(entity);
+        let p = &self.params;
+        self.limiter = Some(MoveLimiter::new(
+            p.move_speed_max_mps,
+            p.move_slack_m,
+            spawn,
+            now,
+        ));
+        ServerMsg::Welcome(Welcome {
+            tick_ms: p.tick_ms,
+            entity,
+            own_handle: None,
+            client_body_bytes_max: p.client_body_bytes_max,
+            bounds: p.world,
+            server_time_us: now.0,
+        })
+        .encode(&mut self.out);
+    }
+
+    /// The login cannot be served: Error and close.
+    pub fn refuse_login(&mut self, code: ErrorCode, text: &str) -> Step<'static> {
+        self.fatal(code, text)
+    }
+
+    fn live<'a>(&mut self, now: Time, m: ClientMsg<'a>) -> Step<'a> {
+        match m {
+            ClientMsg::Ping {
+                nonce,
+                client_time_us,
+            } => {
+                ServerMsg::Pong {
+                    nonce,
+                    client_time_us,
+                    server_time_us: now.0,
+                }
+                .encode(&mut self.out);
+                Step::None
+            }
+            ClientMsg::Bye => {
+                self.phase = SessionPhase::Closed;
+                Step::Close(Closing::Bye)
+            }
+            ClientMsg::Hello { .. } | ClientMsg::Login { .. } => {
+                self.refuse(0, ErrorCode::ProtocolViolation, "already logged in")
+            }
+            ClientMsg::Move { .. } | ClientMsg::Hit { .. } | ClientMsg::SetProp { .. } => {
+                self.input(now, m)
+            }
+        }
+    }
+
+    fn input<'a>(&mut self, now: Time, m: ClientMsg<'a>) -> Step<'a> {
+        let seq = m.seq().expect("an input");
+        if seq != self.next_seq {
+            let text = format!("expected seq {}", self.next_seq);
+            return self.refuse(seq, ErrorCode::BadSequence, &text);
+        }
+        self.next_seq += 1;
+        if self.forwarded.len() >= self.params.inputs_in_flight_max {
+            return self.refuse(seq, ErrorCode::RateLimited, "too many inputs in flight");
+        }
+        let input = match m {
+            ClientMsg::Move { pos, yaw, .. } => {
+                if !check_pos(&self.params.world, pos) || !yaw.is_finite() {
+                    return self.refuse(seq, ErrorCode::BadValue, "position outside the world");
+                }
+                let limiter = self.limiter.as_mut().expect("live");
+                if let Err((d, budget)) = limiter.check(now, pos) {
+                    let text = format!("moved {d:.1} m, {budget:.1} m allowed");
+                    return self.refuse(seq, ErrorCode::MoveTooFast, &text);
+                }
+                GameInput::Move { seq, pos, yaw }
+            }
+            ClientMsg::Hit { target, damage, .. } => GameInput::Hit {
+                seq,
+                target,
+                damage,
+            },
+            ClientMsg::SetProp { prop, value, .. } => {
+                if let Err(code) = check_set_prop(&self.avatar, prop, value) {
+                    let avatar = Arc::clone(&self.avatar);
+                    let name = avatar.prop(usize::from(prop)).map_or("unknown", |d| &d.name);
+                    return self.refuse(seq, code, name);
+                }
+                GameInput::SetProp { seq, prop, value }
+            }
+            _ => unreachable!("inputs only"),
+        };
+        self.forwarded.push_back(seq);
+        Step::Input(input)
+    }
+
+    /// One refusal: Error, counted, a strike; Kick past the strike limit.
+    fn refuse<'a>(&mut self, seq: u64, code: ErrorCode, text: &str) -> Step<'a> {
+        self.count(code);
+        let text = clip(text);
+        ServerMsg::Error { seq, code, text }.encode(&mut self.out);
+        self.strikes += 1;
+        if self.strikes > self.params.abuse_strikes_max {
+            self.text = format!("{} refused messages, the last {code}", self.strikes);
+            let text = std::mem::take(&mut self.text);
+            self.kick(code, &text);
+            return Step::Close(Closing::Kicked(code));
+        }
+        Step::None
+    }
+
+    fn count(&mut self, code: ErrorCode) {
+        self.refused[usize::from(code.code()).min(RULES - 1)] += 1;
+    }
+
+    /// A fatal refusal (handshake): Error, close.
+    fn fatal<'a>(&mut self, code: ErrorCode, text: &str) -> Step<'a> {
+        self.count(code);
+        ServerMsg::Error {
+            seq: 0,
+            code,
+            text: clip(text),
+        }
+        .encode(&mut self.out);
+        self.phase = SessionPhase::Closed;
+        Step::Close(Closing::Kicked(code))
+    }
+
+    /// Writes Kick and ends the session (the host closes the connection).
+    pub fn kick(&mut self, code: ErrorCode, text: &str) {
+        ServerMsg::Kick {
+            code,
+            text: clip(text),
+        }
+        .encode(&mut self.out);
+        self.phase = SessionPhase::Closed;
+    }
+
+    /// Downstream data from the real (through the proxy, in order).
+    /// Returns false if it was not understood (counted by the host).
+    pub fn handle_down(&mut self, tick: u64, data: &[u8]) -> bool {
+        if self.phase != SessionPhase::Live {
+            return true;
+        }
+        match decode_down(data) {
+            Some(Down::ViewBatch(b)) => {
+                self.out.extend_from_slice(&view_batch_header(tick, b.len()));
+                self.out.extend_from_slice(b);
+            }
+            Some(Down::Frames(mut frames)) => {
+                while let Ok(Some((f, n))) = split_frame(frames, u32::MAX) {
+                    match ServerMsg::decode(&f) {
+                        Ok(ServerMsg::InputAck { last_seq }) => self.real_acked(last_seq),
+                        _ => self.out.extend_from_slice(&frames[..n]),
+                    }
+                    frames = &frames[n..];
+                }
+            }
+            Some(Down::HitStarted {
+                client_seq,
+                combat_seq,
+            }) => {
+                if self.hits.len() >= self.params.hits_pending_max {
+                    self.hits.pop_front();
+                }
+                self.hits.push_back((combat_seq, client_seq));
+            }
+            Some(Down::HitDone(frame)) if frame.len() >= HEADER_BYTES + 8 => {
+                let seq_at = HEADER_BYTES..HEADER_BYTES + 8;
+                let combat = u64::from_le_bytes(frame[seq_at.clone()].try_into().expect("8"));
+                let Some(i) = self.hits.iter().position(|h| h.0 == combat) else {
+                    return false;
+                };
+                let (_, client) = self.hits.remove(i).expect("found");
+                let at = self.out.len();
+                self.out.extend_from_slice(frame);
+                self.out[at + seq_at.start..at + seq_at.end].copy_from_slice(&client.to_le_bytes());
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    fn real_acked(&mut self, last: u64) {
+        while self.forwarded.front().is_some_and(|&s| s <= last) {
+            self.forwarded.pop_front();
+        }
+    }
+
+    /// End of the tick: one InputAck if the processed seq rose.
+    pub fn end_tick(&mut self) {
+        if self.phase != SessionPhase::Live {
+            return;
+        }
+        let done = match self.forwarded.front() {
+            Some(&s) => s - 1,
+            None => self.next_seq - 1,
+        };
+        if done > self.acked {
+            self.acked = done;
+            ServerMsg::InputAck { last_seq: done }.encode(&mut self.out);
+        }
+    }
+}
+
+/// `text` cut to the protocol's limit at a character boundary.
+fn clip(text: &str) -> &str {
+    if text.len() <= TEXT_BYTES_MAX {
+        return text;
+    }
+    let mut end = TEXT_BYTES_MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}

@@ -1,0 +1,255 @@
+//! Sans-IO tests of [`Session`] against the client library's
+//! [`ClientSession`]: the handshake, every refusal rule with its code,
+//! strikes and kicks, acks covering refused inputs, hit results mapped back
+//! to client seqs. The real is played by hand (downstream payloads).
+
+use std::sync::Arc;
+
+use super::*;
+use crate::client::{ClientSession, ClientSessionParams, SessionEvent, SessionState};
+use crate::core::entity::{TypeRegistry, AVATAR};
+use crate::core::geom::{Rect, Vec3};
+use crate::core::ids::EntityId;
+use crate::core::time::Time;
+use crate::server::relay::{hit_done, hit_started, tagged, GameInput, DOWN_FRAMES};
+use crate::wire::client::{CallOutcome, ClientMsg, ErrorCode, ServerMsg};
+
+const E: EntityId = EntityId(99);
+
+struct Pair {
+    server: Session,
+    client: ClientSession,
+    now: Time,
+    inputs: Vec<u64>,
+    closed: Option<Closing>,
+}
+
+fn registry() -> Arc<TypeRegistry> {
+    Arc::new(TypeRegistry::with_builtins())
+}
+
+fn params() -> GatewayParams {
+    GatewayParams {
+        world: Rect::new(0.0, 0.0, 1000.0, 1000.0),
+        abuse_strikes_max: 3,
+        ..GatewayParams::default()
+    }
+}
+
+impl Pair {
+    fn new() -> Pair {
+        let reg = registry();
+        let avatar = reg.get(AVATAR).expect("avatar").clone();
+        let mut p = Pair {
+            server: Session::new(params(), avatar),
+            client: ClientSession::new(ClientSessionParams::default(), reg),
+            now: Time::from_millis(1000),
+            inputs: Vec::new(),
+            closed: None,
+        };
+        p.client.connect("ann", None).expect("connect");
+        p.pump();
+        assert_eq!(p.client.state(), SessionState::Live);
+        p
+    }
+
+    /// Client bytes to the server, server bytes to the client.
+    fn pump(&mut self) {
+        let bytes = self.client.transmit().to_vec();
+        self.client.advance_transmit(bytes.len());
+        self.feed(&bytes);
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        let now = self.now;
+        let mut login = false;
+        let (inputs, closed) = (&mut self.inputs, &mut self.closed);
+        let used = self.server.handle_input(now, bytes, |_, step| match step {
+            Step::Login { name } => {
+                assert_eq!(name, "ann");
+                login = true;
+            }
+            Step::Input(i) => inputs.push(i.seq()),
+            Step::Close(c) => *closed = Some(c),
+            Step::None => {}
+        });
+        if login {
+            self.server.welcome(now, E, Vec3::ground(100.0, 100.0));
+            self.feed(&bytes[used..]);
+        }
+        self.deliver();
+    }
+
+    fn deliver(&mut self) {
+        let out = self.server.output().to_vec();
+        self.server.clear_output();
+        let now = self.now;
+        self.client
+            .handle_bytes(now, &out, &mut ());
+    }
+
+    fn end_tick(&mut self) {
+        self.server.end_tick();
+        self.deliver();
+        self.now = self.now + std::time::Duration::from_millis(50);
+    }
+
+    /// The real acknowledges client seq `seq`.
+    fn real_ack(&mut self, seq: u64) {
+        let mut f = vec![DOWN_FRAMES];
+        ServerMsg::InputAck { last_seq: seq }.encode(&mut f);
+        assert!(self.server.handle_down(1, &f));
+    }
+
+    fn refusals(&mut self) -> Vec<(u64, ErrorCode)> {
+        std::iter::from_fn(|| self.client.poll_event())
+            .filter_map(|e| match e {
+                SessionEvent::Refused { seq, code, .. } => Some((seq, code)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn login_moves_and_acks() {
+    let mut p = Pair::new();
+    assert_eq!(p.client.welcome().map(|w| w.entity), Some(E));
+    p.client
+        .send_move(p.now, Vec3::ground(101.0, 100.0), 0.0)
+        .expect("move");
+    p.pump();
+    assert_eq!(p.inputs, vec![1]);
+    p.end_tick();
+    assert_eq!(p.client.last_acked(), 0, "not processed yet");
+    p.real_ack(1);
+    p.end_tick();
+    assert_eq!(p.client.last_acked(), 1);
+    assert_eq!(p.client.violation_count(), 0);
+}
+
+#[test]
+fn every_rule_refuses_with_its_code_and_the_session_lives() {
+    let mut p = Pair::new();
+    let reg = registry();
+    let status = reg.get(AVATAR).expect("a").prop_index("status").expect("s") as u16;
+    p.client
+        .send_move(p.now, Vec3::ground(500.0, 100.0), 0.0)
+        .expect("move");
+    p.client
+        .send_move(p.now, Vec3::ground(2000.0, 100.0), 0.0)
+        .expect("move");
+    p.client.send_set_prop(p.now, 0, b"\x02An").expect("set");
+    p.client.send_set_prop(p.now, status, b"\x02ok").expect("set");
+    p.pump();
+    assert_eq!(p.server.phase(), SessionPhase::Live);
+    p.client.send_set_prop(p.now, status, b"\x09").expect("set");
+    p.pump();
+    assert_eq!(p.inputs, vec![4], "only the good SetProp is forwarded");
+    assert_eq!(
+        p.refusals(),
+        vec![
+            (1, ErrorCode::MoveTooFast),
+            (2, ErrorCode::BadValue),
+            (3, ErrorCode::PropNotSettable),
+            (5, ErrorCode::BadValue)
+        ],
+        "the 4th refusal kicks (strikes max 3)"
+    );
+    assert_eq!(p.closed, Some(Closing::Kicked(ErrorCode::BadValue)));
+    assert_eq!(p.client.state(), SessionState::Closed);
+    assert_eq!(p.server.refused()[usize::from(ErrorCode::BadValue.code())], 2);
+}
+
+#[test]
+fn raw_rule_breaks_unknown_kind_bad_sequence_second_hello() {
+    let mut p = Pair::new();
+    let mut raw = Vec::new();
+    raw.extend_from_slice(&[0, 0, 0, 0, 0x09, 0x00, 0, 0]); // kind 9: unknown
+    ClientMsg::Hello { version: 1 }.encode(&mut raw);
+    let mv = |seq| ClientMsg::Move {
+        seq,
+        client_time_us: 0,
+        pos: Vec3::ground(100.0, 100.0),
+        yaw: 0.0,
+    };
+    mv(5).encode(&mut raw);
+    mv(1).encode(&mut raw);
+    p.feed(&raw);
+    assert_eq!(p.inputs, vec![1]);
+    let seen: Vec<ErrorCode> = p.server.refused().iter().enumerate()
+        .filter(|(_, &n)| n > 0)
+        .filter_map(|(c, _)| ErrorCode::from_code(c as u16))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ErrorCode::UnknownMessage,
+            ErrorCode::ProtocolViolation,
+            ErrorCode::BadSequence
+        ]
+    );
+    assert_eq!(p.closed, None, "3 strikes are tolerated");
+    assert_eq!(p.server.phase(), SessionPhase::Live);
+}
+
+#[test]
+fn oversized_frames_are_kicked() {
+    let mut p = Pair::new();
+    let header = [0x00, 0x10, 0x00, 0x00, 0x03, 0x00, 0, 0]; // body 4096 + ...
+    let mut big = header.to_vec();
+    big[0] = 1; // 4097 bytes
+    p.feed(&big);
+    assert_eq!(p.closed, Some(Closing::Kicked(ErrorCode::FrameTooLarge)));
+    assert_eq!(p.client.state(), SessionState::Closed);
+}
+
+#[test]
+fn acks_cover_refused_inputs_once_forwarded_ones_are_done() {
+    let mut p = Pair::new();
+    p.client
+        .send_move(p.now, Vec3::ground(101.0, 100.0), 0.0)
+        .expect("1");
+    p.client
+        .send_move(p.now, Vec3::ground(900.0, 100.0), 0.0)
+        .expect("2 too fast");
+    p.client
+        .send_move(p.now, Vec3::ground(102.0, 100.0), 0.0)
+        .expect("3");
+    p.pump();
+    assert_eq!(p.inputs, vec![1, 3]);
+    p.real_ack(1);
+    p.end_tick();
+    assert_eq!(p.client.last_acked(), 2, "1 done, 2 refused, 3 pending");
+    p.real_ack(3);
+    p.end_tick();
+    assert_eq!(p.client.last_acked(), 3);
+    assert_eq!(p.client.violation_count(), 0);
+}
+
+#[test]
+fn hit_results_get_the_client_seq_back() {
+    let mut p = Pair::new();
+    let seq = p.client.send_hit(p.now, 4, 10).expect("hit");
+    p.pump();
+    assert_eq!(p.inputs, vec![seq]);
+    assert!(p.server.handle_down(1, &hit_started(seq, 77)));
+    let landed = CallOutcome::HitLanded {
+        dealt: 10,
+        killed: false,
+    };
+    assert!(p.server.handle_down(1, &hit_done(77, landed)));
+    assert!(!p.server.handle_down(1, &hit_done(78, landed)), "unknown");
+    p.real_ack(seq);
+    p.end_tick();
+    let done: Vec<(u64, CallOutcome)> = std::iter::from_fn(|| p.client.poll_event())
+        .filter_map(|e| match e {
+            SessionEvent::CallDone { seq, outcome, .. } => Some((seq, outcome)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(done, vec![(seq, landed)]);
+    assert_eq!(p.client.calls_pending(), 0);
+    assert_eq!(p.client.violation_count(), 0);
+    let _ = (GameInput::Hit { seq, target: 4, damage: 10 }, tagged(1, b""));
+}

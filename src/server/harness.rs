@@ -1,0 +1,190 @@
+//! A sans-IO test harness for the cell host: several [`CellHost`]s wired by
+//! the runtime's own outboxes and inboxes (flume queues, polled by hand),
+//! each with a detached [`ClientPort`], and game clients driven by the
+//! client library's [`ClientSession`]. Deterministic: no threads, no
+//! sockets, time advanced by hand.
+//!
+//! Owns only test scaffolding; compiled for tests only.
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use crate::client::{ClientSession, ClientSessionParams};
+use crate::config::Config;
+use crate::core::entity::TypeRegistry;
+use crate::core::ids::ShardId;
+use crate::core::time::Time;
+use crate::runtime::inbox::InboxBuf;
+use crate::runtime::{Batch, ClientPort, ConnId, Inbox, Outbox, PortParams, ShardApp, ShardContext};
+
+use super::CellHost;
+
+/// One test client.
+pub struct TestClient {
+    /// The shard whose port it is connected to.
+    pub shard: usize,
+    /// Its connection there.
+    pub conn: ConnId,
+    /// The client library's session.
+    pub session: ClientSession,
+    /// Stop reading (a slow reader).
+    pub paused: bool,
+    /// The port closed it.
+    pub closed: bool,
+}
+
+/// Hosts, ports, queues and clients (see the module doc).
+pub struct Harness {
+    /// One host per shard.
+    pub hosts: Vec<CellHost>,
+    /// One detached port per shard.
+    pub ports: Vec<ClientPort>,
+    inboxes: Vec<InboxBuf>,
+    outboxes: Vec<Outbox>,
+    tx: Vec<flume::Sender<Batch>>,
+    rx: Vec<flume::Receiver<Batch>>,
+    dead: Vec<AtomicBool>,
+    /// The clients.
+    pub clients: Vec<TestClient>,
+    /// Current time.
+    pub now: Time,
+    tick: std::time::Duration,
+    registry: Arc<TypeRegistry>,
+}
+
+/// The small two-shard world of the gateway tests: 240 x 120 m, two cells
+/// split at x = 120 (cell 0 on shard 0, cell 1 on shard 1), ghost radius
+/// 30 m, AOI 15 m, avatars spawned at the centre (on the border), moves up
+/// to 30 m/s.
+pub fn test_config(extra: &[&str]) -> Config {
+    let mut sets: Vec<String> = [
+        "world.max_x_m=240.0",
+        "world.max_z_m=120.0",
+        "world.ghost_radius_m=30.0",
+        "aoi.radius_m=15.0",
+        "aoi.leave_radius_m=16.0",
+        "server.initial_cells=2",
+        "runtime.shards=2",
+        "runtime.tick_ms=50",
+        "gateway.spawn=\"center\"",
+        "gateway.move_speed_max_mps=30.0",
+        "gateway.listen_addr=\"127.0.0.1:0\"",
+        "admin.enabled=false",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    sets.extend(extra.iter().map(|s| s.to_string()));
+    Config::load(None, &sets).expect("valid test config")
+}
+
+impl Harness {
+    /// Hosts for `config` (its `runtime.shards` shards, at least 1).
+    pub fn new(config: &Config) -> Harness {
+        let shards = config.runtime.shards.max(1);
+        let tick = std::time::Duration::from_millis(config.runtime.tick_ms);
+        let mut h = Harness {
+            hosts: Vec::new(),
+            ports: Vec::new(),
+            inboxes: Vec::new(),
+            outboxes: Vec::new(),
+            tx: Vec::new(),
+            rx: Vec::new(),
+            dead: Vec::new(),
+            clients: Vec::new(),
+            now: Time::from_millis(1000),
+            tick,
+            registry: Arc::new(TypeRegistry::with_builtins()),
+        };
+        for index in 0..shards {
+            let ctx = ShardContext {
+                shard: ShardId::local(index),
+                shards,
+                tick,
+            };
+            h.hosts.push(CellHost::new(config, ctx).expect("host"));
+            h.ports.push(ClientPort::detached(PortParams::from_config(config)));
+            h.inboxes.push(InboxBuf::default());
+            h.outboxes
+                .push(Outbox::new(ShardId::local(index), shards, 4096, 65536));
+            let (tx, rx) = flume::bounded(1024);
+            h.tx.push(tx);
+            h.rx.push(rx);
+            h.dead.push(AtomicBool::new(false));
+        }
+        h
+    }
+
+    /// Connects a client to `shard` and queues its Hello and Login.
+    pub fn connect(&mut self, shard: usize, name: &str) -> usize {
+        let peer: SocketAddr = "127.0.0.1:5000".parse().expect("addr");
+        let conn = self.ports[shard].inject_open(peer);
+        let mut session = ClientSession::new(ClientSessionParams::default(), self.registry.clone());
+        session.connect(name, None).expect("connect");
+        self.clients.push(TestClient {
+            shard,
+            conn,
+            session,
+            paused: false,
+            closed: false,
+        });
+        self.clients.len() - 1
+    }
+
+    /// One tick: clients write, every shard ticks, clients read.
+    pub fn step(&mut self) {
+        for c in &mut self.clients {
+            let out = c.session.transmit();
+            if !out.is_empty() && !c.closed {
+                let port = &mut self.ports[c.shard];
+                let n = out.len().min(port.inbound_room(c.conn));
+                port.inject_input(c.conn, &out[..n]);
+                c.session.advance_transmit(n);
+            }
+        }
+        for i in 0..self.hosts.len() {
+            for batch in self.rx[i].try_iter() {
+                self.inboxes[i].push_batch(batch);
+            }
+            let inbox = Inbox::new(&mut self.inboxes[i]);
+            self.hosts[i].on_tick(self.now, inbox, &mut self.outboxes[i], &mut self.ports[i]);
+            self.outboxes[i].flush(&self.tx, &self.dead);
+        }
+        for c in &mut self.clients {
+            if c.paused || c.closed {
+                continue;
+            }
+            let bytes = self.ports[c.shard].take_output(c.conn);
+            c.session.handle_bytes(self.now, &bytes, &mut ());
+            if !self.ports[c.shard].is_open(c.conn) && c.session.transmit().is_empty() {
+                c.closed = true;
+                c.session.handle_eof(self.now);
+            }
+        }
+        self.now = self.now + self.tick;
+    }
+
+    /// Runs `n` ticks.
+    pub fn run(&mut self, n: usize) {
+        for _ in 0..n {
+            self.step();
+        }
+    }
+
+    /// Reals and ghosts of `entity` over every cell of every shard.
+    pub fn copies(&self, entity: crate::core::ids::EntityId) -> (usize, usize) {
+        use crate::core::cell::Residency;
+        let mut n = (0, 0);
+        for h in &self.hosts {
+            for c in h.cells() {
+                match c.residency(entity) {
+                    Some(Residency::Real { .. }) => n.0 += 1,
+                    Some(Residency::Ghost { .. }) => n.1 += 1,
+                    _ => {}
+                }
+            }
+        }
+        n
+    }
+}

@@ -1,0 +1,289 @@
+//! The bytes the gateway (at the proxy) and the game logic (at the real)
+//! exchange through the cell protocol: client inputs upstream, client data
+//! downstream, and effects deferred past a migration.
+//!
+//! Owns these three small formats (all little-endian); knows the client
+//! protocol only to pre-encode its frames. Must not touch cells, sessions
+//! or sockets.
+//!
+//! # Upstream: an input (`Input::data`, stamped by the proxy)
+//! `u8 kind, u64 client_seq`, then per kind:
+//! - 1 Move: `f64 x, f64 y, f64 z, f32 yaw` (37 bytes in all)
+//! - 2 Hit: `u32 target handle, i64 damage` (21 bytes)
+//! - 3 SetProp: `u16 prop`, then the value bytes (rest)
+//!
+//! The client's own seq travels inside, so acks and call results name it
+//! whatever the proxy's numbering.
+//!
+//! # Downstream (`ProxyMsg::Downstream::data`)
+//! The first byte tells what it is:
+//! - `1..=7` (a view event tag): a `core::view` batch as the cell built it;
+//!   the gateway writes it as a ViewBatch frame (header + these bytes).
+//! - [`DOWN_FRAMES`]: the rest is whole server frames (InputAck,
+//!   CallResult) encoded once at the real.
+//! - [`DOWN_HIT_STARTED`]: `u64 client_seq, u64 combat_seq`: a Hit was
+//!   accepted and its result will name the combat seq.
+//! - [`DOWN_HIT_DONE`]: one CallResult frame whose seq is the combat seq;
+//!   the gateway puts the client seq in its place.
+//!
+//! # Deferred effects (`Call::data` of a `CallKind::Game` call)
+//! An input applied in the tick its real was offloaded is re-sent to the
+//! real as a game call ([`DEFER_INPUT`] + the input), and client data the
+//! real could not send any more as [`DEFER_DOWN`] + the downstream bytes.
+
+use std::sync::Arc;
+
+use crate::core::geom::Vec3;
+use crate::wire::client::{CallOutcome, ServerMsg};
+
+/// Downstream: whole server frames.
+pub const DOWN_FRAMES: u8 = 0xF0;
+/// Downstream: a Hit's combat seq.
+pub const DOWN_HIT_STARTED: u8 = 0xF1;
+/// Downstream: a Hit's result under its combat seq.
+pub const DOWN_HIT_DONE: u8 = 0xF2;
+/// Game call: an input to apply at the real.
+pub const DEFER_INPUT: u8 = 0xD1;
+/// Game call: downstream bytes to send from the real.
+pub const DEFER_DOWN: u8 = 0xD2;
+
+const KIND_MOVE: u8 = 1;
+const KIND_HIT: u8 = 2;
+const KIND_SET_PROP: u8 = 3;
+
+/// A client input as the real applies it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum GameInput<'a> {
+    /// Walk to `pos` facing `yaw`.
+    Move {
+        /// Client seq.
+        seq: u64,
+        /// New position.
+        pos: Vec3,
+        /// New heading.
+        yaw: f32,
+    },
+    /// Hit the entity the client shows under `target`.
+    Hit {
+        /// Client seq.
+        seq: u64,
+        /// View handle.
+        target: u32,
+        /// Damage asked.
+        damage: i64,
+    },
+    /// Set own property `prop` to `value` (entity value encoding).
+    SetProp {
+        /// Client seq.
+        seq: u64,
+        /// Property index.
+        prop: u16,
+        /// Encoded value.
+        value: &'a [u8],
+    },
+}
+
+impl GameInput<'_> {
+    /// The client seq.
+    pub fn seq(&self) -> u64 {
+        match *self {
+            GameInput::Move { seq, .. }
+            | GameInput::Hit { seq, .. }
+            | GameInput::SetProp { seq, .. } => seq,
+        }
+    }
+
+    /// Appends the encoding to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match *self {
+            GameInput::Move { seq, pos, yaw } => {
+                out.push(KIND_MOVE);
+                out.extend_from_slice(&seq.to_le_bytes());
+                for v in [pos.x, pos.y, pos.z] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+                out.extend_from_slice(&yaw.to_le_bytes());
+            }
+            GameInput::Hit {
+                seq,
+                target,
+                damage,
+            } => {
+                out.push(KIND_HIT);
+                out.extend_from_slice(&seq.to_le_bytes());
+                out.extend_from_slice(&target.to_le_bytes());
+                out.extend_from_slice(&damage.to_le_bytes());
+            }
+            GameInput::SetProp { seq, prop, value } => {
+                out.push(KIND_SET_PROP);
+                out.extend_from_slice(&seq.to_le_bytes());
+                out.extend_from_slice(&prop.to_le_bytes());
+                out.extend_from_slice(value);
+            }
+        }
+    }
+
+    /// The encoding as a shared buffer (one allocation).
+    pub fn to_arc(&self) -> Arc<[u8]> {
+        let mut v = Vec::with_capacity(40);
+        self.encode(&mut v);
+        Arc::from(v)
+    }
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn f64_at(b: &[u8], at: usize) -> Option<f64> {
+    u64_at(b, at).map(f64::from_bits)
+}
+
+/// Decodes an input; `None` if the bytes are not one.
+pub fn decode_input(b: &[u8]) -> Option<GameInput<'_>> {
+    let seq = u64_at(b, 1)?;
+    match *b.first()? {
+        KIND_MOVE if b.len() == 37 => {
+            let yaw = f32::from_le_bytes(b[33..37].try_into().ok()?);
+            let pos = Vec3 {
+                x: f64_at(b, 9)?,
+                y: f64_at(b, 17)?,
+                z: f64_at(b, 25)?,
+            };
+            Some(GameInput::Move { seq, pos, yaw })
+        }
+        KIND_HIT if b.len() == 21 => Some(GameInput::Hit {
+            seq,
+            target: u32::from_le_bytes(b[9..13].try_into().ok()?),
+            damage: i64::from_le_bytes(b[13..21].try_into().ok()?),
+        }),
+        KIND_SET_PROP if b.len() >= 11 => Some(GameInput::SetProp {
+            seq,
+            prop: u16::from_le_bytes(b[9..11].try_into().ok()?),
+            value: &b[11..],
+        }),
+        _ => None,
+    }
+}
+
+/// What a downstream payload holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Down<'a> {
+    /// A view batch (write as a ViewBatch frame).
+    ViewBatch(&'a [u8]),
+    /// Whole server frames.
+    Frames(&'a [u8]),
+    /// A Hit's combat seq.
+    HitStarted {
+        /// Client seq of the Hit.
+        client_seq: u64,
+        /// Combat seq its result will carry.
+        combat_seq: u64,
+    },
+    /// A CallResult frame under a combat seq.
+    HitDone(&'a [u8]),
+}
+
+/// Classifies a downstream payload; `None` for an empty or unknown one.
+pub fn decode_down(b: &[u8]) -> Option<Down<'_>> {
+    match *b.first()? {
+        1..=7 => Some(Down::ViewBatch(b)),
+        DOWN_FRAMES => Some(Down::Frames(&b[1..])),
+        DOWN_HIT_STARTED if b.len() == 17 => Some(Down::HitStarted {
+            client_seq: u64_at(b, 1)?,
+            combat_seq: u64_at(b, 9)?,
+        }),
+        DOWN_HIT_DONE => Some(Down::HitDone(&b[1..])),
+        _ => None,
+    }
+}
+
+/// Appends a CallResult frame to `out`.
+pub fn push_call_result(out: &mut Vec<u8>, seq: u64, outcome: CallOutcome) {
+    ServerMsg::CallResult { seq, outcome }.encode(out);
+}
+
+/// A [`DOWN_HIT_STARTED`] payload.
+pub fn hit_started(client_seq: u64, combat_seq: u64) -> Arc<[u8]> {
+    let mut b = [0u8; 17];
+    b[0] = DOWN_HIT_STARTED;
+    b[1..9].copy_from_slice(&client_seq.to_le_bytes());
+    b[9..17].copy_from_slice(&combat_seq.to_le_bytes());
+    Arc::from(&b[..])
+}
+
+/// A [`DOWN_HIT_DONE`] payload.
+pub fn hit_done(combat_seq: u64, outcome: CallOutcome) -> Arc<[u8]> {
+    let mut b = Vec::with_capacity(1 + 32);
+    b.push(DOWN_HIT_DONE);
+    push_call_result(&mut b, combat_seq, outcome);
+    Arc::from(b)
+}
+
+/// `tag` followed by `body`, as a shared buffer.
+pub fn tagged(tag: u8, body: &[u8]) -> Arc<[u8]> {
+    let mut b = Vec::with_capacity(1 + body.len());
+    b.push(tag);
+    b.extend_from_slice(body);
+    Arc::from(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::client::RefuseReason;
+
+    #[test]
+    fn inputs_round_trip() {
+        let inputs = [
+            GameInput::Move {
+                seq: 3,
+                pos: Vec3 {
+                    x: 1.5,
+                    y: 0.0,
+                    z: -2.0,
+                },
+                yaw: 0.25,
+            },
+            GameInput::Hit {
+                seq: 4,
+                target: 9,
+                damage: 10,
+            },
+            GameInput::SetProp {
+                seq: 5,
+                prop: 8,
+                value: b"\x02hi",
+            },
+        ];
+        for i in inputs {
+            let b = i.to_arc();
+            assert_eq!(decode_input(&b), Some(i));
+            if !matches!(i, GameInput::SetProp { .. }) {
+                assert_eq!(decode_input(&b[..b.len() - 1]), None, "fixed size");
+            }
+        }
+        assert_eq!(decode_input(&[9; 20]), None);
+        assert_eq!(decode_input(&[3; 10]), None, "SetProp without its prop");
+    }
+
+    #[test]
+    fn downstream_kinds_are_told_apart() {
+        assert_eq!(decode_down(&[2, 0]), Some(Down::ViewBatch(&[2, 0])));
+        assert_eq!(
+            decode_down(&hit_started(7, 1)),
+            Some(Down::HitStarted {
+                client_seq: 7,
+                combat_seq: 1
+            })
+        );
+        let done = hit_done(1, CallOutcome::Refused(RefuseReason::Dead));
+        let Some(Down::HitDone(frame)) = decode_down(&done) else {
+            panic!("not a hit result");
+        };
+        assert_eq!(frame.len(), 32);
+        assert_eq!(decode_down(&tagged(DOWN_FRAMES, b"ab")), Some(Down::Frames(b"ab")));
+        assert_eq!(decode_down(&[0x42]), None);
+        assert_eq!(decode_down(&[]), None);
+    }
+}

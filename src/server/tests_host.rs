@@ -1,0 +1,221 @@
+//! Whole-host tests on the sans-IO [`Harness`]: two shards, clients on
+//! both, an avatar walking across the border between them while others
+//! watch, calls, disconnects and a slow reader.
+
+use crate::client::{CallKind, SessionEvent, SessionState};
+use crate::core::geom::Vec3;
+use crate::core::ids::EntityId;
+use crate::wire::client::{CallOutcome, RefuseReason};
+
+use super::gateway::Disconnect;
+use super::harness::{test_config, Harness};
+
+fn entity(h: &Harness, c: usize) -> EntityId {
+    h.clients[c].session.welcome().expect("welcomed").entity
+}
+
+/// The version of `e` client `c` shows, if shown.
+fn shown(h: &Harness, c: usize, e: EntityId) -> Option<u64> {
+    h.clients[c].session.view()?.find(e).map(|s| s.version)
+}
+
+fn violations(h: &Harness) -> u64 {
+    h.clients.iter().map(|c| c.session.violation_count()).sum()
+}
+
+/// Walks client `c` to `x` (z = 60) at 0.5 m per tick, one move per tick,
+/// recording the longest run of ticks each watcher went without an update
+/// of the walker.
+fn walk(h: &mut Harness, c: usize, to_x: f64, watchers: &[usize], gaps: &mut [u64]) {
+    let e = entity(h, c);
+    let mut x = h.clients[c]
+        .session
+        .view()
+        .and_then(|v| v.own())
+        .map_or(120.0, |s| s.replica.core().pos.x);
+    let mut last: Vec<(Option<u64>, u64)> = watchers.iter().map(|&w| (shown(h, w, e), 0)).collect();
+    while (x - to_x).abs() > 0.01 {
+        x += (to_x - x).clamp(-0.5, 0.5);
+        let now = h.now;
+        h.clients[c]
+            .session
+            .send_move(now, Vec3::ground(x, 60.0), 0.0)
+            .expect("move");
+        h.step();
+        for (i, &w) in watchers.iter().enumerate() {
+            let v = shown(h, w, e);
+            if v != last[i].0 {
+                last[i] = (v, 0);
+            } else {
+                last[i].1 += 1;
+                gaps[i] = gaps[i].max(last[i].1);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_walker_crosses_between_shards_while_others_watch_without_gaps() {
+    let mut h = Harness::new(&test_config(&[]));
+    let walker = h.connect(0, "walker");
+    let w1 = h.connect(1, "watcher-1");
+    let w2 = h.connect(0, "watcher-2");
+    h.run(5);
+    for c in &h.clients {
+        assert_eq!(c.session.state(), SessionState::Live);
+    }
+    let e = entity(&h, walker);
+    assert_eq!(h.copies(e).0, 1);
+    h.run(10);
+    assert!(shown(&h, w1, e).is_some() && shown(&h, w2, e).is_some());
+    let mut gaps = [0u64; 2];
+    // Spawned at x = 120 (cell 1, shard 1): over the border to cell 0 and
+    // back, past the migration margin both ways.
+    walk(&mut h, walker, 106.0, &[w1, w2], &mut gaps);
+    h.run(10);
+    let cell0 = h.hosts[0].cells().next().expect("cell 0").id();
+    assert_eq!(
+        h.hosts[0].cells().filter(|c| c.reals().contains(&e)).count(),
+        1,
+        "the walker's real moved to {cell0} on shard 0"
+    );
+    walk(&mut h, walker, 134.0, &[w1, w2], &mut gaps);
+    h.run(10);
+    assert_eq!(h.copies(e).0, 1);
+    let migrations: u64 = h.hosts.iter().map(|x| x.migrations()).sum();
+    assert!(migrations >= 2, "{migrations} migrations");
+    assert_eq!(violations(&h), 0, "client view rules hold");
+    assert!(gaps.iter().all(|&g| g <= 4), "longest gaps {gaps:?} ticks");
+    let s = &h.clients[walker].session;
+    assert_eq!(s.last_acked(), s.next_seq() - 1, "every move acknowledged");
+    assert_eq!(s.inputs_in_flight(), 0);
+}
+
+#[test]
+fn calls_resolve_through_the_gateway_and_the_reals() {
+    let mut h = Harness::new(&test_config(&[]));
+    let a = h.connect(0, "a");
+    let b = h.connect(1, "b");
+    h.run(15);
+    let eb = entity(&h, b);
+    let handle = *h.clients[a]
+        .session
+        .view()
+        .and_then(|v| v.shown().iter().find(|(_, s)| s.entity == eb))
+        .expect("a sees b")
+        .0;
+    let now = h.now;
+    let hit = h.clients[a].session.send_hit(now, handle, 10).expect("hit");
+    let unseen = h.clients[a].session.send_hit(now, 4242, 10).expect("hit");
+    let reg = crate::core::entity::TypeRegistry::with_builtins();
+    let status = reg
+        .get(crate::core::entity::AVATAR)
+        .and_then(|t| t.prop_index("status"))
+        .expect("status") as u16;
+    let set = h.clients[a]
+        .session
+        .send_set_prop(now, status, b"\x04busy")
+        .expect("set");
+    h.run(30);
+    let mut done = Vec::new();
+    while let Some(ev) = h.clients[a].session.poll_event() {
+        if let SessionEvent::CallDone {
+            seq, kind, outcome, ..
+        } = ev
+        {
+            done.push((seq, kind, outcome));
+        }
+    }
+    done.sort_by_key(|d| d.0);
+    assert_eq!(
+        done,
+        vec![
+            (
+                hit,
+                CallKind::Hit,
+                CallOutcome::HitLanded {
+                    dealt: 10,
+                    killed: false
+                }
+            ),
+            (
+                unseen,
+                CallKind::Hit,
+                CallOutcome::Refused(RefuseReason::NotVisible)
+            ),
+            (set, CallKind::SetProp, CallOutcome::Applied),
+        ]
+    );
+    let hp = h.clients[b]
+        .session
+        .view()
+        .and_then(|v| v.own())
+        .and_then(|s| s.replica.props().get(2).cloned());
+    assert_eq!(hp, Some(crate::core::entity::Value::Int(90)));
+    assert_eq!(violations(&h), 0);
+}
+
+#[test]
+fn disconnects_remove_the_avatar_everywhere() {
+    let mut h = Harness::new(&test_config(&[]));
+    let a = h.connect(0, "a");
+    let b = h.connect(1, "b");
+    let c = h.connect(0, "c");
+    h.run(15);
+    let (ea, eb) = (entity(&h, a), entity(&h, b));
+    assert!(h.copies(ea).1 > 0, "a's avatar on the border has a ghost");
+    let now = h.now;
+    h.clients[a].session.send_bye(now).expect("bye");
+    let (shard, conn) = (h.clients[b].shard, h.clients[b].conn);
+    h.ports[shard].inject_close(conn, crate::runtime::CloseReason::PeerClosed);
+    h.clients[b].closed = true;
+    h.run(15);
+    assert_eq!(h.copies(ea), (0, 0));
+    assert_eq!(h.copies(eb), (0, 0));
+    assert_eq!(shown(&h, c, ea), None);
+    assert_eq!(shown(&h, c, eb), None);
+    assert_eq!(violations(&h), 0);
+    let ended = |d: Disconnect| -> u64 {
+        h.hosts
+            .iter()
+            .map(|x| x.clients.counters().disconnects[d as usize])
+            .sum()
+    };
+    assert_eq!((ended(Disconnect::Bye), ended(Disconnect::PeerClosed)), (1, 1));
+}
+
+#[test]
+fn a_slow_reader_is_cut_off_and_the_others_carry_on() {
+    let mut h = Harness::new(&test_config(&["gateway.send_queue_bytes_max=4096"]));
+    let slow = h.connect(0, "slow");
+    let mover = h.connect(1, "mover");
+    let other = h.connect(0, "other");
+    h.run(10);
+    let es = entity(&h, slow);
+    h.clients[slow].paused = true;
+    let mut x = 120.0;
+    for i in 0..400 {
+        x = if i % 40 < 20 { x + 0.5 } else { x - 0.5 };
+        let now = h.now;
+        let _ = h.clients[mover]
+            .session
+            .send_move(now, Vec3::ground(x, 60.0), 0.0);
+        h.step();
+        if h.copies(es) == (0, 0) {
+            break;
+        }
+    }
+    h.run(10);
+    assert_eq!(h.copies(es), (0, 0), "the slow reader's avatar is gone");
+    let slow_cut: u64 = h
+        .hosts
+        .iter()
+        .map(|x| x.clients.counters().disconnects[Disconnect::SlowReader as usize])
+        .sum();
+    assert_eq!(slow_cut, 1);
+    for c in [mover, other] {
+        assert_eq!(h.clients[c].session.state(), SessionState::Live);
+        assert_eq!(h.clients[c].session.violation_count(), 0);
+    }
+    assert_eq!(shown(&h, other, es), None);
+}
