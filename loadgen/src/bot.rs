@@ -284,10 +284,19 @@ impl BotConn {
         if !wants_attack(&mut self.rng, plan.attack_rate, dt) {
             return;
         }
-        let Some(k) = pick_target(&mut self.rng, shown.len()) else {
+        // Only targets within reach (what the view shows lags a few ticks).
+        let reach2 = (plan.hit_range_m * 0.8).powi(2);
+        let near = |e: &&tessera::core::view::Shown| e.replica.core().pos.dist2_xz(pos) <= reach2;
+        let Some(k) = pick_target(&mut self.rng, shown.values().filter(near).count()) else {
+            iv.counters.no_target += 1;
             return;
         };
-        let handle = *shown.keys().nth(k).expect("k < len");
+        let handle = shown
+            .iter()
+            .filter(|(_, e)| near(e))
+            .nth(k)
+            .map(|(h, _)| *h)
+            .expect("k < count");
         match self.session.send_hit(now, handle, 1) {
             Ok(_) => iv.counters.hits += 1,
             Err(_) => iv.counters.send_refused += 1,
@@ -386,7 +395,12 @@ impl BotConn {
                     match outcome {
                         CallOutcome::HitLanded { .. } => c.hits_landed += 1,
                         CallOutcome::HitExpired => c.hits_expired += 1,
-                        _ => c.hits_refused += 1,
+                        CallOutcome::Refused(r) => {
+                            c.hits_refused += 1;
+                            let key = format!("hit-refused:{}", r.rule());
+                            *c.errors.entry(key).or_default() += 1;
+                        }
+                        CallOutcome::Applied => c.hits_refused += 1,
                     }
                     let rtt = at.saturating_since(sent_at).as_micros() as u64;
                     record(&mut iv.hists.hit_rtt, rtt);

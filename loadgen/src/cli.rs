@@ -61,6 +61,10 @@ pub struct Cli {
     /// Hits per bot per second on visible targets (0 = none).
     #[arg(long, default_value_t = 0.0)]
     pub attack_rate: f64,
+    /// The server's hit range, metres: bots hit only targets shown within
+    /// 0.8 x this distance.
+    #[arg(long, default_value_t = 10.0)]
+    pub hit_range: f64,
     /// Moves per bot per second.
     #[arg(long, default_value_t = 10.0)]
     pub move_hz: f64,

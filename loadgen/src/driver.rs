@@ -77,6 +77,9 @@ pub struct Plan {
     pub scenario: ScenarioParams,
     /// Hits per bot per second.
     pub attack_rate: f64,
+    /// Bots hit only targets within 0.8 x this distance (the server's
+    /// `hit_range_m`).
+    pub hit_range_m: f64,
     /// The layout used to estimate migrations client-side.
     pub cells: CellMap,
     /// How long after a cell crossing the own-stream gap counts as the

@@ -113,6 +113,8 @@ pub struct Counters {
     pub hits_expired: u64,
     /// Hits refused (CallResult refused, or an Error naming the hit).
     pub hits_refused: u64,
+    /// Attack draws that found no visible target within reach.
+    pub no_target: u64,
     /// Bots whose tracked cell changed (client-side migration estimate).
     pub crossings: u64,
     /// Move ticks that found the bot more than a move period late.
@@ -123,7 +125,8 @@ pub struct Counters {
     pub view_size_sum: u64,
     /// Move ticks that sampled a view size.
     pub view_size_samples: u64,
-    /// Error frames by rule name.
+    /// Error frames by rule name, and refused hits by reason
+    /// (`hit-refused:REASON`).
     pub errors: BTreeMap<String, u64>,
     /// Session ends by reason (kick code, eof, io error).
     pub disconnect_reasons: BTreeMap<String, u64>,
@@ -153,6 +156,7 @@ impl Counters {
             (&mut self.hits_landed, o.hits_landed),
             (&mut self.hits_expired, o.hits_expired),
             (&mut self.hits_refused, o.hits_refused),
+            (&mut self.no_target, o.no_target),
             (&mut self.crossings, o.crossings),
             (&mut self.late_ticks, o.late_ticks),
             (&mut self.send_refused, o.send_refused),

@@ -193,6 +193,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         world: config.world.bounds(),
         scenario,
         attack_rate: cli.attack_rate,
+        hit_range_m: cli.hit_range,
         cells,
         migration_window: Duration::from_millis(1500),
         session: ClientSessionParams::default(),
