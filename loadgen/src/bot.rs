@@ -24,12 +24,15 @@ use tessera::core::geom::Vec3;
 use tessera::core::time::Time;
 use tessera::sim::bots::Bot;
 use tessera::sim::rng::Rng;
-use tessera::wire::client::CallOutcome;
+use tessera::wire::client::{CallOutcome, ErrorCode};
 
 use crate::driver::ThreadCtx;
 use crate::latency::{match_update, EntityCache, MoveBook};
 use crate::measure::{record, Interval, VIOLATION_SAMPLES_MAX};
 use crate::scenario::{self, pick_target, wants_attack};
+
+/// How long a bot waits for the server to close after its Bye.
+const BYE_WAIT: Duration = Duration::from_secs(2);
 
 /// Poll rounds before a bot yields to the others.
 const ROUNDS_MAX: usize = 8;
@@ -69,6 +72,7 @@ async fn connect(ctx: &Rc<ThreadCtx>, i: u32) -> Option<BotConn> {
         timer: Timer::new(plan.handshake_timeout),
         next_tick: now + plan.handshake_timeout,
         phase: Phase::Handshake,
+        snap_back: false,
         spawn_deadline: now + plan.handshake_timeout,
         home: None,
         own: OwnTrack::default(),
@@ -105,6 +109,8 @@ struct BotConn {
     timer: Timer,
     next_tick: Time,
     phase: Phase,
+    /// A move was refused: restart from the server's position.
+    snap_back: bool,
     spawn_deadline: Time,
     home: Option<usize>,
     own: OwnTrack,
@@ -232,6 +238,11 @@ impl BotConn {
             self.next_tick = now + period;
         }
         if self.phase == Phase::Closing {
+            // After Bye the server closes; give it a moment, then go.
+            if now >= plan.close_at + BYE_WAIT {
+                self.end(now, "bye-unanswered");
+                return;
+            }
             self.next_tick = now + Duration::from_millis(100);
         }
     }
@@ -252,6 +263,10 @@ impl BotConn {
         let plan = self.ctx.plan.clone();
         let dt = plan.scenario.move_period_s();
         let area = plan.scenario.walk_area(&plan.world);
+        if std::mem::take(&mut self.snap_back) {
+            // Like a game client: the server's position wins after a refusal.
+            self.spawned();
+        }
         let before = self.bot.clone();
         let t_s = now.0 as f64 / 1e6;
         let s = scenario::step(&mut self.bot, &mut self.rng, &area, t_s, dt);
@@ -321,11 +336,6 @@ impl BotConn {
                 Poll::Pending => break,
             }
         }
-        if self.phase == Phase::Closing && self.session.transmit().is_empty() {
-            let now = self.ctx.clock.now();
-            self.end(now, "bye");
-            return true;
-        }
         wrote
     }
 
@@ -349,7 +359,12 @@ impl BotConn {
         if n == 0 {
             self.session.handle_eof(now);
             self.drain_events(now);
-            self.end(now, "eof");
+            let why = if self.phase == Phase::Closing {
+                "bye"
+            } else {
+                "eof"
+            };
+            self.end(now, why);
             return true;
         }
         {
@@ -408,6 +423,9 @@ impl BotConn {
                 SessionEvent::CallDone { .. } | SessionEvent::Pong { .. } => {}
                 SessionEvent::Refused { code, .. } => {
                     *c.errors.entry(code.rule().to_owned()).or_default() += 1;
+                    if code == ErrorCode::MoveTooFast {
+                        self.snap_back = true;
+                    }
                 }
                 SessionEvent::Closed { code, .. } => {
                     if self.phase != Phase::Closing {
@@ -456,7 +474,6 @@ impl BotConn {
         let c = &mut iv.counters;
         match was {
             Phase::Handshake => c.connect_failures += 1,
-            Phase::Closing if why == "bye" => c.closed += 1,
             Phase::Settling | Phase::Closing => c.closed += 1,
             _ => c.disconnects += 1,
         }

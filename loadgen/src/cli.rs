@@ -31,6 +31,9 @@ pub struct Cli {
     /// The remote server's admin address, for its /metrics counters.
     #[arg(long, value_name = "HOST:PORT", requires = "server")]
     pub server_admin: Option<String>,
+    /// The remote server's process id (same machine), for its CPU use.
+    #[arg(long, value_name = "PID", requires = "server")]
+    pub server_pid: Option<u32>,
     /// Config file of the embedded server (only the keys it changes).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -107,6 +110,11 @@ pub struct Cli {
     /// Fail (exit 1) if more bots than this disconnect or fail to connect.
     #[arg(long, value_name = "N")]
     pub max_disconnects: Option<u64>,
+    /// Print the `--set` overrides a separate server process needs to
+    /// match the auto world of these flags (for `tessera` and `loadgen
+    /// --server ... --set ...`), then exit.
+    #[arg(long)]
+    pub print_server_sets: bool,
     /// No live line (the summary is still printed).
     #[arg(long)]
     pub quiet: bool,

@@ -40,6 +40,16 @@ pub fn stat_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// CPU seconds used so far by process `pid` (all its threads), `None`
+/// if it cannot be read.
+pub fn process_s(pid: u32) -> Option<f64> {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = if hz > 0 { hz as f64 } else { 100.0 };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(stat_ticks(&stat)? as f64 / hz)
+}
+
 /// CPU times of this process now (`None` without `/proc`).
 pub fn sample() -> Option<CpuTimes> {
     // SAFETY: sysconf has no preconditions.
@@ -91,5 +101,6 @@ mod tests {
         };
         assert_eq!(b.percent_since(&a, 2.0), (50.0, 150.0));
         assert!(sample().is_some_and(|t| t.client_s + t.server_s >= 0.0));
+        assert!(process_s(std::process::id()).is_some());
     }
 }

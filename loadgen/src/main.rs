@@ -11,6 +11,28 @@ use loadgen::cli::Cli;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.print_server_sets {
+        let local = Cli {
+            server: None,
+            ..cli.clone()
+        };
+        return match loadgen::run::server_config(&Cli {
+            world: loadgen::cli::WorldMode::Config,
+            ..local.clone()
+        }) {
+            Ok(c) => {
+                for s in loadgen::run::auto_sets(&local, &c) {
+                    print!("--set '{s}' ");
+                }
+                println!();
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("loadgen: {e:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let outcome = match loadgen::run::run(&cli) {
         Ok(o) => o,
         Err(e) => {

@@ -66,8 +66,18 @@ pub fn server_config(cli: &Cli) -> anyhow::Result<Config> {
     if cli.server.is_some() || cli.world != WorldMode::Auto {
         return Ok(first);
     }
-    let min_side = first.space_params().min_cell_side_m;
-    let (w, d, cells) = scenario::auto_world(cli.bots, cli.in_view, first.aoi.radius_m, min_side);
+    Ok(Config::load(
+        cli.config.as_deref(),
+        &all(&auto_sets(cli, &first)),
+    )?)
+}
+
+/// The overrides of the auto world (see [`WorldMode::Auto`]) for `cli`'s
+/// bots and scenario, given the rest of the config: also what a separate
+/// server process needs to match (`loadgen --print-server-sets`).
+pub fn auto_sets(cli: &Cli, config: &Config) -> Vec<String> {
+    let min_side = config.space_params().min_cell_side_m;
+    let (w, d, cells) = scenario::auto_world(cli.bots, cli.in_view, config.aoi.radius_m, min_side);
     let spawn = if cli.scenario == Scenario::BorderPatrol {
         "center"
     } else {
@@ -85,7 +95,7 @@ pub fn server_config(cli: &Cli) -> anyhow::Result<Config> {
         auto.push("gateway.move_speed_max_mps=1000000.0".to_owned());
         auto.push("gateway.move_slack_m=1000000.0".to_owned());
     }
-    Ok(Config::load(cli.config.as_deref(), &all(&auto))?)
+    auto
 }
 
 /// Shards the config asks for (0 = one per CPU).
@@ -262,6 +272,13 @@ fn main_loop(
     let stop_s = plan.stop_moves_at.0 as f64 / 1e6;
     let give_up_s = plan.close_at.0 as f64 / 1e6 + 30.0;
     let (mut lasts, mut cpu_start) = (0, None);
+    let sample_cpu = || {
+        let mut t = cpu::sample()?;
+        if let Some(pid) = cli.server_pid {
+            t.server_s = cpu::process_s(pid)?;
+        }
+        Some(t)
+    };
     for k in 1.. {
         let t = Time(0) + Duration::from_millis(k * 1000 + 300);
         std::thread::sleep(clock.until(t));
@@ -274,12 +291,12 @@ fn main_loop(
         let steady = t_s - 1.0 >= ramp_s && t_s <= stop_s + 1e-9;
         let status = server.status();
         if steady && cpu_start.is_none() {
-            cpu_start = cpu::sample();
+            cpu_start = sample_cpu();
             out.server_migrations.0 = status.migrations;
         }
         if steady {
             out.server_migrations.1 = status.migrations;
-            if let (Some(a), Some(b)) = (cpu_start, cpu::sample()) {
+            if let (Some(a), Some(b)) = (cpu_start, sample_cpu()) {
                 out.cpu = Some((a, b));
             }
         }

@@ -86,7 +86,14 @@ fn remote_status(admin: Option<&str>) -> ServerStatus {
     };
     match remote::scrape(admin, SCRAPE_TIMEOUT) {
         Ok(m) => ServerStatus {
-            migrations: remote::pick(&m, &["host_migrations_total", "host_migrations"]),
+            migrations: remote::pick(
+                &m,
+                &[
+                    "tessera_app_host_migrations_total",
+                    "tessera_app_host_migrations",
+                    "host_migrations_total",
+                ],
+            ),
             value: json!({"source": "remote", "available": true, "admin": admin, "metrics": m}),
         },
         Err(e) => ServerStatus {
