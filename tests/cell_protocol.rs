@@ -372,7 +372,9 @@ impl World {
             CellEvent::BecameReal { entity, .. } => {
                 log.ghost_version.remove(&(c, entity));
             }
-            CellEvent::OwnChange { .. } | CellEvent::Combat { .. } | CellEvent::Destroyed { .. } => {}
+            CellEvent::OwnChange { .. }
+            | CellEvent::Combat { .. }
+            | CellEvent::Destroyed { .. } => {}
             CellEvent::Dropped { entity, reason } => {
                 if !reason.is_benign() {
                     log.harmful.push((c, entity, reason));

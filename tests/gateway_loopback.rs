@@ -68,7 +68,9 @@ fn clients_watch_a_walker_cross_between_shards_and_leave() {
             .chain(watchers.iter_mut())
             .collect();
         assert!(
-            pump_until(&mut all, Duration::from_secs(5), |cs| cs.iter().all(|c| c.live())),
+            pump_until(&mut all, Duration::from_secs(5), |cs| cs
+                .iter()
+                .all(|c| c.live())),
             "every client is welcomed"
         );
     }
@@ -104,13 +106,22 @@ fn clients_watch_a_walker_cross_between_shards_and_leave() {
     }
     let counters = server.counters();
     for (i, c) in std::iter::once(&walker).chain(&watchers).enumerate() {
-        assert_eq!(c.session.violation_count(), 0, "client {i}: {:?} {:?}",
-            c.session.violations(), c.session.view().map(|v| v.violations()));
+        assert_eq!(
+            c.session.violation_count(),
+            0,
+            "client {i}: {:?} {:?}",
+            c.session.violations(),
+            c.session.view().map(|v| v.violations())
+        );
     }
     for w in &watch {
         assert!(w.gap_ticks <= 12, "a watcher waited {} ticks", w.gap_ticks);
     }
-    assert_eq!(walker.session.inputs_in_flight(), 0, "every move acknowledged");
+    assert_eq!(
+        walker.session.inputs_in_flight(),
+        0,
+        "every move acknowledged"
+    );
     walker.session.send_bye(now()).expect("bye");
     walker.pump();
     {

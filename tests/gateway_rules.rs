@@ -31,7 +31,11 @@ fn refused(c: &mut RawClient, m: &ClientMsg<'_>, nonce: u64) -> (u64, ErrorCode)
         client_time_us: 0,
     });
     let seen = c.until(Duration::from_secs(3), |s| *s == Seen::Pong(nonce));
-    assert_eq!(seen.last(), Some(&Seen::Pong(nonce)), "alive after {m:?}: {seen:?}");
+    assert_eq!(
+        seen.last(),
+        Some(&Seen::Pong(nonce)),
+        "alive after {m:?}: {seen:?}"
+    );
     seen.iter()
         .find_map(|s| match s {
             Seen::Error(seq, code) => Some((*seq, *code)),
@@ -42,7 +46,7 @@ fn refused(c: &mut RawClient, m: &ClientMsg<'_>, nonce: u64) -> (u64, ErrorCode)
 
 #[test]
 fn each_rule_refuses_with_its_code_then_abuse_is_kicked() {
-    let server = EmbeddedServer::start(&config(&["gateway.abuse_strikes_max=6"])).expect("start");
+    let server = EmbeddedServer::start(&config(&["gateway.abuse_strikes_max=7"])).expect("start");
     let mut c = RawClient::connect(server.client_addr());
     c.login("rules");
     let reg = TypeRegistry::with_builtins();
@@ -60,7 +64,10 @@ fn each_rule_refuses_with_its_code_then_abuse_is_kicked() {
     c.send(&set(2, status, b"\x02ok"));
     let acked = c.until(Duration::from_secs(3), |s| *s == Seen::Ack(2));
     assert_eq!(acked.last(), Some(&Seen::Ack(2)), "{acked:?}");
-    assert_eq!(refused(&mut c, &mv(3, 200.0), 1), (3, ErrorCode::MoveTooFast));
+    assert_eq!(
+        refused(&mut c, &mv(3, 200.0), 1),
+        (3, ErrorCode::MoveTooFast)
+    );
     assert_eq!(refused(&mut c, &mv(4, 9000.0), 2), (4, ErrorCode::BadValue));
     assert_eq!(
         refused(&mut c, &set(5, name, b"\x02An"), 3),
@@ -70,7 +77,10 @@ fn each_rule_refuses_with_its_code_then_abuse_is_kicked() {
         refused(&mut c, &set(6, status, b"\x07"), 4),
         (6, ErrorCode::BadValue)
     );
-    assert_eq!(refused(&mut c, &mv(9, 121.0), 5), (9, ErrorCode::BadSequence));
+    assert_eq!(
+        refused(&mut c, &mv(9, 121.0), 5),
+        (9, ErrorCode::BadSequence)
+    );
     // An unknown kind (0x0042, empty body).
     c.send_bytes(&[0, 0, 0, 0, 0x42, 0, 0, 0]);
     c.send(&ClientMsg::Ping {
@@ -78,12 +88,28 @@ fn each_rule_refuses_with_its_code_then_abuse_is_kicked() {
         client_time_us: 0,
     });
     let seen = c.until(Duration::from_secs(3), |s| *s == Seen::Pong(6));
-    assert!(seen.contains(&Seen::Error(0, ErrorCode::UnknownMessage)), "{seen:?}");
+    assert!(
+        seen.contains(&Seen::Error(0, ErrorCode::UnknownMessage)),
+        "{seen:?}"
+    );
+    // A hit on a handle the client does not see: the real refuses it.
+    c.send(&ClientMsg::Hit {
+        seq: 7,
+        client_time_us: 0,
+        target: 4242,
+        damage: 1,
+    });
+    let seen = c.until(Duration::from_secs(3), |s| *s == Seen::Other(0x8004));
+    assert_eq!(
+        seen.last(),
+        Some(&Seen::Other(0x8004)),
+        "CallResult: {seen:?}"
+    );
     // Refused inputs count as processed: the ack covers them.
-    c.send(&mv(7, 121.5));
-    let seen = c.until(Duration::from_secs(3), |s| *s == Seen::Ack(7));
-    assert_eq!(seen.last(), Some(&Seen::Ack(7)), "{seen:?}");
-    // The 7th refusal (strikes max 6) kicks.
+    c.send(&mv(8, 121.5));
+    let seen = c.until(Duration::from_secs(3), |s| *s == Seen::Ack(8));
+    assert_eq!(seen.last(), Some(&Seen::Ack(8)), "{seen:?}");
+    // The 8th refusal (strikes max 7) kicks.
     c.send(&ClientMsg::Hello { version: 1 });
     let seen = c.until(Duration::from_secs(3), |s| matches!(s, Seen::Kick(_)));
     assert_eq!(
@@ -100,11 +126,17 @@ fn each_rule_refuses_with_its_code_then_abuse_is_kicked() {
         ("prop-not-settable", 1),
         ("bad-sequence", 1),
         ("unknown-message", 1),
+        ("not-visible", 1),
         ("protocol-violation", 1),
     ] {
         assert_eq!(end.refused.get(rule), Some(&n), "{rule}: {:?}", end.refused);
     }
-    assert_eq!(end.disconnects.get("kicked"), Some(&1), "{:?}", end.disconnects);
+    assert_eq!(
+        end.disconnects.get("kicked"),
+        Some(&1),
+        "{:?}",
+        end.disconnects
+    );
 }
 
 #[test]
@@ -140,9 +172,13 @@ fn a_slow_reader_is_cut_off_while_the_others_carry_on() {
     let slow_entity = slow.login("slow");
     let mut a = Client::connect(addr, "a");
     let mut b = Client::connect(addr, "b");
-    assert!(pump_until(&mut [&mut a, &mut b], Duration::from_secs(5), |cs| cs
-        .iter()
-        .all(|c| c.live() && c.shown(slow_entity).is_some())));
+    assert!(pump_until(
+        &mut [&mut a, &mut b],
+        Duration::from_secs(5),
+        |cs| cs
+            .iter()
+            .all(|c| c.live() && c.shown(slow_entity).is_some())
+    ));
     // The slow client asks for a flood of Pongs and never reads them.
     let mut w = slow.stream.try_clone().expect("clone");
     let writer = std::thread::spawn(move || {
@@ -175,7 +211,11 @@ fn a_slow_reader_is_cut_off_while_the_others_carry_on() {
             .get("slow-reader")
             .is_some_and(|&n| n >= 1)
     });
-    assert!(cut, "the slow reader was disconnected: {:?}", server.counters());
+    assert!(
+        cut,
+        "the slow reader was disconnected: {:?}",
+        server.counters()
+    );
     assert!(
         pump_until(&mut [&mut a, &mut b], Duration::from_secs(5), |cs| cs
             .iter()

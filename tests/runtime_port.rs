@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tessera::config::Config;
 use tessera::core::time::Time;
@@ -24,11 +24,21 @@ use tessera::runtime::{
 /// of the test config), whatever the client does.
 const FLOOD: u8 = b'F';
 const FLOOD_PER_TICK: usize = 48 * 1024;
+/// A byte that makes the app echo the input, then close the connection.
+const QUIT: u8 = b'Q';
 /// A byte that makes the app stop consuming a connection's input for good.
 const HOLD: u8 = b'H';
 const CHUNK: [u8; 16 * 1024] = [b'x'; 16 * 1024];
 const GOODBYE: &[u8] = b"bye\n";
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The tests of this file run one at a time: one measures the process's CPU
+/// time, which the others would inflate.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 #[derive(Debug, Default)]
 struct Echo {
@@ -86,6 +96,10 @@ impl ShardApp for Echo {
             }
             if self.send(port, conn, &input) {
                 port.consume(conn, input.len());
+            }
+            if input.contains(&QUIT) {
+                port.close(conn);
+                assert_eq!(port.send(conn, b"late"), Err(PortError::Unknown(conn)));
             }
         }
         let flooding: Vec<ConnId> = self.flooding.iter().copied().collect();
@@ -172,6 +186,7 @@ fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
 
 #[test]
 fn echo_on_both_shards_then_shutdown_says_goodbye_and_closes() {
+    let _serial = serial();
     let (handle, addr) = start(&config(2, &[]));
     let stats = handle.stats().to_vec();
     let mut clients: Vec<TcpStream> = (0..32).map(|_| connect(addr)).collect();
@@ -209,6 +224,7 @@ fn echo_on_both_shards_then_shutdown_says_goodbye_and_closes() {
 
 #[test]
 fn a_client_that_never_reads_is_cut_off_while_another_is_served() {
+    let _serial = serial();
     let (handle, addr) = start(&config(1, &[]));
     let stats = handle.stats().to_vec();
     let mut good = connect(addr);
@@ -242,6 +258,7 @@ fn a_client_that_never_reads_is_cut_off_while_another_is_served() {
 
 #[test]
 fn connections_max_refuses_and_peer_close_reaches_the_app() {
+    let _serial = serial();
     let (handle, addr) = start(&config(1, &["gateway.connections_max=2"]));
     let stats = handle.stats().to_vec();
     let mut a = connect(addr);
@@ -262,6 +279,12 @@ fn connections_max_refuses_and_peer_close_reaches_the_app() {
     });
     let mut c = connect(addr);
     echo_round(&mut c, b"c takes b's place");
+    // The app closes: what it queued first is written, then EOF.
+    c.write_all(b"Quit").expect("write");
+    assert_eq!(read_to_close(&mut c), b"Quit");
+    eventually("app close counted", || {
+        total(&stats, Count::ClientClosedByApp) == 1
+    });
     handle.shutdown();
     let apps = handle.join().expect("clean join");
     let closed = &apps[0].closed;
@@ -275,11 +298,13 @@ fn connections_max_refuses_and_peer_close_reaches_the_app() {
     );
     assert_eq!(total(&stats, Count::ClientRefused), 1);
     assert_eq!(total(&stats, Count::ClientOpened), 3);
-    assert_eq!(total(&stats, Count::ClientClosedShutdown), 2);
+    assert_eq!(total(&stats, Count::ClientClosedShutdown), 1);
+    assert_eq!(total(&stats, Count::ClientClosedByApp), 1);
 }
 
 #[test]
 fn a_busy_port_is_refused_at_start_naming_the_key() {
+    let _serial = serial();
     let squatter = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let taken = squatter.local_addr().expect("addr");
     let c = config(1, &[&format!("gateway.listen_addr=\"{taken}\"")]);
@@ -289,6 +314,7 @@ fn a_busy_port_is_refused_at_start_naming_the_key() {
 
 #[test]
 fn unconsumed_input_pushes_back_on_the_client() {
+    let _serial = serial();
     let inbound_max = 16 * 1024;
     let (handle, addr) = start(&config(
         1,
@@ -349,6 +375,7 @@ fn cpu_time() -> Duration {
 
 #[test]
 fn idle_connections_cost_no_cpu() {
+    let _serial = serial();
     let (handle, addr) = start(&config(2, &[]));
     let mut clients: Vec<TcpStream> = (0..16).map(|_| connect(addr)).collect();
     for c in &mut clients {

@@ -53,7 +53,8 @@ pub trait ShardApp: Send + 'static {
     fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox, port: &mut ClientPort);
 
     /// Shutdown, before [`ShardApp::on_stop`]: the last chance to queue bytes
-    /// for clients (a goodbye). After it returns the runtime closes every
+    /// for clients (a goodbye). The port may hold events and input that
+    /// arrived since the last tick; no new connection is accepted any more. After it returns the runtime closes every
     /// connection (each gets Closed{Shutdown}), writing what is queued for at
     /// most `gateway.linger_ms`.
     fn on_shutdown(&mut self, now: Time, port: &mut ClientPort) {

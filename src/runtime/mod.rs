@@ -42,8 +42,10 @@
 
 pub mod admin;
 pub mod app;
+mod counters;
 mod gateway_io;
 pub mod inbox;
+mod launch;
 pub mod mesh;
 pub mod metrics;
 pub mod outbox;
@@ -59,7 +61,8 @@ pub use port::{ClientPort, CloseReason, ConnId, PortCounters, PortError, PortEve
 use crate::config::Config;
 use crate::core::ids::ShardId;
 use admin::{AdminParams, AdminServer};
-use glommio::{LocalExecutorBuilder, Placement};
+use glommio::Placement;
+use launch::{gateway_addr, Launch, BIND_WAIT_MAX};
 use shard::{ShardParams, Shared};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -116,9 +119,6 @@ pub enum RuntimeError {
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
 }
-
-/// How long `start` waits for a shard to bind its client listener.
-const BIND_WAIT_MAX: Duration = Duration::from_secs(10);
 
 /// Starts runtimes; see the module doc.
 #[derive(Debug)]
@@ -233,22 +233,16 @@ impl Runtime {
             } else {
                 Placement::Unbound
             };
-            let (p, shared, factory) = (shard_params(config, ctx), shared.clone(), factory.clone());
-            let (bind_tx, bind_rx) = std::sync::mpsc::channel();
+            let p = shard_params(config, ctx);
             let bind = bind_to;
-            let spawned = LocalExecutorBuilder::new(placement)
-                .name(&format!("shard-{index}"))
-                .spawn(move || async move {
-                    let listener = bind.and_then(|addr| {
-                        let bound = gateway_io::bind(addr);
-                        let reply = bound.as_ref().map(|(_, a)| *a).map_err(clone_io);
-                        let _ = bind_tx.send(reply);
-                        bound.ok().map(|(l, _)| l)
-                    });
-                    drop(bind_tx);
-                    let app = factory(ctx);
-                    shard::run(p, app, links, stats, shared, listener).await
-                });
+            let launch = Launch {
+                placement,
+                links,
+                stats,
+                shared: shared.clone(),
+                bind,
+            };
+            let (spawned, bind_rx) = launch.spawn(p, factory.clone());
             match spawned {
                 Ok(join) => handle.joins.push((id, join)),
                 Err(err) => {
@@ -265,36 +259,14 @@ impl Runtime {
                 handle.client_addr.get_or_insert(resolved);
             }
         }
+        if let Some(addr) = handle.client_addr {
+            tracing::info!(%addr, shards, "gateway: every shard listening for clients");
+        }
         if config.admin.enabled {
             handle.start_admin(config)?;
         }
         Ok(handle)
     }
-}
-
-/// The gateway address to bind, if the gateway is on; an address already in
-/// use is refused here (glommio's listeners set SO_REUSEPORT, which would
-/// otherwise silently share the port with another server).
-fn gateway_addr(config: &Config) -> Result<Option<SocketAddr>, RuntimeError> {
-    if !config.gateway.enabled {
-        return Ok(None);
-    }
-    let text = config.gateway.listen_addr.as_str();
-    let err = |source| RuntimeError::Gateway {
-        addr: text.to_owned(),
-        source,
-    };
-    let addr: SocketAddr = text
-        .parse()
-        .map_err(|e| err(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
-    if addr.port() != 0 {
-        drop(std::net::TcpListener::bind(addr).map_err(err)?);
-    }
-    Ok(Some(addr))
-}
-
-fn clone_io(e: &std::io::Error) -> std::io::Error {
-    std::io::Error::new(e.kind(), e.to_string())
 }
 
 impl<A: ShardApp> RuntimeHandle<A> {

@@ -6,7 +6,7 @@
 //!    `mesh.inbox_items_max`, which pushes back on the senders);
 //! 2. calls the application's `on_tick(now, inbox, outbox, port)`; the
 //!    client port was filled between ticks by the socket tasks of
-//!    [`super::gateway_io`], which run whenever the tick loop sleeps (so
+//!    `runtime::gateway_io`, which run whenever the tick loop sleeps (so
 //!    socket IO is never inside the measured phases);
 //! 3. **flushes** its outbox: one batch per destination;
 //! 4. records metrics, raises the stall alarm if steps 1-3 took longer than

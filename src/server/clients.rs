@@ -31,10 +31,10 @@ use crate::core::ids::EntityId;
 use crate::core::proxy::Proxy;
 use crate::core::time::Time;
 use crate::runtime::{ClientPort, CloseReason, ConnId, MetricSink, PortError, PortEvent};
-use crate::wire::client::{ErrorCode, RefuseReason};
+use crate::wire::client::ErrorCode;
 
 use super::gateway::{
-    refused_metric, Closing, Disconnect, GatewayParams, Session, Step, RULES,
+    refused_metric, Closing, Disconnect, GatewayParams, Session, SessionPhase, Step, RULES,
 };
 use super::host::{entity_id, proxy_params, CellHost, Spawn, WireSource};
 use super::spawn::{new_avatar, SpawnRule};
@@ -82,6 +82,7 @@ pub struct Clients {
     conns: BTreeMap<ConnId, Conn>,
     by_entity: BTreeMap<EntityId, ConnId>,
     scratch_conns: Vec<ConnId>,
+    scratch_outs: Vec<(EntityId, Outgoing)>,
     actions: Vec<Action>,
     counters: ClientCounters,
 }
@@ -102,6 +103,7 @@ impl Clients {
             conns: BTreeMap::new(),
             by_entity: BTreeMap::new(),
             scratch_conns: Vec::new(),
+            scratch_outs: Vec::new(),
             actions: Vec::new(),
             counters: ClientCounters::default(),
         }
@@ -237,7 +239,9 @@ impl CellHost {
         };
         if !ok {
             self.clients.counters.spawn_failed += 1;
-            let _ = conn.session.refuse_login(ErrorCode::ServerFull, "no cell for the spawn");
+            let _ = conn
+                .session
+                .refuse_login(ErrorCode::ServerFull, "no cell for the spawn");
             return;
         }
         self.proxies.insert(entity, proxy);
@@ -309,10 +313,17 @@ impl CellHost {
         }
     }
 
-    /// Step 4: each session's frames of this tick, one send each.
-    pub(super) fn write_clients(&mut self, port: &mut ClientPort) {
+    /// Step 4: each session's frames of this tick, one send each; sessions
+    /// that ended on downstream news (a kick, a refused spawn) are closed.
+    pub(super) fn write_clients(&mut self, now: Time, port: &mut ClientPort) {
+        let mut ended = std::mem::take(&mut self.clients.scratch_conns);
+        ended.clear();
         for (&id, c) in &mut self.clients.conns {
             c.session.end_tick();
+            if c.session.phase() == SessionPhase::Closed {
+                ended.push(id);
+                continue;
+            }
             if c.session.output().is_empty() {
                 continue;
             }
@@ -322,6 +333,10 @@ impl CellHost {
             }
             c.session.clear_output();
         }
+        for &id in &ended {
+            self.close_conn(now, port, id, Closing::Kicked(ErrorCode::ProtocolViolation));
+        }
+        self.clients.scratch_conns = ended;
     }
 
     /// Shutdown: every client gets Kick(shutdown) before the port closes.
@@ -336,7 +351,11 @@ impl CellHost {
     /// The client side's metrics (`gateway_*`, `game_*`).
     pub(super) fn export_client_metrics(&self, sink: &mut MetricSink) {
         let k = &self.clients.counters;
-        sink.gauge("gateway_clients", "client sessions open", self.clients.len() as u64);
+        sink.gauge(
+            "gateway_clients",
+            "client sessions open",
+            self.clients.len() as u64,
+        );
         sink.counter("gateway_connections", "client connections opened", k.opened);
         sink.counter("gateway_logins", "avatars spawned for logins", k.logins);
         sink.counter(
@@ -348,11 +367,8 @@ impl CellHost {
             let n = k.disconnects[d as usize];
             sink.counter(d.metric(), "client connections ended, by reason", n);
         }
-        let mut refused = self.clients.refused();
-        // Hits on a handle the client does not see are refused at the real.
+        let refused = self.clients.refused();
         let g = self.game.counters();
-        refused[usize::from(ErrorCode::NotVisible.code())] +=
-            g.refused[usize::from(RefuseReason::NotVisible.code())];
         for &code in ErrorCode::ALL {
             let n = refused[usize::from(code.code()).min(RULES - 1)];
             sink.counter(refused_metric(code), "client messages refused, by rule", n);
@@ -370,14 +386,13 @@ impl CellHost {
 
     /// Routes the outputs of every proxy.
     pub(super) fn drain_proxies(&mut self) {
-        let mut outs: Vec<(EntityId, Outgoing)> = Vec::new();
+        let mut outs = std::mem::take(&mut self.clients.scratch_outs);
         for (&e, p) in &mut self.proxies {
-            while let Some(o) = p.poll_output() {
-                outs.push((e, o));
-            }
+            outs.extend(std::iter::from_fn(|| p.poll_output()).map(|o| (e, o)));
         }
-        for (e, o) in outs {
+        for (e, o) in outs.drain(..) {
             self.route(WireSource::Proxy(e), o);
         }
+        self.clients.scratch_outs = outs;
     }
 }

@@ -1,6 +1,6 @@
-//! [`EmbeddedServer`]: the whole server (runtime + a [`CellHost`] per shard
-//! + the client gateway) started in-process, for the `tessera` binary,
-//! loadgen and integration tests.
+//! [`EmbeddedServer`]: the whole server (the runtime, a [`CellHost`] per
+//! shard and the client gateway) started in-process, for the `tessera`
+//! binary, loadgen and integration tests.
 //!
 //! Owns the running runtime handle and the reading of its published
 //! figures into [`ServerCounters`]. Must not reach into a shard's state

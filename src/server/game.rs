@@ -75,8 +75,11 @@ pub struct Game {
     last_seq_prop: usize,
     counters: GameCounters,
     events: Vec<CellEvent>,
-    /// This tick's client frames per entity (tag byte first).
+    /// This tick's client frames per entity (tag byte first) and the
+    /// highest client seq processed.
     frames: Vec<(EntityId, Vec<u8>, u64)>,
+    /// Emptied frame buffers, reused (no allocation per tick once warm).
+    pool: Vec<Vec<u8>>,
 }
 
 impl Game {
@@ -95,6 +98,7 @@ impl Game {
             counters: GameCounters::default(),
             events: Vec::new(),
             frames: Vec::new(),
+            pool: Vec::new(),
         }
     }
 
@@ -165,7 +169,9 @@ impl Game {
         match input {
             GameInput::Move { pos, yaw, .. } if seq > last => real.set_movement(pos, yaw),
             GameInput::Move { .. } => self.counters.stale_moves += 1,
-            GameInput::Hit { target, damage, .. } => self.hit(now, cell, entity, seq, target, damage),
+            GameInput::Hit { target, damage, .. } => {
+                self.hit(now, cell, entity, seq, target, damage)
+            }
             GameInput::SetProp { prop, value, .. } => {
                 let outcome = self.set_prop(cell, entity, prop, value);
                 self.result(entity, seq, outcome);
@@ -180,10 +186,9 @@ impl Game {
     }
 
     fn hit(&mut self, now: Time, cell: &mut Cell, e: EntityId, seq: u64, handle: u32, dmg: i64) {
-        let target = cell.observer(e).and_then(|o| {
-            o.entities()
-                .find(|&t| o.handle_of(t) == Some(handle))
-        });
+        let target = cell
+            .observer(e)
+            .and_then(|o| o.entities().find(|&t| o.handle_of(t) == Some(handle)));
         let Some(target) = target else {
             self.result(e, seq, CallOutcome::Refused(RefuseReason::NotVisible));
             return;
@@ -208,7 +213,9 @@ impl Game {
         };
         let mut r = Reader::new(bytes);
         let decoded = value::decode(&mut r, &ty, def.ty, Audience::OwnClient);
-        let Ok(v) = decoded.map_err(|_| ()).and_then(|v| r.is_empty().then_some(v).ok_or(()))
+        let Ok(v) = decoded
+            .map_err(|_| ())
+            .and_then(|v| r.is_empty().then_some(v).ok_or(()))
         else {
             return CallOutcome::Refused(RefuseReason::BadValue);
         };
@@ -233,7 +240,9 @@ impl Game {
         let i = match self.frames.iter().position(|f| f.0 == entity) {
             Some(i) => i,
             None => {
-                self.frames.push((entity, vec![DOWN_FRAMES], 0));
+                let mut buf = self.pool.pop().unwrap_or_default();
+                buf.push(DOWN_FRAMES);
+                self.frames.push((entity, buf, 0));
                 self.frames.len() - 1
             }
         };
@@ -248,8 +257,10 @@ impl Game {
                 ServerMsg::InputAck { last_seq: acked }.encode(&mut buf);
             }
             if buf.len() > 1 {
-                self.down(now, cell, entity, Arc::from(buf));
+                self.down(now, cell, entity, Arc::from(&buf[..]));
             }
+            buf.clear();
+            self.pool.push(buf);
         }
         self.frames = frames;
     }

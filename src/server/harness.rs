@@ -16,7 +16,9 @@ use crate::core::entity::TypeRegistry;
 use crate::core::ids::ShardId;
 use crate::core::time::Time;
 use crate::runtime::inbox::InboxBuf;
-use crate::runtime::{Batch, ClientPort, ConnId, Inbox, Outbox, PortParams, ShardApp, ShardContext};
+use crate::runtime::{
+    Batch, ClientPort, ConnId, Inbox, Outbox, PortParams, ShardApp, ShardContext,
+};
 
 use super::CellHost;
 
@@ -104,7 +106,8 @@ impl Harness {
                 tick,
             };
             h.hosts.push(CellHost::new(config, ctx).expect("host"));
-            h.ports.push(ClientPort::detached(PortParams::from_config(config)));
+            h.ports
+                .push(ClientPort::detached(PortParams::from_config(config)));
             h.inboxes.push(InboxBuf::default());
             h.outboxes
                 .push(Outbox::new(ShardId::local(index), shards, 4096, 65536));

@@ -3,23 +3,33 @@
 //! At start every shard builds the same [`SpaceTree`] (world bounds and space
 //! params from the config; `server.initial_cells` leaves made by the tree's
 //! own `Split` changes, assigned round-robin to shards) and creates the cells
-//! it hosts. Each tick it drains the inbox (one [`HostBatch`] per source shard
-//! per tick), feeds cells and proxies, applies entity logic (move inputs on
-//! the real, NPC wanderers), ticks the cells against the tree, and routes
-//! every output: same shard -> local queue delivered next tick (FIFO), other
-//! shard -> one batch per destination per tick, serialised once.
+//! it hosts (views and AOI from `[aoi]`).
+//!
+//! # Each tick
+//! 1. Deliver what arrived: last tick's local messages, then the inbox (one
+//!    [`HostBatch`] per source shard per tick: its avatar spawns first,
+//!    then its cell and proxy messages in order).
+//! 2. The client side (`clients.rs`): port events, frames from readable
+//!    connections (logins spawn avatars, inputs go to the proxies).
+//! 3. NPC wanderers walk (`npcs.rs`).
+//! 4. Each cell ticks against the tree; the game logic (`game.rs`) applies
+//!    what its clients asked; its outputs are routed.
+//! 5. Proxies' outputs are routed; their client data goes to the sessions,
+//!    and every session's frames of the tick are written to the port.
+//! 6. Routing: same shard -> local queue delivered next tick (FIFO), other
+//!    shard -> one batch per destination per tick, serialised once.
 //!
 //! Proxies live on the shard whose index is encoded in the entity id
-//! ([`entity_id`]), so any shard can route `Dest::Proxy` without a directory.
+//! ([`entity_id`]), so any shard can route `Dest::Proxy` without a directory;
+//! a client's proxy is on the shard that accepted its connection.
 //!
-//! Owns: cells, proxies and NPC state of one shard. Must not touch sockets,
-//! clocks or executors (the runtime and the gateway do).
+//! Owns: cells, proxies, client sessions and NPC state of one shard. Must
+//! not touch sockets, clocks or executors (the runtime and its port do).
 
 use crate::config::Config;
 use crate::core::aoi::AoiParams;
-use crate::core::cell::{Cell, Dest, Msg, Outgoing, Residency, Source, ViewParams};
-use crate::core::entity::{Entity, TypeRegistry, AVATAR, NPC};
-use crate::core::geom::Vec3;
+use crate::core::cell::{Cell, Dest, Msg, Outgoing, Source, ViewParams};
+use crate::core::entity::{TypeRegistry, AVATAR};
 use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::proxy::{Proxy, ProxyParams};
 use crate::core::space::{ChangeOp, SpaceChange, SpaceTree, SplitDirection};
@@ -32,6 +42,7 @@ use std::sync::Arc;
 use super::clients::Clients;
 use super::game::Game;
 use super::gateway::GatewayParams;
+use super::npcs::Npc;
 use super::spawn::SpawnRule;
 
 /// The envelope kind of a [`HostBatch`].
@@ -151,15 +162,6 @@ pub fn initial_tree(config: &Config, cells: u32, shards: u16) -> Result<SpaceTre
     Ok(tree)
 }
 
-/// A wandering NPC real owned by this shard's logic.
-#[derive(Clone, Copy, Debug)]
-struct Npc {
-    id: EntityId,
-    cell: CellId,
-    pos: Vec3,
-    heading: f64,
-}
-
 /// Host counters (exported as metrics).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HostCounters {
@@ -185,10 +187,10 @@ pub struct CellHost {
     pub(super) tree: SpaceTree,
     pub(super) cells: BTreeMap<CellId, Cell>,
     pub(super) proxies: BTreeMap<EntityId, Proxy>,
-    npcs: Vec<Npc>,
+    pub(super) npcs: Vec<Npc>,
     local: VecDeque<Routed>,
     pub(super) lanes: Vec<HostBatch>,
-    speed_mps: f64,
+    pub(super) speed_mps: f64,
     counters: HostCounters,
     pub(super) clients: Clients,
     pub(super) game: Game,
@@ -218,8 +220,13 @@ impl CellHost {
         let mut cells = BTreeMap::new();
         let views = view_params(config);
         for leaf in tree.leaves().filter(|l| l.shard == ctx.shard) {
-            let cell = Cell::with_views(leaf.cell, config.cell_params(), views.clone(), types.clone())
-                .map_err(|e| HostError::Params(e.to_string()))?;
+            let cell = Cell::with_views(
+                leaf.cell,
+                config.cell_params(),
+                views.clone(),
+                types.clone(),
+            )
+            .map_err(|e| HostError::Params(e.to_string()))?;
             cells.insert(leaf.cell, cell);
         }
         let avatar = types.get(AVATAR).expect("built-in avatar").clone();
@@ -247,37 +254,6 @@ impl CellHost {
         };
         host.spawn_npcs(config.server.npcs, &types);
         Ok(host)
-    }
-
-    /// NPCs are spread over the world; each shard creates those whose spawn
-    /// point falls in one of its cells.
-    fn spawn_npcs(&mut self, n: u32, types: &TypeRegistry) {
-        let w = self.tree.world();
-        let ty = types.get(NPC).expect("built-in npc").clone();
-        for i in 0..n {
-            let f = (f64::from(i) + 0.5) / f64::from(n);
-            let g = (f64::from(i) * 0.618_033_988_7).fract();
-            let pos = Vec3 {
-                x: w.min_x + f * w.width(),
-                y: 0.0,
-                z: w.min_z + g * w.depth(),
-            };
-            let cell = self.tree.cell_at(pos);
-            let Some(c) = self.cells.get_mut(&cell) else {
-                continue;
-            };
-            let id = entity_id(self.ctx.shard.index, u64::from(i));
-            let entity = Entity::new_real(id, ty.clone(), pos, 0.0);
-            if c.create_real(Time::ZERO, entity, false, 0).is_ok() {
-                let heading = g * std::f64::consts::TAU;
-                self.npcs.push(Npc {
-                    id,
-                    cell,
-                    pos,
-                    heading,
-                });
-            }
-        }
     }
 
     /// This host's counters.
@@ -384,48 +360,6 @@ impl CellHost {
         }
     }
 
-    /// Wanders NPCs (client inputs are the game logic's, after each tick).
-    fn npc_logic(&mut self, dt_s: f64) {
-        let w = self.tree.world();
-        for npc in &mut self.npcs {
-            let Some(cell) = self.cells.get_mut(&npc.cell) else {
-                continue;
-            };
-            if cell
-                .residency(npc.id)
-                .is_none_or(|r| !matches!(r, Residency::Real { .. }))
-            {
-                continue;
-            }
-            let step = self.speed_mps * dt_s;
-            let mut p = Vec3 {
-                x: npc.pos.x + step * npc.heading.cos(),
-                y: 0.0,
-                z: npc.pos.z + step * npc.heading.sin(),
-            };
-            if !w.contains(p) {
-                npc.heading += std::f64::consts::FRAC_PI_2;
-                p = npc.pos;
-            }
-            if cell.move_real(npc.id, p).is_ok() {
-                npc.pos = p;
-            }
-        }
-    }
-
-    /// Follows NPCs that migrated to another cell of this shard; NPCs that
-    /// left the shard become ghosts here and stop being driven by it.
-    fn follow_npcs(&mut self) {
-        for npc in &mut self.npcs {
-            if let Some(c) = self.cells.values().find(|c| {
-                c.residency(npc.id)
-                    .is_some_and(|r| matches!(r, Residency::Real { .. }))
-            }) {
-                npc.cell = c.id();
-            }
-        }
-    }
-
     fn flush(&mut self, out: &mut Outbox) {
         for (i, lane) in self.lanes.iter_mut().enumerate() {
             if lane.is_empty() {
@@ -471,7 +405,7 @@ impl ShardApp for CellHost {
         }
         self.drain_proxies();
         self.downstream();
-        self.write_clients(port);
+        self.write_clients(now, port);
         let pc = port.counters();
         self.port_bytes = (pc.bytes_in, pc.bytes_out);
         self.follow_npcs();
@@ -526,8 +460,16 @@ impl ShardApp for CellHost {
             "cell and proxy messages sent to other shards",
             self.counters.remote,
         );
-        sink.counter("gateway_bytes_in", "bytes received from clients", self.port_bytes.0);
-        sink.counter("gateway_bytes_out", "bytes written to clients", self.port_bytes.1);
+        sink.counter(
+            "gateway_bytes_in",
+            "bytes received from clients",
+            self.port_bytes.0,
+        );
+        sink.counter(
+            "gateway_bytes_out",
+            "bytes written to clients",
+            self.port_bytes.1,
+        );
         self.export_client_metrics(sink);
     }
 }

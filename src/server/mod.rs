@@ -11,11 +11,12 @@ pub mod clients;
 pub mod embedded;
 pub mod game;
 pub mod gateway;
-pub mod host;
-pub mod relay;
-pub mod spawn;
 #[cfg(test)]
 mod harness;
+pub mod host;
+mod npcs;
+pub mod relay;
+pub mod spawn;
 #[cfg(test)]
 mod tests_host;
 

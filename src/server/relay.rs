@@ -282,7 +282,10 @@ mod tests {
             panic!("not a hit result");
         };
         assert_eq!(frame.len(), 32);
-        assert_eq!(decode_down(&tagged(DOWN_FRAMES, b"ab")), Some(Down::Frames(b"ab")));
+        assert_eq!(
+            decode_down(&tagged(DOWN_FRAMES, b"ab")),
+            Some(Down::Frames(b"ab"))
+        );
         assert_eq!(decode_down(&[0x42]), None);
         assert_eq!(decode_down(&[]), None);
     }

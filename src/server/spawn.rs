@@ -106,7 +106,10 @@ mod tests {
         assert_eq!(pa, pb);
         assert_ne!(pa[0], c.next(&w));
         assert!(pa.iter().all(|p| w.contains(*p)));
-        assert_eq!(SpawnRule::new("center", 7, 1).next(&w), Vec3::ground(0.0, 100.0));
+        assert_eq!(
+            SpawnRule::new("center", 7, 1).next(&w),
+            Vec3::ground(0.0, 100.0)
+        );
     }
 
     #[test]

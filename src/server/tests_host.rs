@@ -75,7 +75,10 @@ fn a_walker_crosses_between_shards_while_others_watch_without_gaps() {
     h.run(10);
     let cell0 = h.hosts[0].cells().next().expect("cell 0").id();
     assert_eq!(
-        h.hosts[0].cells().filter(|c| c.reals().contains(&e)).count(),
+        h.hosts[0]
+            .cells()
+            .filter(|c| c.reals().contains(&e))
+            .count(),
         1,
         "the walker's real moved to {cell0} on shard 0"
     );
@@ -153,6 +156,8 @@ fn calls_resolve_through_the_gateway_and_the_reals() {
         .and_then(|s| s.replica.props().get(2).cloned());
     assert_eq!(hp, Some(crate::core::entity::Value::Int(90)));
     assert_eq!(violations(&h), 0);
+    let not_visible: u64 = h.hosts.iter().map(|x| x.clients.refused()[4]).sum();
+    assert_eq!(not_visible, 1, "the unseen hit is counted as a strike");
 }
 
 #[test]
@@ -181,7 +186,10 @@ fn disconnects_remove_the_avatar_everywhere() {
             .map(|x| x.clients.counters().disconnects[d as usize])
             .sum()
     };
-    assert_eq!((ended(Disconnect::Bye), ended(Disconnect::PeerClosed)), (1, 1));
+    assert_eq!(
+        (ended(Disconnect::Bye), ended(Disconnect::PeerClosed)),
+        (1, 1)
+    );
 }
 
 #[test]

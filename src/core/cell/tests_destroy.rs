@@ -47,7 +47,8 @@ fn watched() -> Bus {
 fn destroy_deletes_ghosts_and_observers_see_a_leave() {
     let mut bus = watched();
     let now = bus.now;
-    bus.cell(0).handle(now, Source::Proxy(E), to_real(ToRealBody::Destroy));
+    bus.cell(0)
+        .handle(now, Source::Proxy(E), to_real(ToRealBody::Destroy));
     bus.pump();
     assert_eq!(bus.where_real(), None);
     assert!(matches!(
@@ -101,7 +102,8 @@ fn a_destroy_sent_to_the_old_cell_catches_the_migrated_real() {
     }
     assert_eq!(bus.where_real(), Some(CellId(1)));
     let now = bus.now;
-    bus.cell(0).handle(now, Source::Proxy(E), to_real(ToRealBody::Destroy));
+    bus.cell(0)
+        .handle(now, Source::Proxy(E), to_real(ToRealBody::Destroy));
     bus.pump();
     assert_eq!(bus.where_real(), None);
     assert!(matches!(

@@ -1,5 +1,5 @@
 //! The socket side's calls into [`ClientPort`] (used by
-//! [`crate::runtime::gateway_io`] only): registering accepted connections,
+//! `runtime::gateway_io` only): registering accepted connections,
 //! appending what was read, taking what to write, parking and releasing.
 //!
 //! Owns no state of its own; it must not touch sockets itself.

@@ -1,7 +1,7 @@
 //! [`ClientPort`]: the shard-local table of client connections, as bytes.
 //!
 //! The application never touches a socket. Each shard owns one port; the
-//! runtime's socket tasks ([`super::gateway_io`]) append what they read to a
+//! runtime's socket tasks (`runtime::gateway_io`) append what they read to a
 //! connection's bounded inbound buffer and write what the application queued
 //! in its bounded send buffer. The application sees the port only during its
 //! tick (`ShardApp::on_tick`): it polls [`PortEvent`]s, reads and consumes

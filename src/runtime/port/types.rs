@@ -35,7 +35,7 @@ pub enum CloseReason {
     IoError,
     /// The send queue would have passed `gateway.send_queue_bytes_max`.
     SlowReader,
-    /// The application called [`ClientPort::close`].
+    /// The application called [`super::ClientPort::close`].
     ClosedByApp,
     /// The runtime is shutting down.
     Shutdown,

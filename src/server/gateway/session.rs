@@ -17,6 +17,9 @@
 //! - `bad-value` (a non-finite or out-of-world position, a value that does
 //!   not decode), `move-too-fast` ([`MoveLimiter`]), `prop-not-settable`,
 //!   `rate-limited` (too many inputs unacknowledged);
+//! - `not-visible`: a Hit on a handle the client does not see, answered
+//!   at the real by CallResult `Refused(not-visible)` (a strike here when
+//!   it passes back);
 //! - more than `abuse_strikes_max` refusals: Kick (the last rule) + close;
 //! - a frame over the size limit: Kick `frame-too-large` + close.
 //!
@@ -38,8 +41,8 @@ use crate::core::ids::EntityId;
 use crate::core::time::Time;
 use crate::server::relay::{decode_down, Down, GameInput};
 use crate::wire::client::{
-    split_frame, view_batch_header, ClientMsg, DecodeError, ErrorCode, Frame, ServerMsg, Welcome,
-    HEADER_BYTES, TEXT_BYTES_MAX,
+    split_frame, view_batch_header, CallOutcome, ClientMsg, DecodeError, ErrorCode, Frame,
+    RefuseReason, ServerMsg, Welcome, HEADER_BYTES, TEXT_BYTES_MAX,
 };
 
 /// Where a session is.
@@ -304,7 +307,9 @@ impl Session {
             ClientMsg::SetProp { prop, value, .. } => {
                 if let Err(code) = check_set_prop(&self.avatar, prop, value) {
                     let avatar = Arc::clone(&self.avatar);
-                    let name = avatar.prop(usize::from(prop)).map_or("unknown", |d| &d.name);
+                    let name = avatar
+                        .prop(usize::from(prop))
+                        .map_or("unknown", |d| &d.name);
                     return self.refuse(seq, code, name);
                 }
                 GameInput::SetProp { seq, prop, value }
@@ -317,9 +322,14 @@ impl Session {
 
     /// One refusal: Error, counted, a strike; Kick past the strike limit.
     fn refuse<'a>(&mut self, seq: u64, code: ErrorCode, text: &str) -> Step<'a> {
-        self.count(code);
         let text = clip(text);
         ServerMsg::Error { seq, code, text }.encode(&mut self.out);
+        self.strike(code)
+    }
+
+    /// Counts a refusal of `code` and a strike; Kick past the limit.
+    fn strike<'a>(&mut self, code: ErrorCode) -> Step<'a> {
+        self.count(code);
         self.strikes += 1;
         if self.strikes > self.params.abuse_strikes_max {
             self.text = format!("{} refused messages, the last {code}", self.strikes);
@@ -365,16 +375,29 @@ impl Session {
         }
         match decode_down(data) {
             Some(Down::ViewBatch(b)) => {
-                self.out.extend_from_slice(&view_batch_header(tick, b.len()));
+                self.out
+                    .extend_from_slice(&view_batch_header(tick, b.len()));
                 self.out.extend_from_slice(b);
             }
             Some(Down::Frames(mut frames)) => {
                 while let Ok(Some((f, n))) = split_frame(frames, u32::MAX) {
                     match ServerMsg::decode(&f) {
                         Ok(ServerMsg::InputAck { last_seq }) => self.real_acked(last_seq),
+                        Ok(ServerMsg::CallResult {
+                            outcome: CallOutcome::Refused(RefuseReason::NotVisible),
+                            ..
+                        }) => {
+                            // A hit on a handle the client does not see is
+                            // answered by the real; it is a strike here.
+                            self.out.extend_from_slice(&frames[..n]);
+                            let _ = self.strike(ErrorCode::NotVisible);
+                        }
                         _ => self.out.extend_from_slice(&frames[..n]),
                     }
                     frames = &frames[n..];
+                    if self.phase != SessionPhase::Live {
+                        break;
+                    }
                 }
             }
             Some(Down::HitStarted {

@@ -84,8 +84,7 @@ impl Pair {
         let out = self.server.output().to_vec();
         self.server.clear_output();
         let now = self.now;
-        self.client
-            .handle_bytes(now, &out, &mut ());
+        self.client.handle_bytes(now, &out, &mut ());
     }
 
     fn end_tick(&mut self) {
@@ -140,7 +139,9 @@ fn every_rule_refuses_with_its_code_and_the_session_lives() {
         .send_move(p.now, Vec3::ground(2000.0, 100.0), 0.0)
         .expect("move");
     p.client.send_set_prop(p.now, 0, b"\x02An").expect("set");
-    p.client.send_set_prop(p.now, status, b"\x02ok").expect("set");
+    p.client
+        .send_set_prop(p.now, status, b"\x02ok")
+        .expect("set");
     p.pump();
     assert_eq!(p.server.phase(), SessionPhase::Live);
     p.client.send_set_prop(p.now, status, b"\x09").expect("set");
@@ -158,7 +159,10 @@ fn every_rule_refuses_with_its_code_and_the_session_lives() {
     );
     assert_eq!(p.closed, Some(Closing::Kicked(ErrorCode::BadValue)));
     assert_eq!(p.client.state(), SessionState::Closed);
-    assert_eq!(p.server.refused()[usize::from(ErrorCode::BadValue.code())], 2);
+    assert_eq!(
+        p.server.refused()[usize::from(ErrorCode::BadValue.code())],
+        2
+    );
 }
 
 #[test]
@@ -177,7 +181,11 @@ fn raw_rule_breaks_unknown_kind_bad_sequence_second_hello() {
     mv(1).encode(&mut raw);
     p.feed(&raw);
     assert_eq!(p.inputs, vec![1]);
-    let seen: Vec<ErrorCode> = p.server.refused().iter().enumerate()
+    let seen: Vec<ErrorCode> = p
+        .server
+        .refused()
+        .iter()
+        .enumerate()
         .filter(|(_, &n)| n > 0)
         .filter_map(|(c, _)| ErrorCode::from_code(c as u16))
         .collect();
@@ -251,5 +259,12 @@ fn hit_results_get_the_client_seq_back() {
     assert_eq!(done, vec![(seq, landed)]);
     assert_eq!(p.client.calls_pending(), 0);
     assert_eq!(p.client.violation_count(), 0);
-    let _ = (GameInput::Hit { seq, target: 4, damage: 10 }, tagged(1, b""));
+    let _ = (
+        GameInput::Hit {
+            seq,
+            target: 4,
+            damage: 10,
+        },
+        tagged(1, b""),
+    );
 }
