@@ -481,6 +481,7 @@ mod tests {
             world: config.world.bounds(),
             scenario,
             attack_rate: 0.0,
+            hit_range_m: 10.0,
             cells,
             migration_window: Duration::from_secs(1),
             session: ClientSessionParams::default(),
