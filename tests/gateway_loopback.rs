@@ -114,6 +114,8 @@ fn clients_watch_a_walker_cross_between_shards_and_leave() {
             c.session.view().map(|v| v.violations())
         );
     }
+    let gaps: Vec<u64> = watch.iter().map(|w| w.gap_ticks).collect();
+    eprintln!("longest gap between walker updates per watcher (ticks): {gaps:?}; {counters:?}");
     for w in &watch {
         assert!(w.gap_ticks <= 12, "a watcher waited {} ticks", w.gap_ticks);
     }

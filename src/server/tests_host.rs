@@ -87,6 +87,16 @@ fn a_walker_crosses_between_shards_while_others_watch_without_gaps() {
     assert_eq!(h.copies(e).0, 1);
     let migrations: u64 = h.hosts.iter().map(|x| x.migrations()).sum();
     assert!(migrations >= 2, "{migrations} migrations");
+    // Each migration happened in a tick that applied a move: its effect
+    // (and ack) followed the real as a deferred game call, none was lost.
+    let deferred: u64 = h.hosts.iter().map(|x| x.game.counters().deferred).sum();
+    let lost: u64 = h.hosts.iter().map(|x| x.game.counters().lost).sum();
+    let inputs: u64 = h.hosts.iter().map(|x| x.game.counters().inputs).sum();
+    assert!(
+        deferred >= 1 && lost == 0,
+        "deferred {deferred}, lost {lost}"
+    );
+    assert_eq!(inputs, 84, "every move applied once");
     assert_eq!(violations(&h), 0, "client view rules hold");
     assert!(gaps.iter().all(|&g| g <= 4), "longest gaps {gaps:?} ticks");
     let s = &h.clients[walker].session;
