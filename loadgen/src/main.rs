@@ -1,15 +1,71 @@
-//! `loadgen`: thousands of bot clients over TCP against a tessera server.
+//! `loadgen`: thousands of bot clients over TCP against a tessera server
+//! (see the library docs and `loadgen --help`).
 //!
-//! Not built yet: it needs the server runtime's TCP gateway and the client
-//! library (issues "Server runtime" and "loadgen"). Until then the
-//! deterministic simulator (`tessera sim`) drives bots against the core.
+//! Exit codes: 0 passed; 1 a violation occurred or a threshold failed;
+//! 2 bad arguments, config or a run that could not start.
 
 use std::process::ExitCode;
 
+use clap::Parser;
+use loadgen::cli::Cli;
+
 fn main() -> ExitCode {
-    eprintln!(
-        "loadgen: not available yet (needs the server's TCP gateway); \
-         run the simulator instead: cargo run --release --bin tessera -- sim --seeds 20"
+    let cli = Cli::parse();
+    if cli.print_server_sets {
+        let local = Cli {
+            server: None,
+            ..cli.clone()
+        };
+        return match loadgen::run::server_config(&Cli {
+            world: loadgen::cli::WorldMode::Config,
+            ..local.clone()
+        }) {
+            Ok(c) => {
+                for s in loadgen::run::auto_sets(&local, &c) {
+                    print!("--set '{s}' ");
+                }
+                println!();
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("loadgen: {e:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    let outcome = match loadgen::run::run(&cli) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("loadgen: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    println!(
+        "\nloadgen summary\n{}",
+        loadgen::report::summary_table(&outcome.summary)
     );
-    ExitCode::from(2)
+    if let Some(path) = &cli.json {
+        let text = serde_json::to_string_pretty(&outcome.summary).expect("a summary serialises");
+        if let Err(e) = std::fs::write(path, text) {
+            eprintln!("loadgen: writing {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+        println!("report written to {}", path.display());
+    }
+    if let Some(dir) = &cli.plot {
+        match loadgen::plot::write_all(dir, &outcome.summary.series, &outcome.latency_hist) {
+            Ok(files) => println!("charts written: {files:?}"),
+            Err(e) => {
+                eprintln!("loadgen: {e:#}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if outcome.failures.is_empty() {
+        println!("PASSED");
+        ExitCode::SUCCESS
+    } else {
+        println!("FAILED: {}", outcome.failures.join("; "));
+        ExitCode::from(1)
+    }
 }

@@ -1,0 +1,484 @@
+//! One bot: a TCP connection driving a [`ClientSession`].
+//!
+//! Owns the per-connection loop. [`run`] waits for the bot's ramp slot,
+//! connects, then polls [`BotConn`], a hand-written future that on each
+//! wake-up fires the move timer (one move per period, maybe a hit), writes
+//! what the session queued, and reads what arrived into the thread's shared
+//! buffer, feeding the session. Readiness-based glommio socket polls plus
+//! one timer: a bot costs nothing while idle (no spinning). Measurements go
+//! into the thread's [`Interval`] through [`Hooks`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_lite::io::{AsyncRead, AsyncWrite};
+use glommio::net::TcpStream;
+use glommio::timer::Timer;
+use tessera::client::{
+    CallKind, ClientSession, SessionEvent, SessionHooks, UpdateKind, UpdateSeen,
+};
+use tessera::core::geom::Vec3;
+use tessera::core::time::Time;
+use tessera::sim::bots::Bot;
+use tessera::sim::rng::Rng;
+use tessera::wire::client::{CallOutcome, ErrorCode};
+
+use crate::driver::ThreadCtx;
+use crate::latency::{match_update, EntityCache, MoveBook};
+use crate::measure::{record, Interval, VIOLATION_SAMPLES_MAX};
+use crate::scenario::{self, pick_target, wants_attack};
+
+/// How long a bot waits for the server to close after its Bye.
+const BYE_WAIT: Duration = Duration::from_secs(2);
+
+/// Poll rounds before a bot yields to the others.
+const ROUNDS_MAX: usize = 8;
+
+/// Runs bot `i` of the plan to the end of the run.
+pub async fn run(ctx: Rc<ThreadCtx>, i: u32) {
+    let plan = &ctx.plan;
+    let start = Time(0)
+        + plan
+            .ramp
+            .mul_f64(f64::from(i) / f64::from(plan.bots.max(1)));
+    Timer::new(ctx.clock.until(start)).await;
+    let conn = connect(&ctx, i).await;
+    match conn {
+        Some(c) => c.await,
+        None => ctx.interval.borrow_mut().counters.connect_failures += 1,
+    }
+    ctx.running.set(ctx.running.get() - 1);
+}
+
+async fn connect(ctx: &Rc<ThreadCtx>, i: u32) -> Option<BotConn> {
+    let plan = &ctx.plan;
+    let stream = TcpStream::connect(plan.addr).await.ok()?;
+    stream.set_nodelay(true).ok()?;
+    let mut session = ClientSession::new(plan.session, ctx.registry.clone());
+    let name = format!("{}{i}", plan.name_prefix);
+    session.connect(&name, None).ok()?;
+    let (bot, rng) = plan.scenario.bot(&plan.world, i);
+    let now = ctx.clock.now();
+    Some(BotConn {
+        ctx: ctx.clone(),
+        idx: i,
+        stream,
+        session,
+        bot,
+        rng,
+        timer: Timer::new(plan.handshake_timeout),
+        next_tick: now + plan.handshake_timeout,
+        phase: Phase::Handshake,
+        snap_back: false,
+        spawn_deadline: now + plan.handshake_timeout,
+        home: None,
+        own: OwnTrack::default(),
+        seen_violations: 0,
+    })
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Handshake,
+    Spawning,
+    Moving,
+    Settling,
+    Closing,
+    Done,
+}
+
+/// The own stream's timing: gaps between own updates, and the largest gap
+/// in the window after a cell crossing (the migration gap).
+#[derive(Debug, Default)]
+struct OwnTrack {
+    last: Option<Time>,
+    window_until: Option<Time>,
+    window_max_us: u64,
+}
+
+struct BotConn {
+    ctx: Rc<ThreadCtx>,
+    idx: u32,
+    stream: TcpStream,
+    session: ClientSession,
+    bot: Bot,
+    rng: Rng,
+    timer: Timer,
+    next_tick: Time,
+    phase: Phase,
+    /// A move was refused: restart from the server's position.
+    snap_back: bool,
+    spawn_deadline: Time,
+    home: Option<usize>,
+    own: OwnTrack,
+    seen_violations: u64,
+}
+
+/// Measurement callbacks of one read (see [`SessionHooks`]).
+struct Hooks<'a> {
+    iv: &'a mut Interval,
+    book: &'a MoveBook,
+    cache: &'a mut EntityCache,
+    own: &'a mut OwnTrack,
+}
+
+impl SessionHooks for Hooks<'_> {
+    fn on_update(&mut self, seen: &UpdateSeen) {
+        let c = &mut self.iv.counters;
+        match seen.kind {
+            UpdateKind::Move | UpdateKind::MoveProps | UpdateKind::Props => {
+                c.updates += 1;
+                if let (Some(e), Some(p)) = (seen.entity, seen.pos) {
+                    let lat = match_update(self.book, self.cache, e, p, seen.received_at);
+                    if let Some(us) = lat {
+                        c.updates_timed += 1;
+                        record(&mut self.iv.hists.update_latency, us);
+                    }
+                }
+            }
+            UpdateKind::Enter => c.enters += 1,
+            UpdateKind::Leave => c.leaves += 1,
+            UpdateKind::Resync => c.resyncs += 1,
+            UpdateKind::Own(_) => {
+                c.own_updates += 1;
+                let now = seen.received_at;
+                if let Some(last) = self.own.last {
+                    let gap = now.saturating_since(last).as_micros() as u64;
+                    record(&mut self.iv.hists.own_gap, gap);
+                    if self.own.window_until.is_some() {
+                        self.own.window_max_us = self.own.window_max_us.max(gap);
+                    }
+                }
+                self.own.last = Some(now);
+            }
+        }
+    }
+
+    fn on_input_acked(&mut self, _seq: u64, sent_at: Time, now: Time) {
+        self.iv.counters.acks += 1;
+        let rtt = now.saturating_since(sent_at).as_micros() as u64;
+        record(&mut self.iv.hists.ack_rtt, rtt);
+    }
+}
+
+impl Future for BotConn {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        for _ in 0..ROUNDS_MAX {
+            let mut progressed = false;
+            if Pin::new(&mut this.timer).poll(cx).is_ready() {
+                let now = this.ctx.clock.now();
+                this.on_tick(now);
+                this.timer.reset(this.ctx.clock.until(this.next_tick));
+                progressed = true;
+            }
+            progressed |= this.flush(cx);
+            progressed |= this.read(cx);
+            if this.phase == Phase::Done {
+                return Poll::Ready(());
+            }
+            if !progressed {
+                return Poll::Pending;
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+impl BotConn {
+    fn on_tick(&mut self, now: Time) {
+        let plan = self.ctx.plan.clone();
+        let period = Duration::from_secs_f64(plan.scenario.move_period_s());
+        match self.phase {
+            Phase::Handshake => {
+                self.end(now, "handshake-timeout");
+                return;
+            }
+            Phase::Spawning => {
+                if !self.spawned() {
+                    if now >= self.spawn_deadline {
+                        self.end(now, "no-own-snapshot");
+                        return;
+                    }
+                    self.next_tick = now;
+                } else if now < plan.stop_moves_at {
+                    self.phase = Phase::Moving;
+                    self.step(now);
+                }
+            }
+            Phase::Moving if now >= plan.stop_moves_at => self.phase = Phase::Settling,
+            Phase::Moving => self.step(now),
+            Phase::Settling | Phase::Closing | Phase::Done => {}
+        }
+        if self.phase == Phase::Spawning && now >= plan.stop_moves_at {
+            self.phase = Phase::Settling;
+        }
+        if self.phase == Phase::Settling && now >= plan.close_at {
+            let _ = self.session.send_bye(now);
+            self.phase = Phase::Closing;
+        }
+        if let Some(until) = self.own.window_until {
+            if now > until {
+                let gap = self.own.window_max_us;
+                if gap > 0 {
+                    record(&mut self.ctx.interval.borrow_mut().hists.migration_gap, gap);
+                }
+                self.own.window_until = None;
+            }
+        }
+        self.next_tick = self.next_tick + period;
+        if self.next_tick <= now {
+            self.ctx.interval.borrow_mut().counters.late_ticks += 1;
+            self.next_tick = now + period;
+        }
+        if self.phase == Phase::Closing {
+            // After Bye the server closes; give it a moment, then go.
+            if now >= plan.close_at + BYE_WAIT {
+                self.end(now, "bye-unanswered");
+                return;
+            }
+            self.next_tick = now + Duration::from_millis(100);
+        }
+    }
+
+    /// True once the own snapshot arrived; the bot then starts where the
+    /// server spawned it.
+    fn spawned(&mut self) -> bool {
+        let Some(own) = self.session.view().and_then(|v| v.own()) else {
+            return false;
+        };
+        let p = own.replica.core().pos;
+        self.bot.pose.pos = Vec3::ground(p.x, p.z);
+        true
+    }
+
+    /// One move (and maybe a hit).
+    fn step(&mut self, now: Time) {
+        let plan = self.ctx.plan.clone();
+        let dt = plan.scenario.move_period_s();
+        let area = plan.scenario.walk_area(&plan.world);
+        if std::mem::take(&mut self.snap_back) {
+            // Like a game client: the server's position wins after a refusal.
+            self.spawned();
+        }
+        let before = self.bot.clone();
+        let t_s = now.0 as f64 / 1e6;
+        let s = scenario::step(&mut self.bot, &mut self.rng, &area, t_s, dt);
+        let pos = Vec3::ground(s.pose.pos.x, s.pose.pos.z);
+        let mut iv = self.ctx.interval.borrow_mut();
+        match self.session.send_move(now, pos, s.pose.yaw as f32) {
+            Ok(_) => {
+                self.ctx.book.record(self.idx, pos, now);
+                iv.counters.moves += 1;
+            }
+            Err(_) => {
+                self.bot = before;
+                iv.counters.send_refused += 1;
+                return;
+            }
+        }
+        let home = plan.cells.track(self.home, pos);
+        if self.home.is_some() && home != self.home {
+            iv.counters.crossings += 1;
+            self.own.window_until = Some(now + plan.migration_window);
+            self.own.window_max_us = 0;
+        }
+        self.home = home;
+        let Some(view) = self.session.view() else {
+            return;
+        };
+        let shown = view.shown();
+        iv.counters.view_size_sum += shown.len() as u64;
+        iv.counters.view_size_samples += 1;
+        if !wants_attack(&mut self.rng, plan.attack_rate, dt) {
+            return;
+        }
+        // Only targets within reach (what the view shows lags a few ticks).
+        let reach2 = (plan.hit_range_m * 0.8).powi(2);
+        let near = |e: &&tessera::core::view::Shown| e.replica.core().pos.dist2_xz(pos) <= reach2;
+        let Some(k) = pick_target(&mut self.rng, shown.values().filter(near).count()) else {
+            iv.counters.no_target += 1;
+            return;
+        };
+        let handle = shown
+            .iter()
+            .filter(|(_, e)| near(e))
+            .nth(k)
+            .map(|(h, _)| *h)
+            .expect("k < count");
+        match self.session.send_hit(now, handle, 1) {
+            Ok(_) => iv.counters.hits += 1,
+            Err(_) => iv.counters.send_refused += 1,
+        }
+    }
+
+    /// Writes what the session queued; true if bytes were written.
+    fn flush(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut wrote = false;
+        while !self.session.transmit().is_empty() {
+            match Pin::new(&mut self.stream).poll_write(cx, self.session.transmit()) {
+                Poll::Ready(Ok(n)) if n > 0 => {
+                    self.session.advance_transmit(n);
+                    self.ctx.interval.borrow_mut().counters.bytes_out += n as u64;
+                    wrote = true;
+                }
+                Poll::Ready(_) => {
+                    let now = self.ctx.clock.now();
+                    self.end(now, "io-error");
+                    return true;
+                }
+                Poll::Pending => break,
+            }
+        }
+        wrote
+    }
+
+    /// Reads once; true if something arrived (or the stream ended).
+    fn read(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.phase == Phase::Done {
+            return false;
+        }
+        let ctx = self.ctx.clone();
+        let mut scratch = ctx.scratch.borrow_mut();
+        let n = match Pin::new(&mut self.stream).poll_read(cx, &mut scratch[..]) {
+            Poll::Pending => return false,
+            Poll::Ready(Ok(n)) => n,
+            Poll::Ready(Err(_)) => {
+                let now = ctx.clock.now();
+                self.end(now, "io-error");
+                return true;
+            }
+        };
+        let now = ctx.clock.now();
+        if n == 0 {
+            self.session.handle_eof(now);
+            self.drain_events(now);
+            let why = if self.phase == Phase::Closing {
+                "bye"
+            } else {
+                "eof"
+            };
+            self.end(now, why);
+            return true;
+        }
+        {
+            let mut iv = ctx.interval.borrow_mut();
+            iv.counters.bytes_in += n as u64;
+            let mut cache = ctx.cache.borrow_mut();
+            let mut hooks = Hooks {
+                iv: &mut iv,
+                book: &ctx.book,
+                cache: &mut cache,
+                own: &mut self.own,
+            };
+            let batches = self.session.counters().batches;
+            self.session.handle_bytes(now, &scratch[..n], &mut hooks);
+            iv.counters.batches += self.session.counters().batches - batches;
+        }
+        drop(scratch);
+        self.drain_events(now);
+        self.check_violations();
+        true
+    }
+
+    fn drain_events(&mut self, now: Time) {
+        while let Some(ev) = self.session.poll_event() {
+            let mut iv = self.ctx.interval.borrow_mut();
+            let c = &mut iv.counters;
+            match ev {
+                SessionEvent::Welcomed(w) => {
+                    self.ctx.book.register(self.idx, w.entity);
+                    c.connects += 1;
+                    self.phase = Phase::Spawning;
+                    self.spawn_deadline = now + self.ctx.plan.handshake_timeout;
+                    self.next_tick = now;
+                    self.timer.reset(Duration::ZERO);
+                }
+                SessionEvent::CallDone {
+                    kind: CallKind::Hit,
+                    outcome,
+                    sent_at,
+                    at,
+                    ..
+                } => {
+                    match outcome {
+                        CallOutcome::HitLanded { .. } => c.hits_landed += 1,
+                        CallOutcome::HitExpired => c.hits_expired += 1,
+                        CallOutcome::Refused(r) => {
+                            c.hits_refused += 1;
+                            let key = format!("hit-refused:{}", r.rule());
+                            *c.errors.entry(key).or_default() += 1;
+                        }
+                        CallOutcome::Applied => c.hits_refused += 1,
+                    }
+                    let rtt = at.saturating_since(sent_at).as_micros() as u64;
+                    record(&mut iv.hists.hit_rtt, rtt);
+                }
+                SessionEvent::CallDone { .. } | SessionEvent::Pong { .. } => {}
+                SessionEvent::Refused { code, .. } => {
+                    *c.errors.entry(code.rule().to_owned()).or_default() += 1;
+                    if code == ErrorCode::MoveTooFast {
+                        self.snap_back = true;
+                    }
+                }
+                SessionEvent::Closed { code, .. } => {
+                    if self.phase != Phase::Closing {
+                        let why = code.map_or("closed", |c| c.rule());
+                        drop(iv);
+                        self.end(now, why);
+                    }
+                }
+            }
+        }
+    }
+
+    fn check_violations(&mut self) {
+        let total = self.session.violation_count();
+        if total <= self.seen_violations {
+            return;
+        }
+        let mut iv = self.ctx.interval.borrow_mut();
+        iv.counters.violations += total - self.seen_violations;
+        self.seen_violations = total;
+        if iv.violation_samples.len() < VIOLATION_SAMPLES_MAX {
+            let s = &self.session;
+            let text = match (
+                s.violations().last(),
+                s.view().and_then(|v| v.violations().last()),
+            ) {
+                (Some(v), _) => format!("bot {}: session {:?}", self.idx, v.rule),
+                (None, Some(v)) => format!(
+                    "bot {}: view {:?} (handle {:?})",
+                    self.idx, v.rule, v.handle
+                ),
+                (None, None) => format!("bot {}: violation", self.idx),
+            };
+            iv.violation_samples.push(text);
+        }
+    }
+
+    /// Ends the connection: `why` is "bye" for a normal close.
+    fn end(&mut self, _now: Time, why: &str) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        let was = self.phase;
+        self.phase = Phase::Done;
+        let mut iv = self.ctx.interval.borrow_mut();
+        let c = &mut iv.counters;
+        match was {
+            Phase::Handshake => c.connect_failures += 1,
+            Phase::Settling | Phase::Closing => c.closed += 1,
+            _ => c.disconnects += 1,
+        }
+        if why != "bye" {
+            *c.disconnect_reasons.entry(why.to_owned()).or_default() += 1;
+        }
+    }
+}

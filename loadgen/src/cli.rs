@@ -1,0 +1,195 @@
+//! The command line of `loadgen`.
+//!
+//! Owns the flags, their defaults and the parsing of durations; turning
+//! them into a server config and a run plan is [`crate::run`]'s job.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::scenario::Scenario;
+
+/// Thousands of bot clients against a tessera server, with latency
+/// histograms, a live line, a summary table, a JSON report and charts.
+///
+/// With no `--server`, a server is started in this process from the
+/// embedded default config (or `--config FILE`, `--shards`, `--ghost-radius`,
+/// `--npcs`, `--set`), so one command runs a whole benchmark.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "loadgen", version)]
+pub struct Cli {
+    /// Bots (one TCP connection each).
+    #[arg(long, default_value_t = 100)]
+    pub bots: u32,
+    /// How long the bots move after the ramp (e.g. 60s, 2m, 500ms).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Connect to this server (host:port) instead of an embedded one.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub server: Option<String>,
+    /// The remote server's admin address, for its /metrics counters.
+    #[arg(long, value_name = "HOST:PORT", requires = "server")]
+    pub server_admin: Option<String>,
+    /// The remote server's process id (same machine), for its CPU use.
+    #[arg(long, value_name = "PID", requires = "server")]
+    pub server_pid: Option<u32>,
+    /// Config file of the embedded server (only the keys it changes).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Shards of the embedded server (runtime.shards; 0 = one per CPU).
+    #[arg(long)]
+    pub shards: Option<u16>,
+    /// Ghost radius of the embedded server, metres (world.ghost_radius_m).
+    #[arg(long, value_name = "M")]
+    pub ghost_radius: Option<f64>,
+    /// Server-side NPC wanderers in the embedded server (server.npcs).
+    #[arg(long)]
+    pub npcs: Option<u32>,
+    /// Any other embedded-server override, `section.key=value` (repeatable).
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Bot executor threads (pinned glommio executors).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Do not pin bot threads to CPUs.
+    #[arg(long)]
+    pub no_pin: bool,
+    /// Connect the bots evenly over this long (e.g. 5s).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub ramp: Duration,
+    /// What the bots do.
+    #[arg(long, value_enum, default_value_t = Scenario::RandomWalk)]
+    pub scenario: Scenario,
+    /// Hits per bot per second on visible targets (0 = none).
+    #[arg(long, default_value_t = 0.0)]
+    pub attack_rate: f64,
+    /// The server's hit range, metres: bots hit only targets shown within
+    /// 0.8 x this distance.
+    #[arg(long, default_value_t = 10.0)]
+    pub hit_range: f64,
+    /// Moves per bot per second.
+    #[arg(long, default_value_t = 10.0)]
+    pub move_hz: f64,
+    /// Bot walking speed, metres per second.
+    #[arg(long, default_value_t = 5.0)]
+    pub speed: f64,
+    /// Entities wanted in each bot's area of interest: sizes the embedded
+    /// server's world (with --world auto).
+    #[arg(long, default_value_t = 60.0)]
+    pub in_view: f64,
+    /// `auto`: the embedded server's world is sized for --in-view, with
+    /// spawns where the scenario needs them (the centre for border patrol)
+    /// and no speed limit for teleports; `config`: the config's world as is.
+    #[arg(long, value_enum, default_value_t = WorldMode::Auto)]
+    pub world: WorldMode,
+    /// Teleport scenario: jumps per bot per second.
+    #[arg(long, default_value_t = 0.1)]
+    pub teleport_rate: f64,
+    /// Hotspot scenario: converge-then-disperse period (e.g. 20s).
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    pub hotspot_period: Duration,
+    /// Border patrol: swing to either side of the border, metres.
+    #[arg(long, default_value_t = 20.0)]
+    pub border_amplitude: f64,
+    /// After the bots stop moving, wait this long for acks before Bye.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub settle: Duration,
+    /// Seed of the bots' random streams.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write every figure to this JSON file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write PNG charts into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Fail (exit 1) if the update latency p99 exceeds this, ms.
+    #[arg(long, value_name = "MS")]
+    pub max_p99_ms: Option<f64>,
+    /// Fail (exit 1) if more bots than this disconnect or fail to connect.
+    #[arg(long, value_name = "N")]
+    pub max_disconnects: Option<u64>,
+    /// Print the `--set` overrides a separate server process needs to
+    /// match the auto world of these flags (for `tessera` and `loadgen
+    /// --server ... --set ...`), then exit.
+    #[arg(long)]
+    pub print_server_sets: bool,
+    /// No live line (the summary is still printed).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// How the embedded server's world is chosen (`--world`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WorldMode {
+    /// Sized for the bots and --in-view.
+    Auto,
+    /// As the config says.
+    Config,
+}
+
+/// Parses `90`, `90s`, `1.5s`, `500ms`, `2m`, `1h` into a duration.
+///
+/// # Errors
+/// A message naming the accepted forms.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{text}`: expected a number with s, ms, m or h"))?;
+    let scale = match unit {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("`{text}`: unknown unit `{unit}` (s, ms, m, h)")),
+    };
+    let secs = v * scale;
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(format!("`{text}`: not a duration"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn the_ci_smoke_command_parses() {
+        let cli = Cli::try_parse_from([
+            "loadgen",
+            "--bots",
+            "300",
+            "--duration",
+            "10s",
+            "--scenario",
+            "border-patrol",
+            "--attack-rate",
+            "0.5",
+            "--json",
+            "report.json",
+        ])
+        .expect("parses");
+        assert_eq!(cli.bots, 300);
+        assert_eq!(cli.scenario, Scenario::BorderPatrol);
+        assert_eq!(cli.duration, Duration::from_secs(10));
+        assert!(Cli::try_parse_from(["loadgen", "--server-admin", "x:1"]).is_err());
+    }
+}

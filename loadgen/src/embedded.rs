@@ -1,0 +1,71 @@
+//! The server embedded in this process: `tessera::server::EmbeddedServer`
+//! started from the run's config, its counters as the report's `server`.
+//!
+//! Owns the adapter only (start, address, counters, stop).
+
+use std::net::SocketAddr;
+
+use serde_json::json;
+use tessera::config::Config;
+use tessera::server::{EmbeddedServer, ServerCounters};
+
+use crate::server::ServerStatus;
+
+/// A server running in this process.
+pub struct Embedded {
+    server: EmbeddedServer,
+}
+
+impl std::fmt::Debug for Embedded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedded")
+            .field("client_addr", &self.server.client_addr())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Embedded {
+    /// Starts the server on `config`.
+    ///
+    /// # Errors
+    /// If the runtime, the gateway or the admin endpoint cannot start.
+    pub fn start(config: &Config) -> anyhow::Result<Embedded> {
+        let server = EmbeddedServer::start(config)
+            .map_err(|e| anyhow::anyhow!("starting the embedded server: {e}"))?;
+        Ok(Embedded { server })
+    }
+
+    /// Where clients connect.
+    pub fn client_addr(&self) -> SocketAddr {
+        self.server.client_addr()
+    }
+
+    fn status_of(&self, c: &ServerCounters) -> ServerStatus {
+        let admin = self.server.admin_addr().map(|a| a.to_string());
+        ServerStatus {
+            migrations: Some(c.migrations),
+            value: json!({"source": "embedded", "available": true, "admin": admin, "counters": c}),
+        }
+    }
+
+    /// Counters now (they may lag one metrics publish period).
+    pub fn status(&self) -> ServerStatus {
+        self.status_of(&self.server.counters())
+    }
+
+    /// Stops the server and joins its shards; the final counters.
+    ///
+    /// # Errors
+    /// If a shard failed.
+    pub fn stop(self) -> anyhow::Result<ServerStatus> {
+        let admin = self.server.admin_addr().map(|a| a.to_string());
+        let c = self
+            .server
+            .stop()
+            .map_err(|e| anyhow::anyhow!("stopping the embedded server: {e}"))?;
+        Ok(ServerStatus {
+            migrations: Some(c.migrations),
+            value: json!({"source": "embedded", "available": true, "admin": admin, "counters": c}),
+        })
+    }
+}

@@ -1,0 +1,32 @@
+//! `loadgen`: thousands of bot clients over TCP against a tessera server.
+//!
+//! One command runs a whole benchmark: with no `--server` it starts a server
+//! in this process ([`embedded`]), connects `--bots` bots on pinned glommio
+//! executors ([`driver`], [`bot`]), moves them by a [`scenario`], times
+//! every update end to end ([`latency`]), merges the threads' histograms
+//! ([`measure`]) and reports a live line, a summary table, JSON and charts
+//! ([`report`], [`plot`]).
+//!
+//! Modules, from the command line down:
+//! - [`cli`]: flags. [`run`]: one run, start to finish.
+//! - [`server`]: embedded or remote server; [`embedded`], [`remote`]
+//!   (admin `/metrics` scrape); [`cpu`]: thread CPU times.
+//! - [`driver`]: executor threads, the shared plan and clock; [`bot`]: one
+//!   connection's loop over a `tessera::client::ClientSession`.
+//! - [`scenario`]: where bots go; [`latency`]: matching updates to sends;
+//!   [`measure`]: histograms and counters.
+//! - [`report`]: series, summary, JSON; [`plot`]: PNG charts.
+
+pub mod bot;
+pub mod cli;
+pub mod cpu;
+pub mod driver;
+pub mod embedded;
+pub mod latency;
+pub mod measure;
+pub mod plot;
+pub mod remote;
+pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod server;

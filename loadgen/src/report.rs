@@ -1,0 +1,317 @@
+//! Collecting the threads' per-second measurements into a time series and
+//! the run's totals, and writing them out: the live line, the summary table
+//! and the JSON report.
+//!
+//! Owns [`Collector`] (merges [`Interval`]s per second and over the steady
+//! window, i.e. after the ramp and before the bots stop), [`Sample`] (one
+//! second of the series), [`Summary`] (every figure of the run, serialised
+//! as the `--json` report) and the text renderings. Knows nothing of
+//! sockets or executors.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::measure::{Counters, Interval, Percentiles};
+
+/// One second of the run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Sample {
+    /// Seconds since the start.
+    pub t_s: f64,
+    /// Bots welcomed and not gone.
+    pub connected: u64,
+    /// Updates received per second (all bots).
+    pub updates_per_s: u64,
+    /// Bytes received per second (all bots).
+    pub bytes_in_per_s: u64,
+    /// Update latency of this second, ms.
+    pub latency_ms: Percentiles,
+    /// Input acknowledgement round trip of this second, ms.
+    pub ack_rtt_ms: Percentiles,
+    /// Server migrations so far (if known).
+    pub migrations: Option<u64>,
+    /// Client-side cell crossings this second.
+    pub crossings: u64,
+    /// Violations so far.
+    pub violations: u64,
+}
+
+/// Merges the threads' reports (see the module doc).
+#[derive(Debug, Default)]
+pub struct Collector {
+    /// Everything since the start.
+    pub total: Interval,
+    /// Only the steady window.
+    pub steady: Interval,
+    /// Seconds in the steady window.
+    pub steady_s: f64,
+    /// Sum over the steady seconds of the bots connected (bot-seconds).
+    pub steady_bot_s: f64,
+    /// Most bots connected at once.
+    pub connected_max: u64,
+    /// The series.
+    pub series: Vec<Sample>,
+}
+
+impl Collector {
+    /// Adds one second: `second` is what all threads reported for it;
+    /// `steady` says whether it lies in the steady window.
+    pub fn push_second(
+        &mut self,
+        t_s: f64,
+        second: &Interval,
+        steady: bool,
+        migrations: Option<u64>,
+    ) -> &Sample {
+        self.total.add(second);
+        let connected = self.total.counters.connected();
+        self.connected_max = self.connected_max.max(connected);
+        if steady {
+            self.steady.add(second);
+            self.steady_s += 1.0;
+            self.steady_bot_s += connected as f64;
+        }
+        let c = &second.counters;
+        self.series.push(Sample {
+            t_s,
+            connected,
+            updates_per_s: c.updates,
+            bytes_in_per_s: c.bytes_in,
+            latency_ms: Percentiles::of(&second.hists.update_latency),
+            ack_rtt_ms: Percentiles::of(&second.hists.ack_rtt),
+            migrations,
+            crossings: c.crossings,
+            violations: self.total.counters.violations,
+        });
+        self.series.last().expect("just pushed")
+    }
+
+    /// Adds what arrived after the last second (final reports).
+    pub fn push_tail(&mut self, tail: &Interval) {
+        self.total.add(tail);
+    }
+}
+
+/// The live line of one second.
+pub fn live_line(s: &Sample, bots: u32) -> String {
+    let mig = s.migrations.map_or("-".to_owned(), |m| m.to_string());
+    format!(
+        "t={:>5.1}s bots {:>5}/{:<5} upd/s {:>8} KiB/s {:>8.0} lat p50 {:>6.1} p99 {:>7.1} max {:>7.1} ms  ack p99 {:>6.1} ms  migr {:>6} viol {}",
+        s.t_s,
+        s.connected,
+        bots,
+        s.updates_per_s,
+        s.bytes_in_per_s as f64 / 1024.0,
+        s.latency_ms.p50,
+        s.latency_ms.p99,
+        s.latency_ms.max,
+        s.ack_rtt_ms.p99,
+        mig,
+        s.violations
+    )
+}
+
+/// Per-bot-per-second rates over the steady window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Rates {
+    /// Updates received.
+    pub updates: f64,
+    /// Bytes received.
+    pub bytes_in: f64,
+    /// Bytes sent.
+    pub bytes_out: f64,
+    /// Moves sent.
+    pub moves: f64,
+    /// Enters.
+    pub enters: f64,
+    /// Leaves.
+    pub leaves: f64,
+}
+
+impl Rates {
+    /// `counters` divided by `bot_s` bot-seconds (zero if none).
+    pub fn of(c: &Counters, bot_s: f64) -> Rates {
+        let per = |v: u64| if bot_s > 0.0 { v as f64 / bot_s } else { 0.0 };
+        Rates {
+            updates: per(c.updates),
+            bytes_in: per(c.bytes_in),
+            bytes_out: per(c.bytes_out),
+            moves: per(c.moves),
+            enters: per(c.enters),
+            leaves: per(c.leaves),
+        }
+    }
+}
+
+/// Every figure of a run (the `--json` report).
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    /// The run's settings.
+    pub settings: Value,
+    /// Bots asked for.
+    pub bots: u32,
+    /// Most bots connected at once.
+    pub bots_connected: u64,
+    /// Length of the steady window (after the ramp, until bots stop), s.
+    pub duration_s: f64,
+    /// Violations over the whole run (session and view rules).
+    pub violations: u64,
+    /// A few of them described.
+    pub violation_samples: Vec<String>,
+    /// Server migrations in the steady window (client-side crossing
+    /// estimate if the server's figures are unavailable).
+    pub migrations: u64,
+    /// Where `migrations` came from: "server" or "client-estimate".
+    pub migrations_source: &'static str,
+    /// Migrations per second in the steady window.
+    pub migrations_per_s: f64,
+    /// End-to-end update latency (steady window), ms.
+    pub update_latency_ms: Percentiles,
+    /// Input acknowledgement round trip (steady window), ms.
+    pub ack_rtt_ms: Percentiles,
+    /// Hit round trip (steady window), ms.
+    pub hit_rtt_ms: Percentiles,
+    /// Gaps in bots' own update streams (steady window), ms.
+    pub own_gap_ms: Percentiles,
+    /// The largest own-stream gap after a cell crossing, per crossing, ms.
+    pub migration_gap_ms: Percentiles,
+    /// Updates received per bot per second (steady window).
+    pub updates_per_bot_per_s: f64,
+    /// Bytes received per bot per second (steady window).
+    pub bytes_per_bot_per_s: f64,
+    /// Every per-bot rate (steady window).
+    pub per_bot_per_s: Rates,
+    /// Average entities in a bot's view.
+    pub in_view_avg: f64,
+    /// Share of updates matched to a send time (timed).
+    pub updates_timed_fraction: f64,
+    /// Counts over the whole run.
+    pub counters: Counters,
+    /// CPU use in the steady window, percent of one core.
+    pub cpu_pct: Value,
+    /// `/proc/loadavg` at the start and the end.
+    pub load_avg: Value,
+    /// The server's own figures (embedded counters or remote `/metrics`).
+    pub server: Value,
+    /// Thresholds asked for and whether they passed.
+    pub thresholds: Value,
+    /// The series, one sample per second.
+    pub series: Vec<Sample>,
+}
+
+/// The summary table.
+pub fn summary_table(s: &Summary) -> String {
+    let mut out = String::new();
+    let mut row = |k: &str, v: String| out.push_str(&format!("  {k:<28} {v}\n"));
+    let pct = |p: &Percentiles| {
+        format!(
+            "p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1} ms  ({} samples)",
+            p.p50, p.p90, p.p99, p.p999, p.max, p.count
+        )
+    };
+    row(
+        "bots connected",
+        format!(
+            "{} of {} ({} failed to connect, {} disconnected)",
+            s.bots_connected, s.bots, s.counters.connect_failures, s.counters.disconnects
+        ),
+    );
+    row("steady window", format!("{:.0} s", s.duration_s));
+    row("update latency", pct(&s.update_latency_ms));
+    row("input ack round trip", pct(&s.ack_rtt_ms));
+    row("hit round trip", pct(&s.hit_rtt_ms));
+    row("own update gap", pct(&s.own_gap_ms));
+    row("gap after cell crossing", pct(&s.migration_gap_ms));
+    row(
+        "per bot per second",
+        format!(
+            "{:.1} updates, {:.0} B in, {:.0} B out, {:.1} moves, {:.2} enters, {:.2} leaves",
+            s.per_bot_per_s.updates,
+            s.per_bot_per_s.bytes_in,
+            s.per_bot_per_s.bytes_out,
+            s.per_bot_per_s.moves,
+            s.per_bot_per_s.enters,
+            s.per_bot_per_s.leaves
+        ),
+    );
+    row("entities in view (avg)", format!("{:.1}", s.in_view_avg));
+    row(
+        "updates timed",
+        format!("{:.1} %", 100.0 * s.updates_timed_fraction),
+    );
+    row(
+        "migrations",
+        format!(
+            "{} ({:.1}/s, {}); client-seen crossings {}",
+            s.migrations, s.migrations_per_s, s.migrations_source, s.counters.crossings
+        ),
+    );
+    row(
+        "hits",
+        format!(
+            "{} sent, {} landed, {} expired, {} refused",
+            s.counters.hits,
+            s.counters.hits_landed,
+            s.counters.hits_expired,
+            s.counters.hits_refused
+        ),
+    );
+    if !s.counters.errors.is_empty() {
+        row("errors from server", format!("{:?}", s.counters.errors));
+    }
+    if !s.counters.disconnect_reasons.is_empty() {
+        row(
+            "session ends",
+            format!("{:?}", s.counters.disconnect_reasons),
+        );
+    }
+    row("cpu (% of one core)", s.cpu_pct.to_string());
+    row("load average", s.load_avg.to_string());
+    row("violations", s.violations.to_string());
+    for v in &s.violation_samples {
+        row("  e.g.", v.clone());
+    }
+    out
+}
+
+/// The first three fields of `/proc/loadavg` (`None` without it).
+pub fn load_avg() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    Some(
+        text.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::record;
+
+    #[test]
+    fn steady_seconds_count_bot_seconds_and_rates() {
+        let mut c = Collector::default();
+        let mut first = Interval::default();
+        first.counters.connects = 10;
+        first.counters.updates = 1_000;
+        c.push_second(1.0, &first, false, None);
+        let mut second = Interval::default();
+        second.counters.updates = 500;
+        second.counters.bytes_in = 20_000;
+        record(&mut second.hists.update_latency, 12_000);
+        let s = c.push_second(2.0, &second, true, Some(4));
+        assert_eq!(
+            (s.connected, s.updates_per_s, s.migrations),
+            (10, 500, Some(4))
+        );
+        assert_eq!(s.latency_ms.count, 1);
+        assert_eq!(c.steady_s, 1.0);
+        assert_eq!(c.steady_bot_s, 10.0);
+        let r = Rates::of(&c.steady.counters, c.steady_bot_s);
+        assert_eq!((r.updates, r.bytes_in), (50.0, 2_000.0));
+        assert_eq!(c.total.counters.updates, 1_500);
+        assert!(live_line(&c.series[1], 10).contains("10/10"));
+    }
+}

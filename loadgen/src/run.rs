@@ -1,0 +1,512 @@
+//! One benchmark run, start to finish: the server config, the server
+//! (embedded or remote), the plan, the bot threads, the per-second loop
+//! (live line, progress bar while ramping) and the [`Summary`].
+//!
+//! Owns the orchestration only; bots are [`crate::bot`], threads
+//! [`crate::driver`], figures [`crate::report`].
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde_json::json;
+use tessera::client::ClientSessionParams;
+use tessera::config::Config;
+use tessera::core::geom::Rect;
+use tessera::core::time::Time;
+
+use crate::cli::{Cli, WorldMode};
+use crate::cpu::{self, CpuTimes};
+use crate::driver::{self, Clock, Plan};
+use crate::embedded::Embedded;
+use crate::latency::MoveBook;
+use crate::measure::{Interval, Percentiles};
+use crate::report::{self, Collector, Rates, Summary};
+use crate::scenario::{self, CellMap, Scenario, ScenarioParams};
+use crate::server::Server;
+
+/// A finished run: its figures and the reasons it failed (empty = passed).
+#[derive(Debug)]
+pub struct Outcome {
+    /// Every figure.
+    pub summary: Summary,
+    /// Why the run failed its checks.
+    pub failures: Vec<String>,
+    /// The steady window's update latencies, µs (for the charts).
+    pub latency_hist: hdrhistogram::Histogram<u64>,
+}
+
+/// The embedded server's config: defaults, `--config`, ephemeral client and
+/// admin ports, the auto world (see [`WorldMode::Auto`]), then `--shards`,
+/// `--ghost-radius`, `--npcs` and `--set` (which win). With `--server` it is
+/// only the best knowledge of the remote world (its bounds and cells).
+///
+/// # Errors
+/// If the file cannot be read or a value is invalid (naming the key).
+pub fn server_config(cli: &Cli) -> anyhow::Result<Config> {
+    let base = vec![
+        "gateway.listen_addr=\"127.0.0.1:0\"".to_owned(),
+        "admin.listen_addr=\"127.0.0.1:0\"".to_owned(),
+    ];
+    let mut user = Vec::new();
+    if let Some(n) = cli.shards {
+        user.push(format!("runtime.shards={n}"));
+    }
+    if let Some(r) = cli.ghost_radius {
+        user.push(format!("world.ghost_radius_m={r:?}"));
+    }
+    if let Some(n) = cli.npcs {
+        user.push(format!("server.npcs={n}"));
+    }
+    user.extend(cli.sets.iter().cloned());
+    let all = |mid: &[String]| [base.as_slice(), mid, user.as_slice()].concat();
+    let first = Config::load(cli.config.as_deref(), &all(&[]))?;
+    if cli.server.is_some() || cli.world != WorldMode::Auto {
+        return Ok(first);
+    }
+    Ok(Config::load(
+        cli.config.as_deref(),
+        &all(&auto_sets(cli, &first)),
+    )?)
+}
+
+/// The overrides of the auto world (see [`WorldMode::Auto`]) for `cli`'s
+/// bots and scenario, given the rest of the config: also what a separate
+/// server process needs to match (`loadgen --print-server-sets`).
+pub fn auto_sets(cli: &Cli, config: &Config) -> Vec<String> {
+    let min_side = config.space_params().min_cell_side_m;
+    let (w, d, cells) = scenario::auto_world(cli.bots, cli.in_view, config.aoi.radius_m, min_side);
+    let spawn = if cli.scenario == Scenario::BorderPatrol {
+        "center"
+    } else {
+        "random"
+    };
+    let mut auto = vec![
+        "world.min_x_m=0.0".to_owned(),
+        "world.min_z_m=0.0".to_owned(),
+        format!("world.max_x_m={w:?}"),
+        format!("world.max_z_m={d:?}"),
+        format!("server.initial_cells={cells}"),
+        format!("gateway.spawn=\"{spawn}\""),
+    ];
+    if cli.scenario == Scenario::Teleport {
+        auto.push("gateway.move_speed_max_mps=1000000.0".to_owned());
+        auto.push("gateway.move_slack_m=1000000.0".to_owned());
+    }
+    auto
+}
+
+/// Shards the config asks for (0 = one per CPU).
+fn shard_count(config: &Config) -> u16 {
+    match config.runtime.shards {
+        0 if !config.runtime.cpus.is_empty() => config.runtime.cpus.len() as u16,
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get() as u16),
+        n => n,
+    }
+}
+
+/// The scenario of `cli` in the world of `config`; and the initial cell
+/// layout (for the client-side migration estimate).
+///
+/// # Errors
+/// If the initial layout cannot be built from the config.
+pub fn scenario_params(cli: &Cli, config: &Config) -> anyhow::Result<(ScenarioParams, CellMap)> {
+    let world = config.world.bounds();
+    let tree = tessera::server::host::initial_tree(
+        config,
+        config.server.initial_cells,
+        shard_count(config),
+    )
+    .map_err(|e| anyhow::anyhow!("initial cell layout: {e}"))?;
+    let leaves: Vec<Rect> = tree.leaves().map(|l| l.rect).collect();
+    let arena = world;
+    let border_x = scenario::nearest_border_x(&leaves, &world, arena.center().x);
+    let params = ScenarioParams {
+        scenario: cli.scenario,
+        speed_mps: cli.speed,
+        move_hz: cli.move_hz,
+        arena,
+        border_x,
+        border_amplitude_m: cli.border_amplitude,
+        hotspot_period_s: cli.hotspot_period.as_secs_f64(),
+        teleports_per_s: cli.teleport_rate,
+        seed: cli.seed,
+    };
+    Ok((params, CellMap::new(leaves, config.cell.migrate_margin_m)))
+}
+
+/// Raises the open-files limit to its hard limit; returns the new limit.
+fn raise_nofile() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: r is a valid rlimit to fill / read.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return 1024;
+        }
+        r.rlim_cur = r.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
+    }
+    r.rlim_cur
+}
+
+fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
+    addr.to_socket_addrs()
+        .with_context(|| format!("resolving {addr}"))?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("{addr} does not resolve"))
+}
+
+/// Runs the benchmark `cli` describes.
+///
+/// # Errors
+/// If the config is invalid, the server cannot start or be reached, or the
+/// bot threads cannot start.
+pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(cli.threads >= 1, "--threads must be at least 1");
+    anyhow::ensure!(cli.move_hz > 0.0, "--move-hz must be positive");
+    let config = server_config(cli)?;
+    let (scenario, cells) = scenario_params(cli, &config)?;
+    let nofile = raise_nofile();
+    let per_bot = if cli.server.is_some() { 1 } else { 2 };
+    let needed = u64::from(cli.bots) * per_bot + 256;
+    anyhow::ensure!(
+        needed <= nofile,
+        "{} bots need about {needed} open files here (limit {nofile}); \
+         run the server as its own process and pass --server",
+        cli.bots
+    );
+    let load_start = report::load_avg();
+    let server = match &cli.server {
+        Some(s) => Server::Remote {
+            addr: resolve(s)?,
+            admin: cli.server_admin.clone(),
+        },
+        None => Server::Embedded(Embedded::start(&config)?),
+    };
+    let clock = Clock::start();
+    let stop_moves_at = Time(0) + cli.ramp + cli.duration;
+    let plan = Arc::new(Plan {
+        addr: server.client_addr(),
+        bots: cli.bots,
+        threads: cli.threads,
+        pin: !cli.no_pin,
+        ramp: cli.ramp,
+        stop_moves_at,
+        close_at: stop_moves_at + cli.settle,
+        handshake_timeout: Duration::from_secs(10),
+        world: config.world.bounds(),
+        scenario,
+        attack_rate: cli.attack_rate,
+        hit_range_m: cli.hit_range,
+        cells,
+        migration_window: Duration::from_millis(1500),
+        session: ClientSessionParams::default(),
+        read_bytes: 64 << 10,
+        name_prefix: "bot".to_owned(),
+    });
+    let book = Arc::new(MoveBook::new(cli.bots as usize));
+    let (tx, rx) = mpsc::channel();
+    let joins = driver::spawn(plan.clone(), clock, book, tx)?;
+    let looped = main_loop(cli, &plan, clock, &server, &rx);
+    for j in joins {
+        j.join().map_err(|e| anyhow::anyhow!("bot thread: {e}"))?;
+    }
+    let mut looped = looped?;
+    while let Ok(r) = rx.try_recv() {
+        looped.collector.push_tail(&r.interval);
+    }
+    let final_status = server.finish()?;
+    let mut summary = summarize(cli, &plan, &looped, final_status.value);
+    summary.load_avg = json!({"start": load_start, "end": report::load_avg()});
+    let failures = check(cli, &summary);
+    summary.thresholds = json!({
+        "max_p99_ms": cli.max_p99_ms,
+        "max_disconnects": cli.max_disconnects,
+        "failures": failures,
+        "passed": failures.is_empty(),
+    });
+    Ok(Outcome {
+        summary,
+        failures,
+        latency_hist: looped.collector.steady.hists.update_latency.clone(),
+    })
+}
+
+/// What the per-second loop gathered.
+#[derive(Debug, Default)]
+pub struct Looped {
+    /// The merged measurements.
+    pub collector: Collector,
+    /// CPU at the start and end of the steady window.
+    pub cpu: Option<(CpuTimes, CpuTimes)>,
+    /// Server migrations at the start and end of the steady window.
+    pub server_migrations: (Option<u64>, Option<u64>),
+}
+
+fn main_loop(
+    cli: &Cli,
+    plan: &Plan,
+    clock: Clock,
+    server: &Server,
+    rx: &mpsc::Receiver<driver::Report>,
+) -> anyhow::Result<Looped> {
+    let mut out = Looped::default();
+    let bar = if cli.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(u64::from(plan.bots))
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "ramping {bar:40} {pos}/{len} bots connected {msg}",
+        )
+        .expect("valid template"),
+    );
+    let ramp_s = plan.ramp.as_secs_f64();
+    let stop_s = plan.stop_moves_at.0 as f64 / 1e6;
+    let give_up_s = plan.close_at.0 as f64 / 1e6 + 30.0;
+    let (mut lasts, mut cpu_start) = (0, None);
+    let sample_cpu = || {
+        let mut t = cpu::sample()?;
+        if let Some(pid) = cli.server_pid {
+            t.server_s = cpu::process_s(pid)?;
+        }
+        Some(t)
+    };
+    for k in 1.. {
+        let t = Time(0) + Duration::from_millis(k * 1000 + 300);
+        std::thread::sleep(clock.until(t));
+        let t_s = k as f64;
+        let mut second = Interval::default();
+        while let Ok(r) = rx.try_recv() {
+            second.add(&r.interval);
+            lasts += usize::from(r.last);
+        }
+        let steady = t_s - 1.0 >= ramp_s && t_s <= stop_s + 1e-9;
+        let status = server.status();
+        if steady && cpu_start.is_none() {
+            cpu_start = sample_cpu();
+            out.server_migrations.0 = status.migrations;
+        }
+        if steady {
+            out.server_migrations.1 = status.migrations;
+            if let (Some(a), Some(b)) = (cpu_start, sample_cpu()) {
+                out.cpu = Some((a, b));
+            }
+        }
+        let sample = out
+            .collector
+            .push_second(t_s, &second, steady, status.migrations);
+        if t_s <= ramp_s + 1.0 && !bar.is_hidden() && !bar.is_finished() {
+            bar.set_position(sample.connected);
+            bar.set_message(format!("t={t_s:.0}s"));
+            if t_s > ramp_s {
+                bar.finish();
+            }
+        } else if !cli.quiet {
+            println!("{}", report::live_line(sample, plan.bots));
+        }
+        if lasts >= plan.threads {
+            break;
+        }
+        anyhow::ensure!(t_s < give_up_s, "bot threads did not finish in time");
+    }
+    Ok(out)
+}
+
+fn rect_json(r: &Rect) -> serde_json::Value {
+    json!({"min_x": r.min_x, "min_z": r.min_z, "max_x": r.max_x, "max_z": r.max_z})
+}
+
+fn pct(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
+    Percentiles::of(h)
+}
+
+/// The run's figures from what the loop gathered.
+pub fn summarize(cli: &Cli, plan: &Plan, l: &Looped, server: serde_json::Value) -> Summary {
+    let c = &l.collector;
+    let steady = &c.steady;
+    let rates = Rates::of(&steady.counters, c.steady_bot_s);
+    let (migrations, source) = match l.server_migrations {
+        (Some(a), Some(b)) => (b.saturating_sub(a), "server"),
+        _ => (steady.counters.crossings, "client-estimate"),
+    };
+    let sc = &steady.counters;
+    let cpu_pct = match l.cpu {
+        Some((a, b)) => {
+            let (client, server) = b.percent_since(&a, (c.steady_s - 1.0).max(1.0));
+            json!({"loadgen": client, "server": server})
+        }
+        None => json!(null),
+    };
+    Summary {
+        settings: json!({
+            "scenario": cli.scenario, "bots": cli.bots, "threads": cli.threads,
+            "ramp_s": cli.ramp.as_secs_f64(), "duration_s": cli.duration.as_secs_f64(),
+            "move_hz": cli.move_hz, "speed_mps": cli.speed, "attack_rate": cli.attack_rate,
+            "in_view_target": cli.in_view, "arena": rect_json(&plan.scenario.arena),
+            "walk_area": rect_json(&plan.scenario.walk_area(&plan.world)),
+            "server": cli.server.clone().unwrap_or_else(|| "embedded".to_owned()),
+            "shards": cli.shards, "npcs": cli.npcs, "seed": cli.seed,
+        }),
+        bots: cli.bots,
+        bots_connected: c.connected_max,
+        duration_s: c.steady_s,
+        violations: c.total.counters.violations,
+        violation_samples: c.total.violation_samples.clone(),
+        migrations,
+        migrations_source: source,
+        migrations_per_s: if c.steady_s > 0.0 {
+            migrations as f64 / c.steady_s
+        } else {
+            0.0
+        },
+        update_latency_ms: pct(&steady.hists.update_latency),
+        ack_rtt_ms: pct(&steady.hists.ack_rtt),
+        hit_rtt_ms: pct(&steady.hists.hit_rtt),
+        own_gap_ms: pct(&steady.hists.own_gap),
+        migration_gap_ms: pct(&steady.hists.migration_gap),
+        updates_per_bot_per_s: rates.updates,
+        bytes_per_bot_per_s: rates.bytes_in,
+        per_bot_per_s: rates,
+        in_view_avg: if sc.view_size_samples > 0 {
+            sc.view_size_sum as f64 / sc.view_size_samples as f64
+        } else {
+            0.0
+        },
+        updates_timed_fraction: if sc.updates > 0 {
+            sc.updates_timed as f64 / sc.updates as f64
+        } else {
+            0.0
+        },
+        counters: c.total.counters.clone(),
+        cpu_pct,
+        load_avg: json!(null),
+        server,
+        thresholds: json!(null),
+        series: c.series.clone(),
+    }
+}
+
+/// The run's failed checks: violations, no bot connected, thresholds.
+pub fn check(cli: &Cli, s: &Summary) -> Vec<String> {
+    let mut f = Vec::new();
+    if s.violations > 0 {
+        f.push(format!("{} violations", s.violations));
+    }
+    if s.bots_connected == 0 && cli.bots > 0 {
+        f.push("no bot connected".to_owned());
+    }
+    if let Some(max) = cli.max_p99_ms {
+        if s.update_latency_ms.p99 > max {
+            f.push(format!(
+                "update latency p99 {:.1} ms > {max} ms",
+                s.update_latency_ms.p99
+            ));
+        }
+    }
+    if let Some(max) = cli.max_disconnects {
+        let lost = s.counters.disconnects + s.counters.connect_failures;
+        if lost > max {
+            f.push(format!(
+                "{lost} bots disconnected or failed to connect (> {max})"
+            ));
+        }
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn cli(args: &[&str]) -> Cli {
+        let mut all = vec!["loadgen"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all).expect("valid args")
+    }
+
+    #[test]
+    fn overrides_reach_the_server_config() {
+        let c = server_config(&cli(&[
+            "--shards",
+            "2",
+            "--ghost-radius",
+            "70",
+            "--npcs",
+            "5",
+            "--set",
+            "aoi.radius_m=40.0",
+        ]))
+        .expect("valid");
+        assert_eq!(c.runtime.shards, 2);
+        assert_eq!(c.world.ghost_radius_m, 70.0);
+        assert_eq!(c.server.npcs, 5);
+        assert_eq!(c.aoi.radius_m, 40.0);
+        assert_eq!(c.gateway.listen_addr, "127.0.0.1:0");
+        assert!(server_config(&cli(&["--set", "aoi.radius_m=-1.0"])).is_err());
+    }
+
+    #[test]
+    fn the_border_patrol_line_is_a_cell_border() {
+        let a = cli(&["--scenario", "border-patrol", "--shards", "2"]);
+        let config = server_config(&a).expect("valid");
+        let (p, cells) = scenario_params(&a, &config).expect("layout");
+        let left = tessera::core::geom::Vec3::ground(p.border_x - 1.0, p.arena.center().z);
+        let right = tessera::core::geom::Vec3::ground(p.border_x + 1.0, p.arena.center().z);
+        assert_ne!(cells.cell_of(left), cells.cell_of(right));
+    }
+
+    #[test]
+    fn the_json_report_has_every_key_the_issue_names() {
+        let a = cli(&["--bots", "3"]);
+        let config = server_config(&a).expect("valid");
+        let (scenario, cells) = scenario_params(&a, &config).expect("layout");
+        let plan = Plan {
+            addr: "127.0.0.1:1".parse().expect("addr"),
+            bots: 3,
+            threads: 1,
+            pin: false,
+            ramp: Duration::ZERO,
+            stop_moves_at: Time(0),
+            close_at: Time(0),
+            handshake_timeout: Duration::from_secs(1),
+            world: config.world.bounds(),
+            scenario,
+            attack_rate: 0.0,
+            hit_range_m: 10.0,
+            cells,
+            migration_window: Duration::from_secs(1),
+            session: ClientSessionParams::default(),
+            read_bytes: 1024,
+            name_prefix: "b".to_owned(),
+        };
+        let s = summarize(&a, &plan, &Looped::default(), json!({"source": "embedded"}));
+        let v = serde_json::to_value(&s).expect("serialises");
+        for key in [
+            "bots_connected",
+            "duration_s",
+            "violations",
+            "migrations",
+            "updates_per_bot_per_s",
+            "bytes_per_bot_per_s",
+            "server",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key}");
+        }
+        for key in ["p50", "p99", "max"] {
+            assert!(
+                v["update_latency_ms"].get(key).is_some(),
+                "missing update_latency_ms.{key}"
+            );
+        }
+        assert_eq!(check(&a, &s), vec!["no bot connected".to_owned()]);
+    }
+}
