@@ -11,6 +11,10 @@
 //!   entity samples.
 //! - `balance.rs`: the policy ([`decide`] and its parts).
 //! - `params.rs`: [`SpaceParams`], [`BalanceParams`].
+//! - `service.rs`: [`SpaceService`], the balancer state machine (gather,
+//!   decide, broadcast versioned changes, drive merges).
+//! - `instances.rs`: space types and the instance directory of mono spaces
+//!   ([`Instances`]: enter by id or type, heavy-load creation, reclaiming).
 //!
 //! The space service owns the authoritative tree, gathers loads, calls
 //! [`decide`], applies and broadcasts the changes; every cell applies the same
@@ -21,9 +25,11 @@
 mod balance;
 mod change;
 mod error;
+mod instances;
 mod load;
 mod params;
 mod query;
+mod service;
 mod tree;
 
 pub use balance::{
@@ -32,6 +38,13 @@ pub use balance::{
 };
 pub use change::{ChangeOp, SpaceChange, SplitDirection};
 pub use error::SpaceError;
+pub use instances::{
+    EnterTarget, InstanceError, InstanceEvent, InstanceParams, Instances, Placement, SpaceKind,
+    SpaceTypeConfig,
+};
+pub use service::{
+    CellReport, LoadReport, ServiceCounters, ServiceError, ServiceParams, SpaceService,
+};
 pub use load::{CellLoad, EntitySample, LoadBook, LoadError, ShardLoad};
 pub use params::{BalanceParams, ParamError, SpaceParams};
 pub use query::{rect_distance, share_edge, LeafInfo};
