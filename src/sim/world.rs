@@ -24,15 +24,17 @@
 //!
 //! # One step (one tick)
 //!
-//! 1. scenario actions (merge, split); 2. clients send inputs (phase one);
+//! 1. scenario actions (merge, split, crowd moves); 2. clients send inputs (phase one);
 //! 3. the network delivers everything due; 4. every cell on a running shard
 //!    ticks; 5. cell events feed the checker and the entity logic, until no
 //!    cell has any left; 6. calls are issued (phase one); 7. every output is
 //!    batched per ordered pair of endpoints and sent; 8. new stalls are drawn
-//!    (phase one); 9. drained merging cells retire; 10. residency is checked.
+//!    (phase one); 9. drained merging cells retire (grid), or a balancing
+//!    round runs when due (tree); 10. residency is checked.
 //!
 //! Phase one lasts `ticks` ticks; phase two (`heal_ticks`) draws no faults
-//! and no input, so the world must quiesce; then the convergence checks run
+//! and no input (and, in tree mode, no layout change but finishing merges), so the world must
+//! quiesce; then the convergence checks run
 //! (`checker_converge.rs`).
 //!
 //! Owns every simulated component; the checker only reads them.
@@ -436,6 +438,13 @@ impl World {
             self.draw_stalls(now);
         }
         self.retire_drained();
+        if !faulty {
+            // Layout changes stop with the faults (started merges finish):
+            // phase two must quiesce.
+            if let Some(b) = &mut self.balance {
+                b.freeze();
+            }
+        }
         self.balance_round(now);
         self.check_residency();
         self.tick += 1;

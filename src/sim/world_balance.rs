@@ -259,6 +259,11 @@ impl SimBalance {
         }
     }
 
+    /// Phase two: only merges already started finish.
+    pub fn freeze(&mut self) {
+        self.service.set_frozen(true);
+    }
+
     /// Reports due at `now`: `reals(c)` gives the reals of a live cell with
     /// their positions. Then a balancing round; returns the changes to apply
     /// to the replica, in order.

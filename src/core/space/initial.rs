@@ -1,7 +1,8 @@
 //! The starting cut of a union space: `cells` leaves made by the tree's own
-//! `Split` changes (so every replica that builds it holds an equal tree),
-//! always splitting the largest leaf across its longer side, leaf `i` on
-//! shard `i % shards`.
+//! changes (so every replica that builds it holds an equal tree): the
+//! largest leaf is split across its longer side and the new cut is moved to
+//! the middle (a `Split` then a `Rebalance`), so 4 cells are 4 quadrants;
+//! leaf `i` on shard `i % shards`.
 //!
 //! Owns only this construction; must not hold state.
 
@@ -47,6 +48,24 @@ pub fn initial_tree(
             },
         };
         tree.apply(&change)?;
+        let parent = tree
+            .node_of_cell(CellId(tree.next_cell_id().0 - 1))
+            .and_then(|n| tree.node(n))
+            .and_then(|n| n.parent())
+            .expect("a split leaf has a parent");
+        let r = largest.rect;
+        let mid = match direction {
+            SplitDirection::MaxX => 0.5 * (r.min_x + r.max_x),
+            _ => 0.5 * (r.min_z + r.max_z),
+        };
+        let halve = SpaceChange {
+            version: tree.version(),
+            op: ChangeOp::Rebalance {
+                node: parent,
+                at: mid,
+            },
+        };
+        tree.apply(&halve)?;
     }
     Ok(tree)
 }
@@ -65,6 +84,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.cell_count(), 4);
+        let quadrant = |c| t.rect_of(CellId(c)).unwrap();
+        assert_eq!(quadrant(0), Rect::new(0.0, 0.0, 1000.0, 1000.0));
+        assert_eq!(quadrant(1), Rect::new(1000.0, 0.0, 2000.0, 1000.0));
         let shards: Vec<_> = t.leaves().map(|l| (l.cell.0, l.shard.index)).collect();
         for (c, s) in shards {
             assert_eq!(u32::from(s), c % 3);

@@ -169,6 +169,7 @@ pub struct SpaceService {
     changes: VecDeque<(SpaceId, SpaceChange)>,
     next_round: Time,
     counters: ServiceCounters,
+    frozen: bool,
 }
 
 impl SpaceService {
@@ -195,6 +196,7 @@ impl SpaceService {
             changes: VecDeque::new(),
             next_round: Time::ZERO,
             counters: ServiceCounters::default(),
+            frozen: false,
         })
     }
 
@@ -246,6 +248,13 @@ impl SpaceService {
     /// Counters.
     pub fn counters(&self) -> ServiceCounters {
         self.counters
+    }
+
+    /// Frozen: rounds only finish merges already started (no new boundary
+    /// moves, splits or merges). For operators, and for the simulator's
+    /// healing phase.
+    pub fn set_frozen(&mut self, frozen: bool) {
+        self.frozen = frozen;
     }
 
     /// When the next round is due.
@@ -341,6 +350,9 @@ impl SpaceService {
             .collect();
         for cell in done {
             self.emit(i, ChangeOp::FinishMerge { cell });
+        }
+        if self.frozen {
+            return;
         }
         let s = &mut self.spaces[i];
         let changes = decide(
@@ -534,8 +546,9 @@ mod tests {
         s.balance_now();
         assert!(s.poll_change().is_none(), "one empty report is not enough");
         s.handle_load_report(Time::ZERO, &stale).unwrap();
+        s.set_frozen(true);
         s.balance_now();
-        let (_, f) = s.poll_change().expect("finish merge");
+        let (_, f) = s.poll_change().expect("finish merge, even when frozen");
         assert_eq!(f.op, ChangeOp::FinishMerge { cell });
         assert_eq!(s.tree(sp).unwrap().cell_count(), 1);
         assert_eq!(s.counters().merges, 1);
