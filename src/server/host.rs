@@ -24,6 +24,7 @@ use crate::core::input::decode_move;
 use crate::core::proxy::{Proxy, ProxyParams};
 use crate::core::space::{ChangeOp, SpaceChange, SpaceTree, SplitDirection};
 use crate::core::time::Time;
+use crate::server::balance::{HostBalance, TreeSnapshot};
 use crate::runtime::{Inbox, MetricSink, Outbox, ShardApp, ShardContext};
 use crate::wire::Body;
 use std::collections::{BTreeMap, VecDeque};
@@ -156,6 +157,7 @@ pub struct CellHost {
     lanes: Vec<HostBatch>,
     speed_mps: f64,
     counters: HostCounters,
+    balance: HostBalance,
 }
 
 impl std::fmt::Debug for CellHost {
@@ -175,6 +177,7 @@ impl CellHost {
     pub fn new(config: &Config, ctx: ShardContext) -> Result<CellHost, HostError> {
         let tree = initial_tree(config, config.server.initial_cells, ctx.shards)?;
         let types = Arc::new(TypeRegistry::with_builtins());
+        let balance = HostBalance::new(config, ctx, &tree, types.clone());
         let mut cells = BTreeMap::new();
         for leaf in tree.leaves().filter(|l| l.shard == ctx.shard) {
             let cell = Cell::new(leaf.cell, config.cell_params(), types.clone())
@@ -191,6 +194,7 @@ impl CellHost {
             lanes: (0..ctx.shards).map(|_| HostBatch::default()).collect(),
             speed_mps: config.server.npc_speed_mps,
             counters: HostCounters::default(),
+            balance,
         };
         host.spawn_npcs(config.server.npcs, &types);
         Ok(host)
@@ -237,6 +241,16 @@ impl CellHost {
         &self.tree
     }
 
+    /// Balancing on this shard (counters, the tree snapshot for plots).
+    pub fn balance(&self) -> &HostBalance {
+        &self.balance
+    }
+
+    /// The tree's leaves with their rects, shards and last known loads.
+    pub fn tree_snapshot(&self) -> TreeSnapshot {
+        self.balance.snapshot(&self.tree)
+    }
+
     /// The cells this shard hosts.
     pub fn cells(&self) -> impl Iterator<Item = &Cell> {
         self.cells.values()
@@ -262,7 +276,10 @@ impl CellHost {
 
     fn shard_of(&self, to: Dest) -> Option<ShardId> {
         match to {
-            Dest::Cell(c) => self.tree.shard_of(c),
+            Dest::Cell(c) => self
+                .tree
+                .shard_of(c)
+                .or_else(|| self.balance.retired_shard(c)),
             Dest::Proxy(e) => Some(ShardId::local(entity_shard(e))),
         }
     }
@@ -288,6 +305,12 @@ impl CellHost {
     }
 
     fn deliver(&mut self, now: Time, item: Routed) {
+        if let Dest::Cell(c) = item.to {
+            if !self.cells.contains_key(&c) && self.balance.awaits(c, &self.tree) {
+                self.balance.park(item);
+                return;
+            }
+        }
         let from = match item.from {
             WireSource::Cell(c) => Source::Cell(c),
             WireSource::Proxy(e) => Source::Proxy(e),
@@ -309,6 +332,9 @@ impl CellHost {
 
     fn drain_inbox(&mut self, now: Time, inbox: Inbox<'_>) {
         for env in inbox {
+            if self.balance.handle_envelope(now, &env) {
+                continue;
+            }
             let items = match env.access::<HostBatch>(KIND_HOST_BATCH) {
                 Ok(archived) => rkyv::deserialize::<HostBatch, rkyv::rancor::Error>(archived),
                 Err(_) => {
@@ -328,9 +354,11 @@ impl CellHost {
         for cell in self.cells.values_mut() {
             while let Some(ev) = cell.poll_event() {
                 if let CellEvent::InputApplied { entity, data, .. } = ev {
+                    let started = self.balance.stamp();
                     if let Some((pos, _)) = decode_move(&data) {
                         let _ = cell.move_real(entity, pos);
                     }
+                    self.balance.entity_done(entity, started);
                 }
             }
         }
@@ -345,6 +373,8 @@ impl CellHost {
             {
                 continue;
             }
+            let started = self.balance.stamp();
+            npc.heading = self.balance.npc_heading(npc.pos, npc.heading);
             let step = self.speed_mps * dt_s;
             let mut p = Vec3 {
                 x: npc.pos.x + step * npc.heading.cos(),
@@ -358,6 +388,7 @@ impl CellHost {
             if cell.move_real(npc.id, p).is_ok() {
                 npc.pos = p;
             }
+            self.balance.entity_done(npc.id, started);
         }
     }
 
@@ -396,6 +427,7 @@ impl CellHost {
 
 impl ShardApp for CellHost {
     fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox) {
+        let tick_start = self.balance.stamp();
         let local = std::mem::take(&mut self.local);
         for item in local {
             self.deliver(now, item);
@@ -405,7 +437,9 @@ impl ShardApp for CellHost {
         let ids: Vec<CellId> = self.cells.keys().copied().collect();
         for id in ids {
             let cell = self.cells.get_mut(&id).expect("listed");
+            let started = self.balance.stamp();
             cell.tick(now, &self.tree);
+            self.balance.cell_done(id, started);
             let mut outs = Vec::new();
             while let Some(o) = cell.poll_output() {
                 outs.push(o);
@@ -422,6 +456,11 @@ impl ShardApp for CellHost {
         }
         self.follow_npcs();
         self.flush(out);
+        let (tree, cells) = (&mut self.tree, &mut self.cells);
+        self.balance.after_tick(now, tick_start, tree, cells, out);
+        for item in self.balance.unpark(&self.tree) {
+            self.local.push_back(item);
+        }
     }
 
     /// Delivers what was still in flight, so in-flight reals (Onloads) land
@@ -453,6 +492,11 @@ impl ShardApp for CellHost {
             "messages for an unknown cell or proxy",
             self.counters.misrouted,
         );
+        let sc = self.balance.service_counters().unwrap_or_default();
+        sink.counter("host_splits", "cell splits (space service, shard 0)", sc.splits);
+        sink.counter("host_merges", "cell merges finished (shard 0)", sc.merges);
+        sink.counter("host_rebalances", "boundary moves (shard 0)", sc.rebalances);
+        sink.gauge("host_cells", "cells hosted", self.cells.len() as u64);
         sink.counter(
             "host_bad_envelopes",
             "envelopes that failed to decode",
