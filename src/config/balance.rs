@@ -127,7 +127,10 @@ mod tests {
         assert!(!off.balance.enabled);
         assert_eq!(off.balance.policy.split_cell_load_min, 0.9);
         let bad = Config::from_toml("[balance]\ngather_period_ms = 0\n").unwrap_err();
-        assert!(bad.to_string().contains("balance.gather_period_ms"), "{bad}");
+        assert!(
+            bad.to_string().contains("balance.gather_period_ms"),
+            "{bad}"
+        );
         let unknown = Config::from_toml("[balance]\nno_such_key = 1\n");
         assert!(unknown.is_err(), "unknown keys are refused");
         let twice = "[[spaces.types]]\ntype_id = 1\nname = \"a\"\nkind = \"union\"\nmax_player_load = 1\n\

@@ -215,12 +215,16 @@ impl HostBalance {
     ///
     /// # Panics
     /// If the validated config's service params are refused (a bug).
-    pub fn new(config: &Config, ctx: ShardContext, tree: &SpaceTree, types: Arc<TypeRegistry>) -> Self {
+    pub fn new(
+        config: &Config,
+        ctx: ShardContext,
+        tree: &SpaceTree,
+        types: Arc<TypeRegistry>,
+    ) -> Self {
         let b = &config.balance;
         let service = (ctx.shard.index == 0).then(|| {
             let shards: Vec<ShardId> = ctx.all_shards().collect();
-            let mut s =
-                SpaceService::new(b.service_params(), &shards).expect("validated config");
+            let mut s = SpaceService::new(b.service_params(), &shards).expect("validated config");
             s.add_union_space(WORLD_SPACE, tree.clone())
                 .expect("a fresh service");
             s.set_frozen(!b.enabled);
@@ -389,6 +393,12 @@ impl HostBalance {
         self.busy_ns += self.clock.stamp().saturating_sub(tick_start);
     }
 
+    /// At stop: applies the changes that arrived in the last inbox, so every
+    /// shard ends on the same tree.
+    pub fn on_stop(&mut self, now: Time, tree: &mut SpaceTree, cells: &mut BTreeMap<CellId, Cell>) {
+        self.apply_received(now, tree, cells);
+    }
+
     fn broadcast(&mut self, changes: &[SpaceChange], out: &mut Outbox) {
         let Ok(body) = Body::encode(&BalanceMsg::Changes(changes.to_vec())) else {
             self.counters.bad += 1;
@@ -500,11 +510,18 @@ impl HostBalance {
             busy: std::mem::take(&mut self.busy_ns) as f64 / elapsed,
             cells: Vec::new(),
         };
-        for (id, cell) in cells.iter().filter(|(id, _)| tree.node_of_cell(**id).is_some()) {
+        for (id, cell) in cells
+            .iter()
+            .filter(|(id, _)| tree.node_of_cell(**id).is_some())
+        {
             let reals = cell.reals();
             let tick_ns = self.cell_ns.remove(id).unwrap_or(0) as f64;
             let share = tick_ns / elapsed / reals.len().max(1) as f64;
-            let mut load = if reals.is_empty() { tick_ns / elapsed } else { 0.0 };
+            let mut load = if reals.is_empty() {
+                tick_ns / elapsed
+            } else {
+                0.0
+            };
             let mut samples = Vec::with_capacity(reals.len().min(self.samples_max));
             for e in &reals {
                 let l = self.recorder.take(*e) as f64 / elapsed + share;

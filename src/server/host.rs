@@ -24,8 +24,8 @@ use crate::core::input::decode_move;
 use crate::core::proxy::{Proxy, ProxyParams};
 use crate::core::space::{ChangeOp, SpaceChange, SpaceTree, SplitDirection};
 use crate::core::time::Time;
-use crate::server::balance::{HostBalance, TreeSnapshot};
 use crate::runtime::{Inbox, MetricSink, Outbox, ShardApp, ShardContext};
+use crate::server::balance::{HostBalance, TreeSnapshot};
 use crate::wire::Body;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -471,6 +471,7 @@ impl ShardApp for CellHost {
             self.deliver(now, item);
         }
         self.drain_inbox(now, inbox);
+        self.balance.on_stop(now, &mut self.tree, &mut self.cells);
     }
 
     fn export_metrics(&self, sink: &mut MetricSink) {
@@ -493,7 +494,11 @@ impl ShardApp for CellHost {
             self.counters.misrouted,
         );
         let sc = self.balance.service_counters().unwrap_or_default();
-        sink.counter("host_splits", "cell splits (space service, shard 0)", sc.splits);
+        sink.counter(
+            "host_splits",
+            "cell splits (space service, shard 0)",
+            sc.splits,
+        );
         sink.counter("host_merges", "cell merges finished (shard 0)", sc.merges);
         sink.counter("host_rebalances", "boundary moves (shard 0)", sc.rebalances);
         sink.gauge("host_cells", "cells hosted", self.cells.len() as u64);

@@ -241,7 +241,9 @@ impl SimSummary {
         self.merges += other.merges;
         self.rebalances += other.rebalances;
         self.boundary_reversals += other.boundary_reversals;
-        self.boundary_reversals_max = self.boundary_reversals_max.max(other.boundary_reversals_max);
+        self.boundary_reversals_max = self
+            .boundary_reversals_max
+            .max(other.boundary_reversals_max);
         let mut h = TraceHasher::new();
         h.write_u64(self.trace_hash);
         h.write_u64(other.trace_hash);

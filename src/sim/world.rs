@@ -46,8 +46,8 @@ use crate::core::entity::schema::{TypeRegistry, AVATAR};
 use crate::core::entity::{Entity, Value};
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId, ShardId};
-use crate::core::space::{initial_tree, SpaceParams};
 use crate::core::proxy::{Proxy, ProxyError};
+use crate::core::space::{initial_tree, SpaceParams};
 use crate::core::time::Time;
 use crate::core::view::ClientView;
 use crate::sim::bots::Bot;
@@ -58,9 +58,9 @@ use crate::sim::report::{SimSummary, ViolationKind};
 use crate::sim::rng::Rng;
 use crate::sim::scenario::ScenarioPlan;
 use crate::sim::trace::Trace;
+use crate::sim::world_balance::{SimBalance, SimCost, WorldLayout};
 use crate::sim::world_client::{ClientHook, DownstreamOrder};
 use crate::sim::world_event::SimEvent;
-use crate::sim::world_balance::{SimBalance, SimCost, WorldLayout};
 use crate::sim::world_layout::SimLayout;
 pub use crate::sim::world_params::WorldParams;
 use crate::sim::world_route::{Router, SimNet};
@@ -202,19 +202,20 @@ impl World {
         let mut plan_rng = rng.fork();
         let bot_rng = rng.fork();
         let plan = ScenarioPlan::new(options, &grid, &params.cell, &mut plan_rng);
-        let (layout, balance) = if options.scenario.is_balanced() {
-            let space = SpaceParams::for_ghost_radius(params.cell.ghost_radius_m);
-            let tree = initial_tree(grid.world(), space, options.cells, options.shards)
-                .map_err(|e| OptionsError::Invalid {
-                    field: "cells",
-                    reason: format!("the space tree refuses the world: {e}"),
-                })?;
-            let n = options.entities as usize;
-            let b = SimBalance::new(&tree, options.shards, n, SimCost::default());
-            (WorldLayout::Tree(tree), Some(b))
-        } else {
-            (WorldLayout::Grid(grid), None)
-        };
+        let (layout, balance) =
+            if options.scenario.is_balanced() {
+                let space = SpaceParams::for_ghost_radius(params.cell.ghost_radius_m);
+                let tree = initial_tree(grid.world(), space, options.cells, options.shards)
+                    .map_err(|e| OptionsError::Invalid {
+                        field: "cells",
+                        reason: format!("the space tree refuses the world: {e}"),
+                    })?;
+                let n = options.entities as usize;
+                let b = SimBalance::new(&tree, options.shards, n, SimCost::default());
+                (WorldLayout::Tree(tree), Some(b))
+            } else {
+                (WorldLayout::Grid(grid), None)
+            };
         let types = Arc::new(TypeRegistry::with_builtins());
         let avatar = types.get(AVATAR).expect("built-in avatar");
         let hp_index = avatar.prop_index("hp").expect("avatars have hp");

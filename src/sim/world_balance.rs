@@ -24,8 +24,8 @@ use crate::core::geom::{Rect, Vec3};
 use crate::core::ids::{CellId, EntityId, ShardId, SpaceId};
 use crate::core::load::{CostClock, LoadRecorder, WorkClock};
 use crate::core::space::{
-    BalanceParams, CellReport, ChangeOp, EntitySample, LoadReport, NodeIx, NodeKind,
-    ServiceParams, SpaceChange, SpaceService, SpaceTree,
+    BalanceParams, CellReport, ChangeOp, EntitySample, LoadReport, NodeIx, NodeKind, ServiceParams,
+    SpaceChange, SpaceService, SpaceTree,
 };
 use crate::core::time::Time;
 use crate::sim::world_layout::SimLayout;
@@ -234,7 +234,9 @@ impl SimBalance {
     pub fn shard_of(&self, c: CellId) -> ShardId {
         self.cells
             .get(c.0 as usize)
-            .map_or(ShardId::local((c.0 % u32::from(self.shards)) as u16), |x| x.1)
+            .map_or(ShardId::local((c.0 % u32::from(self.shards)) as u16), |x| {
+                x.1
+            })
     }
 
     /// The entity logic ran an input (`call == false`) or a call for `e`.

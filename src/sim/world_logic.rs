@@ -21,11 +21,11 @@ use crate::core::cell::{
 use crate::core::combat::CombatEvent;
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId};
+use crate::core::space::ChangeOp;
 use crate::core::time::Time;
+use crate::sim::bots::Behaviour;
 use crate::sim::net::Endpoint;
 use crate::sim::report::ViolationKind;
-use crate::core::space::ChangeOp;
-use crate::sim::bots::Behaviour;
 use crate::sim::world::{Effect, World};
 use crate::sim::world_balance::WorldLayout;
 use crate::sim::world_client::{decode_ack, encode_ack};
@@ -418,8 +418,8 @@ impl World {
 
     fn push_cell(&mut self, fresh: CellId) {
         let params = self.params.cell.clone();
-        let cell = crate::core::cell::Cell::new(fresh, params, self.types.clone())
-            .expect("valid params");
+        let cell =
+            crate::core::cell::Cell::new(fresh, params, self.types.clone()).expect("valid params");
         assert_eq!(fresh.0 as usize, self.cells.len(), "fresh ids are dense");
         self.cells.push(cell);
         self.onloads_to_cell.push(0);
@@ -465,7 +465,8 @@ impl World {
                 unreachable!("tree mode")
             };
             b.before_apply(tree, &change);
-            tree.apply(&change).expect("the service broadcasts legal changes");
+            tree.apply(&change)
+                .expect("the service broadcasts legal changes");
             let (what, cell) = match change.op {
                 ChangeOp::Split { new_cell, .. } => {
                     self.push_cell(new_cell);

@@ -18,8 +18,8 @@
 //! real through the ordinary migration path. Owns only bookkeeping: must not
 //! know about trees, entities or messages.
 
-use super::load::ShardLoad;
 use super::balance::least_loaded;
+use super::load::ShardLoad;
 use crate::core::ids::{CellId, ShardId, SpaceId};
 use crate::core::time::Time;
 use std::collections::VecDeque;
@@ -392,7 +392,12 @@ impl Instances {
         while i < self.spaces.len() {
             let s = self.spaces[i];
             let keep_one = self.ty(s.type_id).is_ok_and(|t| t.keep_one)
-                && self.spaces.iter().filter(|o| o.type_id == s.type_id).count() == 1;
+                && self
+                    .spaces
+                    .iter()
+                    .filter(|o| o.type_id == s.type_id)
+                    .count()
+                    == 1;
             let idle = s.empty_since.is_some_and(|t| now >= t + after);
             if !s.union && idle && !keep_one {
                 self.spaces.remove(i);
@@ -462,10 +467,15 @@ mod tests {
     }
 
     fn dir() -> Instances {
-        let mut d =
-            Instances::new(InstanceParams::default(), &types(), SpaceId(100), CellId(1 << 24))
-                .unwrap();
-        d.add_union(SpaceId(1), 1, CellId(0), ShardId::local(0)).unwrap();
+        let mut d = Instances::new(
+            InstanceParams::default(),
+            &types(),
+            SpaceId(100),
+            CellId(1 << 24),
+        )
+        .unwrap();
+        d.add_union(SpaceId(1), 1, CellId(0), ShardId::local(0))
+            .unwrap();
         d
     }
 
@@ -475,13 +485,20 @@ mod tests {
         let s = shards();
         let a = d.enter(Time::ZERO, EnterTarget::Type(2), &s).unwrap();
         assert_eq!(a.shard, ShardId::local(2), "least loaded shard");
-        assert_eq!(d.poll_event().map(|e| matches!(e, InstanceEvent::Created { .. })), Some(true));
+        assert_eq!(
+            d.poll_event()
+                .map(|e| matches!(e, InstanceEvent::Created { .. })),
+            Some(true)
+        );
         let b = d.create(Time::ZERO, 2, &s).unwrap();
         let c = d.enter(Time::ZERO, EnterTarget::Type(2), &s).unwrap();
         assert_eq!(c.space, b.space, "the empty instance is less loaded");
         let u = d.enter(Time::ZERO, EnterTarget::Type(1), &s).unwrap();
         assert_eq!(u.space, SpaceId(1));
-        assert_eq!(d.enter(Time::ZERO, EnterTarget::Id(a.space), &s).unwrap(), a);
+        assert_eq!(
+            d.enter(Time::ZERO, EnterTarget::Id(a.space), &s).unwrap(),
+            a
+        );
         assert_eq!(d.players(a.space), Some(2));
         assert_eq!(
             d.enter(Time::ZERO, EnterTarget::Type(9), &s),

@@ -45,10 +45,10 @@ pub use instances::{
     EnterTarget, InstanceError, InstanceEvent, InstanceParams, Instances, Placement, SpaceKind,
     SpaceTypeConfig,
 };
-pub use service::{
-    CellReport, LoadReport, ServiceCounters, ServiceError, ServiceParams, SpaceService,
-};
 pub use load::{CellLoad, EntitySample, LoadBook, LoadError, ShardLoad};
 pub use params::{BalanceParams, ParamError, SpaceParams};
 pub use query::{rect_distance, share_edge, LeafInfo};
+pub use service::{
+    CellReport, LoadReport, ServiceCounters, ServiceError, ServiceParams, SpaceService,
+};
 pub use tree::{Node, NodeIx, NodeKind, SpaceTree, SIDE_TOLERANCE_M};

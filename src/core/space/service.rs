@@ -324,8 +324,7 @@ impl SpaceService {
         if now < self.next_round {
             return;
         }
-        self.next_round =
-            now + std::time::Duration::from_millis(self.params.gather_period_ms);
+        self.next_round = now + std::time::Duration::from_millis(self.params.gather_period_ms);
         self.counters.rounds += 1;
         for i in 0..self.spaces.len() {
             self.round(i);
