@@ -482,10 +482,8 @@ impl HostBalance {
                 let empty = cells
                     .get(c)
                     .is_none_or(|cell| cell.is_empty() && cell.forwarding_entries() == 0);
-                if empty || old {
-                    if cells.remove(c).is_some() {
-                        dropped += 1;
-                    }
+                if (empty || old) && cells.remove(c).is_some() {
+                    dropped += 1;
                 }
             }
             !old

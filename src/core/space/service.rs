@@ -590,8 +590,10 @@ mod tests {
             s.add_union_space(sp, tree),
             Err(ServiceError::SpaceExists(sp))
         );
-        let mut p = ServiceParams::default();
-        p.gather_period_ms = 0;
+        let p = ServiceParams {
+            gather_period_ms: 0,
+            ..ServiceParams::default()
+        };
         assert!(SpaceService::new(p, &[]).is_err());
     }
 }
