@@ -73,6 +73,33 @@ impl BalanceConfig {
     }
 }
 
+/// Refuses keys of `[balance]` that no field takes (`flatten` cannot deny
+/// unknown fields itself): the known keys are those a serialised
+/// [`BalanceConfig`] has.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] naming the first unknown key.
+pub(crate) fn check_keys(table: &toml::Table) -> Result<(), ConfigError> {
+    let Some(toml::Value::Table(given)) = table.get("balance") else {
+        return Ok(());
+    };
+    let known = toml::Table::try_from(BalanceConfig {
+        enabled: true,
+        gather_period_ms: 1,
+        merge_empty_reports_min: 1,
+        report_samples_max: 1,
+        npc_crowd_radius_m: 0.0,
+        npc_crowd_x_m: 0.0,
+        npc_crowd_z_m: 0.0,
+        policy: BalanceParams::default(),
+    })
+    .expect("balance config serialises");
+    match given.keys().find(|k| !known.contains_key(*k)) {
+        Some(k) => Err(invalid(format!("balance.{k}"), "(set)", "unknown key")),
+        None => Ok(()),
+    }
+}
+
 /// `[spaces]`: the space types (`[[spaces.types]]`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

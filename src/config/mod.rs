@@ -127,6 +127,7 @@ impl Config {
         for text in overrides {
             layers::apply_override(&mut table, text)?;
         }
+        balance::check_keys(&table)?;
         let config: Config = Config::deserialize(table).map_err(|e| ConfigError::Parse {
             origin: file.map_or_else(|| "overrides".to_owned(), |p| p.display().to_string()),
             message: e.to_string(),
@@ -142,6 +143,7 @@ impl Config {
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
         let mut table = parse_table(DEFAULTS_TOML, "defaults")?;
         layers::merge(&mut table, parse_table(text, "text")?);
+        balance::check_keys(&table)?;
         let config = Config::deserialize(table).map_err(|e| ConfigError::Parse {
             origin: "text".to_owned(),
             message: e.to_string(),
