@@ -22,7 +22,7 @@ use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::input::decode_move;
 use crate::core::proxy::{Proxy, ProxyParams};
-use crate::core::space::{ChangeOp, SpaceChange, SpaceTree, SplitDirection};
+use crate::core::space::SpaceTree;
 use crate::core::time::Time;
 use crate::runtime::{Inbox, MetricSink, Outbox, ShardApp, ShardContext};
 use crate::server::balance::{HostBalance, TreeSnapshot};
@@ -82,44 +82,15 @@ pub fn entity_shard(e: EntityId) -> u16 {
     (e.0 >> 48) as u16
 }
 
-/// Builds the initial tree: `cells` leaves by repeated splits of the largest
-/// leaf (alternating axes), leaf `i` on shard `i % shards`.
+/// Builds the initial tree: `cells` leaves by halving the largest leaf
+/// (alternating axes; [`crate::core::space::initial_tree`]), leaf `i` on
+/// shard `i % shards`.
 ///
 /// # Errors
 /// [`HostError::Space`] if the tree refuses a split (world too small).
 pub fn initial_tree(config: &Config, cells: u32, shards: u16) -> Result<SpaceTree, HostError> {
-    let space = |e: crate::core::space::SpaceError| HostError::Space(e.to_string());
-    let mut tree = SpaceTree::new(
-        config.world.bounds(),
-        config.space_params(),
-        CellId(0),
-        ShardId::local(0),
-    )
-    .map_err(space)?;
-    for i in 1..cells {
-        let largest = tree
-            .leaves()
-            .max_by(|a, b| {
-                (a.rect.width() * a.rect.depth()).total_cmp(&(b.rect.width() * b.rect.depth()))
-            })
-            .expect("a tree has a leaf");
-        let direction = if largest.rect.width() >= largest.rect.depth() {
-            SplitDirection::MaxX
-        } else {
-            SplitDirection::MaxZ
-        };
-        let change = SpaceChange {
-            version: tree.version(),
-            op: ChangeOp::Split {
-                cell: largest.cell,
-                direction,
-                new_cell: tree.next_cell_id(),
-                new_shard: ShardId::local((i % u32::from(shards.max(1))) as u16),
-            },
-        };
-        tree.apply(&change).map_err(space)?;
-    }
-    Ok(tree)
+    crate::core::space::initial_tree(config.world.bounds(), config.space_params(), cells, shards)
+        .map_err(|e| HostError::Space(e.to_string()))
 }
 
 /// A wandering NPC real owned by this shard's logic.

@@ -9,7 +9,7 @@
 use super::change::{ChangeOp, SpaceChange, SplitDirection};
 use super::error::SpaceError;
 use super::params::SpaceParams;
-use super::tree::SpaceTree;
+use super::tree::{NodeKind, SpaceTree};
 use crate::core::geom::Rect;
 use crate::core::ids::{CellId, ShardId};
 
@@ -58,14 +58,20 @@ pub fn initial_tree(
             SplitDirection::MaxX => 0.5 * (r.min_x + r.max_x),
             _ => 0.5 * (r.min_z + r.max_z),
         };
-        let halve = SpaceChange {
-            version: tree.version(),
-            op: ChangeOp::Rebalance {
-                node: parent,
-                at: mid,
-            },
+        let at = match tree.node(parent).map(|n| n.kind()) {
+            Some(NodeKind::Split { at, .. }) => at,
+            _ => unreachable!("a parent is a split"),
         };
-        tree.apply(&halve)?;
+        if at != mid {
+            let halve = SpaceChange {
+                version: tree.version(),
+                op: ChangeOp::Rebalance {
+                    node: parent,
+                    at: mid,
+                },
+            };
+            tree.apply(&halve)?;
+        }
     }
     Ok(tree)
 }
@@ -91,6 +97,15 @@ mod tests {
         for (c, s) in shards {
             assert_eq!(u32::from(s), c % 3);
         }
+        // A split that already halves needs no move.
+        let two = initial_tree(
+            Rect::new(0.0, 0.0, 480.0, 240.0),
+            SpaceParams::for_ghost_radius(60.0),
+            2,
+            2,
+        )
+        .unwrap();
+        assert_eq!(two.version(), 1);
         assert!(initial_tree(
             Rect::new(0.0, 0.0, 300.0, 300.0),
             SpaceParams::for_ghost_radius(60.0),
