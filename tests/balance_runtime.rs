@@ -7,6 +7,7 @@ use std::time::Duration;
 use tessera::config::Config;
 use tessera::core::cell::Residency;
 use tessera::runtime::Runtime;
+use tessera::server::balance::SnapshotSink;
 use tessera::server::CellHost;
 
 fn config(npcs: u32, enabled: bool) -> Config {
@@ -45,15 +46,21 @@ fn metric(text: &str, name: &str) -> u64 {
         .sum()
 }
 
-fn run(npcs: u32, enabled: bool) -> (Vec<CellHost>, String) {
+fn run(npcs: u32, enabled: bool) -> (Vec<CellHost>, String, SnapshotSink) {
     let c = config(npcs, enabled);
     let shared = std::sync::Arc::new(c.clone());
-    let handle = Runtime::start(&c, move |ctx| CellHost::new(&shared, ctx).expect("host"))
-        .expect("runtime starts");
+    let sink = SnapshotSink::default();
+    let s2 = sink.clone();
+    let handle = Runtime::start(&c, move |ctx| {
+        let mut h = CellHost::new(&shared, ctx).expect("host");
+        h.set_snapshot_sink(s2.clone());
+        h
+    })
+    .expect("runtime starts");
     std::thread::sleep(Duration::from_millis(4_000));
     let text = handle.metrics_text();
     handle.shutdown();
-    (handle.join().expect("clean join"), text)
+    (handle.join().expect("clean join"), text, sink)
 }
 
 fn reals(apps: &[CellHost]) -> Vec<u64> {
@@ -74,7 +81,12 @@ fn reals(apps: &[CellHost]) -> Vec<u64> {
 #[test]
 fn a_crowd_splits_its_cell_and_every_shard_agrees() {
     let npcs = 200;
-    let (apps, text) = run(npcs, true);
+    let (apps, text, sink) = run(npcs, true);
+    let log = sink.lock().expect("no poisoned lock");
+    assert!(log.entries.len() >= 10, "{} snapshots", log.entries.len());
+    let first = &log.entries.front().expect("one").1;
+    let last = &log.entries.back().expect("one").1;
+    assert!(last.version > first.version && last.leaves.len() > first.leaves.len());
     assert_eq!(apps.len(), 2);
     assert!(metric(&text, "host_splits") >= 1, "no split:\n{text}");
     for name in ["host_merges", "host_rebalances"] {
@@ -116,7 +128,7 @@ fn a_crowd_splits_its_cell_and_every_shard_agrees() {
 
 #[test]
 fn balancing_off_keeps_the_start_tree() {
-    let (apps, text) = run(50, false);
+    let (apps, text, _) = run(50, false);
     assert_eq!(metric(&text, "host_splits"), 0);
     for a in &apps {
         assert_eq!(a.tree().version(), apps[0].tree().version());

@@ -84,8 +84,13 @@ fn a_crowd_that_leaves_lets_cells_merge() {
         // its way): a boundary turns back at most 3 times in the run.
         assert!(s.boundary_reversals_max <= 3, "seed {seed}: {s}");
     }
-    assert!(splits >= 1, "no split in {} seeds", seeds());
-    assert!(merges >= 1, "no merge in {} seeds", seeds());
+    // Splits under the crowd are `a_hot_cell_splits`' business; here the
+    // cells it leaves behind must merge.
+    assert!(
+        merges >= 1,
+        "no merge in {} seeds ({splits} splits)",
+        seeds()
+    );
 }
 
 #[test]

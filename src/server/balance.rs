@@ -155,6 +155,19 @@ pub struct TreeSnapshot {
     pub leaves: Vec<LeafSnapshot>,
 }
 
+/// A bounded history of tree snapshots, shared with whoever plots them
+/// (the embedded server, loadgen): shard 0 pushes one per balancing period.
+#[derive(Clone, Debug, Default)]
+pub struct SnapshotLog {
+    /// `(time, snapshot)`, oldest first.
+    pub entries: std::collections::VecDeque<(Time, TreeSnapshot)>,
+    /// Most entries kept (older ones are dropped). 0 = the default, 4096.
+    pub max: usize,
+}
+
+/// Where shard 0 publishes its snapshots.
+pub type SnapshotSink = Arc<std::sync::Mutex<SnapshotLog>>;
+
 /// What balancing did on this shard.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BalanceCounters {
@@ -198,6 +211,7 @@ pub struct HostBalance {
     types: Arc<TypeRegistry>,
     crowd: Option<(Vec3, f64)>,
     counters: BalanceCounters,
+    sink: Option<SnapshotSink>,
 }
 
 impl std::fmt::Debug for HostBalance {
@@ -257,6 +271,28 @@ impl HostBalance {
                 )
             }),
             counters: BalanceCounters::default(),
+            sink: None,
+        }
+    }
+
+    /// Publishes a snapshot of the tree into `sink` every period (shard 0
+    /// only; other shards ignore it).
+    pub fn set_snapshot_sink(&mut self, sink: SnapshotSink) {
+        self.sink = Some(sink);
+    }
+
+    fn publish(&self, now: Time, tree: &SpaceTree) {
+        let Some(sink) = &self.sink else { return };
+        if self.service.is_none() {
+            return;
+        }
+        let snap = self.snapshot(tree);
+        if let Ok(mut log) = sink.lock() {
+            let max = if log.max == 0 { 4096 } else { log.max };
+            while log.entries.len() >= max {
+                log.entries.pop_front();
+            }
+            log.entries.push_back((now, snap));
         }
     }
 
@@ -373,6 +409,7 @@ impl HostBalance {
         }
         if now >= self.next_report {
             self.report(now, tree, cells, out);
+            self.publish(now, tree);
         }
         if let Some(mut s) = self.service.take() {
             for r in self.reports_in.drain(..) {

@@ -217,6 +217,12 @@ impl CellHost {
         &self.balance
     }
 
+    /// Shard 0 publishes a tree snapshot into `sink` every balancing period
+    /// (for plots of the tree over time).
+    pub fn set_snapshot_sink(&mut self, sink: crate::server::balance::SnapshotSink) {
+        self.balance.set_snapshot_sink(sink);
+    }
+
     /// The tree's leaves with their rects, shards and last known loads.
     pub fn tree_snapshot(&self) -> TreeSnapshot {
         self.balance.snapshot(&self.tree)
