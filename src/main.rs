@@ -59,7 +59,7 @@ struct SimArgs {
     /// Run this many consecutive seeds.
     #[arg(long)]
     seeds: Option<u64>,
-    /// random-walk, border-walk, teleport, combat-storm, merge-drain, hotspot.
+    /// random-walk, border-walk, teleport, combat-storm, merge-drain, hotspot, crowd, swing (the last two on the balanced space tree).
     #[arg(long)]
     scenario: Option<Scenario>,
     #[arg(long)]

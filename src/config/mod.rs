@@ -12,16 +12,18 @@
 //!
 //! Owns parsing and validation only; it must not reach into the runtime.
 
+mod balance;
 mod layers;
 mod sections;
 
+pub use balance::{BalanceConfig, SpacesConfig};
 pub use sections::{
     AdminConfig, AoiConfig, CellConfig, GatewayConfig, MeshConfig, RuntimeConfig, ServerConfig,
     SpaceConfig, SyncConfig, WorldConfig,
 };
 
 use crate::core::cell::CellParams;
-use crate::core::space::{BalanceParams, SpaceParams};
+use crate::core::space::SpaceParams;
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -77,8 +79,12 @@ pub struct Config {
     pub world: WorldConfig,
     /// The space tree's geometry rules.
     pub space: SpaceConfig,
-    /// The balancing policy's thresholds (splits, rebalances, merges).
-    pub balance: BalanceParams,
+    /// The space service: on/off, period, and the balancing policy's
+    /// thresholds (splits, rebalances, merges).
+    pub balance: BalanceConfig,
+    /// Space types (union world, instanced towns, dungeons, matches).
+    #[serde(default)]
+    pub spaces: SpacesConfig,
     /// The area of interest of observers.
     pub aoi: AoiConfig,
     /// Ghosting and migration knobs of every cell.
@@ -121,6 +127,7 @@ impl Config {
         for text in overrides {
             layers::apply_override(&mut table, text)?;
         }
+        balance::check_keys(&table)?;
         let config: Config = Config::deserialize(table).map_err(|e| ConfigError::Parse {
             origin: file.map_or_else(|| "overrides".to_owned(), |p| p.display().to_string()),
             message: e.to_string(),
@@ -136,6 +143,7 @@ impl Config {
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
         let mut table = parse_table(DEFAULTS_TOML, "defaults")?;
         layers::merge(&mut table, parse_table(text, "text")?);
+        balance::check_keys(&table)?;
         let config = Config::deserialize(table).map_err(|e| ConfigError::Parse {
             origin: "text".to_owned(),
             message: e.to_string(),
@@ -166,9 +174,8 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.world.validate()?;
         self.space.validate(&self.world)?;
-        self.balance
-            .validate()
-            .map_err(|e| sections::param_error("balance", &e))?;
+        self.balance.validate()?;
+        self.spaces.validate()?;
         self.aoi.validate(&self.world)?;
         sections::validate_cell(&self.world, &self.aoi, &self.cell, &self.sync)?;
         self.runtime.validate()?;

@@ -11,6 +11,7 @@ pub mod entity;
 pub mod geom;
 pub mod ids;
 pub mod input;
+pub mod load;
 pub mod proxy;
 pub mod space;
 pub mod time;

@@ -32,13 +32,14 @@ use crate::core::cell::{Cell, Dest, Msg, Outgoing, Source, ViewParams};
 use crate::core::entity::{TypeRegistry, AVATAR};
 use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::proxy::{Proxy, ProxyParams};
-use crate::core::space::{ChangeOp, SpaceChange, SpaceTree, SplitDirection};
+use crate::core::space::SpaceTree;
 use crate::core::time::Time;
 use crate::runtime::{ClientPort, Inbox, MetricSink, Outbox, ShardApp, ShardContext};
 use crate::wire::Body;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use super::balance::{HostBalance, SnapshotSink, TreeSnapshot};
 use super::clients::Clients;
 use super::game::Game;
 use super::gateway::GatewayParams;
@@ -128,38 +129,8 @@ pub fn entity_shard(e: EntityId) -> u16 {
 /// # Errors
 /// [`HostError::Space`] if the tree refuses a split (world too small).
 pub fn initial_tree(config: &Config, cells: u32, shards: u16) -> Result<SpaceTree, HostError> {
-    let space = |e: crate::core::space::SpaceError| HostError::Space(e.to_string());
-    let mut tree = SpaceTree::new(
-        config.world.bounds(),
-        config.space_params(),
-        CellId(0),
-        ShardId::local(0),
-    )
-    .map_err(space)?;
-    for i in 1..cells {
-        let largest = tree
-            .leaves()
-            .max_by(|a, b| {
-                (a.rect.width() * a.rect.depth()).total_cmp(&(b.rect.width() * b.rect.depth()))
-            })
-            .expect("a tree has a leaf");
-        let direction = if largest.rect.width() >= largest.rect.depth() {
-            SplitDirection::MaxX
-        } else {
-            SplitDirection::MaxZ
-        };
-        let change = SpaceChange {
-            version: tree.version(),
-            op: ChangeOp::Split {
-                cell: largest.cell,
-                direction,
-                new_cell: tree.next_cell_id(),
-                new_shard: ShardId::local((i % u32::from(shards.max(1))) as u16),
-            },
-        };
-        tree.apply(&change).map_err(space)?;
-    }
-    Ok(tree)
+    crate::core::space::initial_tree(config.world.bounds(), config.space_params(), cells, shards)
+        .map_err(|e| HostError::Space(e.to_string()))
 }
 
 /// Host counters (exported as metrics).
@@ -198,6 +169,8 @@ pub struct CellHost {
     pub(super) tick: u64,
     /// The port's byte counters (in, out) as of the last tick.
     port_bytes: (u64, u64),
+    /// Load measurement, reports and tree changes (`balance.rs`).
+    pub(super) balance: HostBalance,
 }
 
 impl std::fmt::Debug for CellHost {
@@ -229,6 +202,7 @@ impl CellHost {
             .map_err(|e| HostError::Params(e.to_string()))?;
             cells.insert(leaf.cell, cell);
         }
+        let balance = HostBalance::new(config, ctx, &tree, types.clone());
         let avatar = types.get(AVATAR).expect("built-in avatar").clone();
         let g = &config.gateway;
         let clients = Clients::new(
@@ -251,9 +225,26 @@ impl CellHost {
             game: Game::new(&types),
             tick: 0,
             port_bytes: (0, 0),
+            balance,
         };
         host.spawn_npcs(config.server.npcs, &types);
         Ok(host)
+    }
+
+    /// Balancing on this shard (counters, the tree snapshot for plots).
+    pub fn balance(&self) -> &HostBalance {
+        &self.balance
+    }
+
+    /// Shard 0 publishes a tree snapshot into `sink` every balancing period
+    /// (for plots of the tree over time).
+    pub fn set_snapshot_sink(&mut self, sink: SnapshotSink) {
+        self.balance.set_snapshot_sink(sink);
+    }
+
+    /// The tree's leaves with their rects, shards and last known loads.
+    pub fn tree_snapshot(&self) -> TreeSnapshot {
+        self.balance.snapshot(&self.tree)
     }
 
     /// This host's counters.
@@ -291,7 +282,10 @@ impl CellHost {
 
     fn shard_of(&self, to: Dest) -> Option<ShardId> {
         match to {
-            Dest::Cell(c) => self.tree.shard_of(c),
+            Dest::Cell(c) => self
+                .tree
+                .shard_of(c)
+                .or_else(|| self.balance.retired_shard(c)),
             Dest::Proxy(e) => Some(ShardId::local(entity_shard(e))),
         }
     }
@@ -317,6 +311,12 @@ impl CellHost {
     }
 
     fn deliver(&mut self, now: Time, item: Routed) {
+        if let Dest::Cell(c) = item.to {
+            if !self.cells.contains_key(&c) && self.balance.awaits(c, &self.tree) {
+                self.balance.park(item);
+                return;
+            }
+        }
         let from = match item.from {
             WireSource::Cell(c) => Source::Cell(c),
             WireSource::Proxy(e) => Source::Proxy(e),
@@ -339,6 +339,9 @@ impl CellHost {
 
     fn drain_inbox(&mut self, now: Time, inbox: Inbox<'_>) {
         for env in inbox {
+            if self.balance.handle_envelope(now, &env) {
+                continue;
+            }
             let items = match env.access::<HostBatch>(KIND_HOST_BATCH) {
                 Ok(archived) => rkyv::deserialize::<HostBatch, rkyv::rancor::Error>(archived),
                 Err(_) => {
@@ -384,6 +387,7 @@ impl CellHost {
 impl ShardApp for CellHost {
     fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox, port: &mut ClientPort) {
         self.tick += 1;
+        let tick_start = self.balance.stamp();
         let local = std::mem::take(&mut self.local);
         for item in local {
             self.deliver(now, item);
@@ -396,8 +400,10 @@ impl ShardApp for CellHost {
         let mut outs = Vec::new();
         for id in ids {
             let cell = self.cells.get_mut(&id).expect("listed");
+            let started = self.balance.stamp();
             cell.tick(now, &self.tree);
             self.game.run(now, cell);
+            self.balance.cell_done(id, started);
             outs.extend(std::iter::from_fn(|| cell.poll_output()));
             for o in outs.drain(..) {
                 self.route(WireSource::Cell(id), o);
@@ -410,6 +416,11 @@ impl ShardApp for CellHost {
         self.port_bytes = (pc.bytes_in, pc.bytes_out);
         self.follow_npcs();
         self.flush(out);
+        let (tree, cells) = (&mut self.tree, &mut self.cells);
+        self.balance.after_tick(now, tick_start, tree, cells, out);
+        for item in self.balance.unpark(&self.tree) {
+            self.local.push_back(item);
+        }
     }
 
     fn on_shutdown(&mut self, _now: Time, port: &mut ClientPort) {
@@ -424,6 +435,7 @@ impl ShardApp for CellHost {
             self.deliver(now, item);
         }
         self.drain_inbox(now, inbox);
+        self.balance.on_stop(now, &mut self.tree, &mut self.cells);
     }
 
     fn export_metrics(&self, sink: &mut MetricSink) {
@@ -470,6 +482,15 @@ impl ShardApp for CellHost {
             "bytes written to clients",
             self.port_bytes.1,
         );
+        let sc = self.balance.service_counters().unwrap_or_default();
+        sink.counter(
+            "host_splits",
+            "cell splits (space service, shard 0)",
+            sc.splits,
+        );
+        sink.counter("host_merges", "cell merges finished (shard 0)", sc.merges);
+        sink.counter("host_rebalances", "boundary moves (shard 0)", sc.rebalances);
+        sink.gauge("host_cells", "cells hosted", self.cells.len() as u64);
         self.export_client_metrics(sink);
     }
 }

@@ -7,6 +7,7 @@
 //! queues or sockets directly (clients arrive through the runtime's
 //! `ClientPort`).
 
+pub mod balance;
 pub mod clients;
 pub mod embedded;
 pub mod game;

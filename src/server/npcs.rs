@@ -68,6 +68,8 @@ impl CellHost {
             {
                 continue;
             }
+            let started = self.balance.stamp();
+            npc.heading = self.balance.npc_heading(npc.pos, npc.heading);
             let step = self.speed_mps * dt_s;
             let mut p = Vec3 {
                 x: npc.pos.x + step * npc.heading.cos(),
@@ -81,6 +83,7 @@ impl CellHost {
             if cell.move_real(npc.id, p).is_ok() {
                 npc.pos = p;
             }
+            self.balance.entity_done(npc.id, started);
         }
     }
 

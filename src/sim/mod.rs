@@ -16,7 +16,8 @@
 //! The world on top of it:
 //! - [`world`]: shards, cells, proxies and clients over the network, one
 //!   step per tick ([`world_logic`]: delivery, routing, entity logic;
-//!   [`world_layout`]: the grid that merges and splits; [`world_route`]:
+//!   [`world_layout`]: the grid that merges and splits; [`world_balance`]:
+//!   the balanced space tree of the `crowd` and `swing` scenarios; [`world_route`]:
 //!   per-tick batches and back-pressure; [`world_client`]: the client hook
 //!   observers plug into; [`world_event`]: what the trace records);
 //! - [`checker`]: the invariants, every step, and after healing;
@@ -33,6 +34,7 @@ pub mod rng;
 pub mod scenario;
 pub mod trace;
 pub mod world;
+pub mod world_balance;
 pub mod world_client;
 pub mod world_event;
 pub mod world_layout;

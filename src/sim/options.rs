@@ -26,7 +26,7 @@ pub enum OptionsError {
         reason: String,
     },
     /// A scenario name that is not one of [`Scenario::ALL`].
-    #[error("unknown scenario `{0}` (expected one of random-walk, border-walk, teleport, combat-storm, merge-drain, hotspot)")]
+    #[error("unknown scenario `{0}` (expected one of random-walk, border-walk, teleport, combat-storm, merge-drain, hotspot, crowd, swing)")]
     UnknownScenario(String),
 }
 
@@ -46,11 +46,30 @@ pub enum Scenario {
     MergeDrain,
     /// Everyone converges on one point, then disperses: rebalancing.
     Hotspot,
+    /// A crowd gathers at one spot, then moves to another: on the balanced
+    /// space tree, cells split under it and merge behind it.
+    Crowd,
+    /// A crowd swings between two spots: oscillating load on the balanced
+    /// tree (boundary reversals are measured).
+    Swing,
 }
 
 impl Scenario {
     /// Every scenario, in a fixed order (swarm draws from this).
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 8] = [
+        Scenario::RandomWalk,
+        Scenario::BorderWalk,
+        Scenario::Teleport,
+        Scenario::CombatStorm,
+        Scenario::MergeDrain,
+        Scenario::Hotspot,
+        Scenario::Crowd,
+        Scenario::Swing,
+    ];
+
+    /// The scenarios a swarm draws from: the grid ones (the balanced ones
+    /// need worlds big enough to split, see `tests/balance_sim.rs`).
+    pub const SWARM: [Scenario; 6] = [
         Scenario::RandomWalk,
         Scenario::BorderWalk,
         Scenario::Teleport,
@@ -68,7 +87,15 @@ impl Scenario {
             Scenario::CombatStorm => "combat-storm",
             Scenario::MergeDrain => "merge-drain",
             Scenario::Hotspot => "hotspot",
+            Scenario::Crowd => "crowd",
+            Scenario::Swing => "swing",
         }
+    }
+
+    /// True for the scenarios run on the balanced space tree (the others
+    /// run on the grid).
+    pub const fn is_balanced(self) -> bool {
+        matches!(self, Scenario::Crowd | Scenario::Swing)
     }
 }
 
@@ -205,7 +232,7 @@ impl SimOptions {
             in_flight_per_pair_max: *r.choose(&[64, 1_024, 4_096]).expect("non-empty"),
             stall_probability: *r.choose(&[0.0, 0.001, 0.005, 0.02]).expect("non-empty"),
             stall_ms_max: r.range(10, 1_000),
-            scenario: *r.choose(&Scenario::ALL).expect("non-empty"),
+            scenario: *r.choose(&Scenario::SWARM).expect("non-empty"),
         };
         debug_assert_eq!(options.validate(), Ok(()));
         options
@@ -301,7 +328,7 @@ mod tests {
             scenarios.insert(o.scenario);
             shard_counts.insert(o.shards);
         }
-        assert_eq!(scenarios.len(), Scenario::ALL.len());
+        assert_eq!(scenarios.len(), Scenario::SWARM.len());
         assert!(shard_counts.len() >= 6);
     }
 

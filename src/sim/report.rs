@@ -205,6 +205,17 @@ pub struct SimSummary {
     pub max_cache_len: u64,
     /// Trace hash: the run's, or a hash over the runs' in merge order.
     pub trace_hash: u64,
+    /// Balanced scenarios: splits applied.
+    pub splits: u64,
+    /// Balanced scenarios: merges finished.
+    pub merges: u64,
+    /// Balanced scenarios: boundary moves.
+    pub rebalances: u64,
+    /// Balanced scenarios: boundary moves reversing the previous one.
+    pub boundary_reversals: u64,
+    /// Balanced scenarios: most reversals of one boundary in a run
+    /// (largest over runs).
+    pub boundary_reversals_max: u64,
     /// Simulation speed, ticks per wall-clock second (filled by the caller:
     /// the core has no clock).
     pub sim_ticks_per_s: f64,
@@ -226,6 +237,13 @@ impl SimSummary {
         self.max_delay_us = self.max_delay_us.max(other.max_delay_us);
         self.max_reorder_buffer = self.max_reorder_buffer.max(other.max_reorder_buffer);
         self.max_cache_len = self.max_cache_len.max(other.max_cache_len);
+        self.splits += other.splits;
+        self.merges += other.merges;
+        self.rebalances += other.rebalances;
+        self.boundary_reversals += other.boundary_reversals;
+        self.boundary_reversals_max = self
+            .boundary_reversals_max
+            .max(other.boundary_reversals_max);
         let mut h = TraceHasher::new();
         h.write_u64(self.trace_hash);
         h.write_u64(other.trace_hash);
@@ -256,6 +274,17 @@ impl fmt::Display for SimSummary {
             "  max in flight {}, max delay {} us, max reorder buffer {}, max cache {}",
             self.max_in_flight, self.max_delay_us, self.max_reorder_buffer, self.max_cache_len
         )?;
+        if self.splits + self.merges + self.rebalances > 0 {
+            writeln!(
+                f,
+                "  splits {}, merges {}, rebalances {}, boundary reversals {} (max {} on one)",
+                self.splits,
+                self.merges,
+                self.rebalances,
+                self.boundary_reversals,
+                self.boundary_reversals_max
+            )?;
+        }
         write!(f, "  violations {}", self.violations)?;
         if !self.failed_seeds.is_empty() {
             write!(f, " (seeds {:?})", self.failed_seeds)?;

@@ -13,6 +13,10 @@
 //! | CombatStorm   | mill about cell corners, call others  | forwarding of calls, sync       |
 //! | MergeDrain    | wander; one cell merges, then splits  | draining, fresh leaves          |
 //! | Hotspot       | converge on a cell corner, disperse   | crowding, ghost fan-out         |
+//! | Crowd         | gather at spot A, then move to B      | splits under, merges behind     |
+//! | Swing         | crowd swings between A and B          | boundary oscillation (damping)  |
+//!
+//! Crowd and swing run on the balanced space tree (`world_balance.rs`).
 //!
 //! Owns only the plan (plain values); the world carries it out.
 
@@ -39,6 +43,18 @@ pub struct MergePlan {
     pub split_at_tick: u64,
 }
 
+/// Where the crowd of `Crowd` and `Swing` goes: spot `a` first, then `b`,
+/// switching every `switch_every_ticks`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CrowdPlan {
+    /// The first gathering place.
+    pub a: Spot,
+    /// The second.
+    pub b: Spot,
+    /// Ticks between moves of the crowd (at least 1).
+    pub switch_every_ticks: u64,
+}
+
 /// Everything scenario-specific about one run.
 #[derive(Clone, Debug)]
 pub struct ScenarioPlan {
@@ -57,6 +73,8 @@ pub struct ScenarioPlan {
     pub hit_probability: f64,
     /// The merge, for `MergeDrain`.
     pub merge: Option<MergePlan>,
+    /// The crowd's spots, for `Crowd` and `Swing`.
+    pub crowd: Option<CrowdPlan>,
 }
 
 impl ScenarioPlan {
@@ -77,6 +95,7 @@ impl ScenarioPlan {
             call_probability: 0.01,
             hit_probability: 0.0,
             merge: None,
+            crowd: crowd_plan(options, &world),
         };
         let hot = interior_vertices(layout);
         for _ in 0..n {
@@ -93,6 +112,10 @@ impl ScenarioPlan {
                     b
                 }
                 Scenario::CombatStorm => fighter(rng, &world, &hot, params, speed),
+                Scenario::Crowd | Scenario::Swing => {
+                    let a = plan.crowd.expect("crowd scenarios have a plan").a;
+                    crowd_member(rng, &world, &a, speed)
+                }
                 Scenario::Hotspot => {
                     let mut b = wanderer(rng, &world, speed);
                     let center = *rng.choose(&hot).unwrap_or(&world.center());
@@ -213,6 +236,50 @@ fn fighter(rng: &mut Rng, world: &Rect, hot: &[Vec3], p: &CellParams, speed: f64
     }
 }
 
+fn crowd_plan(options: &SimOptions, world: &Rect) -> Option<CrowdPlan> {
+    let every = match options.scenario {
+        Scenario::Crowd => options.ticks / 2,
+        Scenario::Swing => options.ticks / 6,
+        _ => return None,
+    };
+    let radius_m = 0.15 * world.width().min(world.depth());
+    let at = |f: f64| Spot {
+        center: Vec3::ground(
+            world.min_x + f * world.width(),
+            world.min_z + f * world.depth(),
+        ),
+        radius_m,
+    };
+    Some(CrowdPlan {
+        a: at(0.3),
+        b: at(0.7),
+        switch_every_ticks: every.max(1),
+    })
+}
+
+/// A crowd member: starts within twice the spot's radius of its centre and
+/// heads for it (always converging; the world moves the spot).
+fn crowd_member(rng: &mut Rng, world: &Rect, spot: &Spot, speed: f64) -> Bot {
+    let r = 2.0 * spot.radius_m * rng.f64_range(0.0, 1.0).sqrt();
+    let a = rng.f64_range(0.0, TAU);
+    let pos = world.clamp(Vec3::ground(
+        spot.center.x + r * a.cos(),
+        spot.center.z + r * a.sin(),
+    ));
+    Bot {
+        pose: Pose {
+            pos,
+            yaw: rng.f64_range(0.0, TAU),
+        },
+        speed_mps: speed,
+        behaviour: Behaviour::Hotspot {
+            spot: *spot,
+            period_s: 0.0,
+        },
+        next_waypoint: 0,
+    }
+}
+
 fn merge_plan(rng: &mut Rng, layout: &SimLayout, ticks: u64) -> Option<MergePlan> {
     let n = layout.cell_count();
     if n < 2 {
@@ -253,6 +320,7 @@ mod tests {
                 );
             }
             assert_eq!(a.merge.is_some(), sc == Scenario::MergeDrain);
+            assert_eq!(a.crowd.is_some(), sc.is_balanced());
         }
     }
 

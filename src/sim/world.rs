@@ -24,15 +24,17 @@
 //!
 //! # One step (one tick)
 //!
-//! 1. scenario actions (merge, split); 2. clients send inputs (phase one);
+//! 1. scenario actions (merge, split, crowd moves); 2. clients send inputs (phase one);
 //! 3. the network delivers everything due; 4. every cell on a running shard
 //!    ticks; 5. cell events feed the checker and the entity logic, until no
 //!    cell has any left; 6. calls are issued (phase one); 7. every output is
 //!    batched per ordered pair of endpoints and sent; 8. new stalls are drawn
-//!    (phase one); 9. drained merging cells retire; 10. residency is checked.
+//!    (phase one); 9. drained merging cells retire (grid), or a balancing
+//!    round runs when due (tree); 10. residency is checked.
 //!
 //! Phase one lasts `ticks` ticks; phase two (`heal_ticks`) draws no faults
-//! and no input, so the world must quiesce; then the convergence checks run
+//! and no input (and, in tree mode, no layout change but finishing merges), so the world must
+//! quiesce; then the convergence checks run
 //! (`checker_converge.rs`).
 //!
 //! Owns every simulated component; the checker only reads them.
@@ -45,6 +47,7 @@ use crate::core::entity::{Entity, Value};
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::proxy::{Proxy, ProxyError};
+use crate::core::space::{initial_tree, SpaceParams};
 use crate::core::time::Time;
 use crate::core::view::ClientView;
 use crate::sim::bots::Bot;
@@ -55,6 +58,7 @@ use crate::sim::report::{SimSummary, ViolationKind};
 use crate::sim::rng::Rng;
 use crate::sim::scenario::ScenarioPlan;
 use crate::sim::trace::Trace;
+use crate::sim::world_balance::{SimBalance, SimCost, WorldLayout};
 use crate::sim::world_client::{ClientHook, DownstreamOrder};
 use crate::sim::world_event::SimEvent;
 use crate::sim::world_layout::SimLayout;
@@ -123,7 +127,9 @@ pub struct World {
     pub(super) options: SimOptions,
     pub(super) params: WorldParams,
     pub(super) plan: ScenarioPlan,
-    pub(super) layout: SimLayout,
+    pub(super) layout: WorldLayout,
+    /// Tree mode: the balancer and its load measurement.
+    pub(super) balance: Option<SimBalance>,
     /// The entity types every cell knows (the built-ins).
     pub(super) types: Arc<TypeRegistry>,
     /// Index of the avatar's `hp`, the property the entity logic changes.
@@ -190,12 +196,26 @@ impl World {
         // Cells at least 4 ghost radii wide (the config rule): the world
         // grows rather than the radius shrinking.
         let side = (options.world_side_m / f64::from(nx)).max(4.0 * params.cell.ghost_radius_m);
-        let layout = SimLayout::new(nx, nz, side);
+        let grid = SimLayout::new(nx, nz, side);
         let mut rng = Rng::new(options.seed);
         let net = Net::new(options.net_params(), rng.fork())?;
         let mut plan_rng = rng.fork();
         let bot_rng = rng.fork();
-        let plan = ScenarioPlan::new(options, &layout, &params.cell, &mut plan_rng);
+        let plan = ScenarioPlan::new(options, &grid, &params.cell, &mut plan_rng);
+        let (layout, balance) =
+            if options.scenario.is_balanced() {
+                let space = SpaceParams::for_ghost_radius(params.cell.ghost_radius_m);
+                let tree = initial_tree(grid.world(), space, options.cells, options.shards)
+                    .map_err(|e| OptionsError::Invalid {
+                        field: "cells",
+                        reason: format!("the space tree refuses the world: {e}"),
+                    })?;
+                let n = options.entities as usize;
+                let b = SimBalance::new(&tree, options.shards, n, SimCost::default());
+                (WorldLayout::Tree(tree), Some(b))
+            } else {
+                (WorldLayout::Grid(grid), None)
+            };
         let types = Arc::new(TypeRegistry::with_builtins());
         let avatar = types.get(AVATAR).expect("built-in avatar");
         let hp_index = avatar.prop_index("hp").expect("avatars have hp");
@@ -209,6 +229,7 @@ impl World {
             trace: Trace::new(params.event_log_len_max),
             params,
             layout,
+            balance,
             types,
             hp_index,
             cells,
@@ -328,8 +349,13 @@ impl World {
     }
 
     /// The layout.
-    pub fn layout(&self) -> &SimLayout {
+    pub fn layout(&self) -> &WorldLayout {
         &self.layout
+    }
+
+    /// Tree mode: the balancer's counters.
+    pub fn balance_stats(&self) -> Option<crate::sim::world_balance::BalanceStats> {
+        self.balance.as_ref().map(|b| b.stats())
     }
 
     /// The checker.
@@ -359,6 +385,9 @@ impl World {
 
     /// The shard hosting cell `c`.
     pub fn cell_shard(&self, c: CellId) -> ShardId {
+        if let Some(b) = &self.balance {
+            return b.shard_of(c);
+        }
         ShardId::local((c.0 % u32::from(self.options.shards)) as u16)
     }
 
@@ -393,6 +422,9 @@ impl World {
                 .is_stalled(Endpoint::Shard(self.cell_shard(CellId(c as u32))), now)
             {
                 self.cells[c].tick(now, &self.layout);
+                if let Some(b) = &mut self.balance {
+                    b.charge_cell(CellId(c as u32), self.cells[c].entity_count());
+                }
             }
         }
         self.drain_events(now);
@@ -407,6 +439,14 @@ impl World {
             self.draw_stalls(now);
         }
         self.retire_drained();
+        if !faulty {
+            // Layout changes stop with the faults (started merges finish):
+            // phase two must quiesce.
+            if let Some(b) = &mut self.balance {
+                b.freeze();
+            }
+        }
+        self.balance_round(now);
         self.check_residency();
         self.tick += 1;
     }
@@ -491,6 +531,14 @@ impl World {
             s.forwarded += c.counters().forwards;
             s.max_reorder_buffer = s.max_reorder_buffer.max(c.counters().reorder_buffered_max);
             s.max_cache_len = s.max_cache_len.max(c.counters().sync_cache_len_max);
+        }
+        if let Some(b) = &self.balance {
+            let st = b.stats();
+            s.splits = st.splits;
+            s.merges = st.merges;
+            s.rebalances = st.rebalances;
+            s.boundary_reversals = st.reversals;
+            s.boundary_reversals_max = st.reversals_max;
         }
         let n = self.net.stats();
         s.messages_delivered = n.delivered;

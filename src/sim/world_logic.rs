@@ -21,10 +21,13 @@ use crate::core::cell::{
 use crate::core::combat::CombatEvent;
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId};
+use crate::core::space::ChangeOp;
 use crate::core::time::Time;
+use crate::sim::bots::Behaviour;
 use crate::sim::net::Endpoint;
 use crate::sim::report::ViolationKind;
 use crate::sim::world::{Effect, World};
+use crate::sim::world_balance::WorldLayout;
 use crate::sim::world_client::{decode_ack, encode_ack};
 use crate::sim::world_event::SimEvent;
 use crate::sim::world_route::Packet;
@@ -142,6 +145,9 @@ impl World {
         self.checker.on_event(self.tick, cell, &ev);
         match &ev {
             CellEvent::InputApplied { entity, seq, data } => {
+                if let Some(b) = &mut self.balance {
+                    b.charge_entity(*entity, false);
+                }
                 let seq = *seq;
                 let mut eff = Effect {
                     pos: decode_move(data),
@@ -154,6 +160,9 @@ impl World {
                 self.apply_effect(now, cell, *entity, eff);
             }
             CellEvent::CallRun { entity, .. } => {
+                if let Some(b) = &mut self.balance {
+                    b.charge_entity(*entity, true);
+                }
                 let eff = Effect {
                     change: true,
                     ..Effect::default()
@@ -367,40 +376,113 @@ impl World {
     }
 
     /// MergeDrain: start the merge, and split the slot out again later.
+    /// Crowd and swing: move the crowd's spot when its time comes.
     pub(super) fn scenario_actions(&mut self) {
+        self.crowd_actions();
         let Some(m) = self.plan.merge else { return };
-        if self.tick == m.merge_at_tick && self.layout.begin_merge(m.cell, m.into).is_ok() {
+        let WorldLayout::Grid(grid) = &mut self.layout else {
+            return;
+        };
+        if self.tick == m.merge_at_tick && grid.begin_merge(m.cell, m.into).is_ok() {
             self.layout_changed("merge", m.cell);
         }
-        let retired = self.layout.is_retired(m.cell);
+        let WorldLayout::Grid(grid) = &mut self.layout else {
+            return;
+        };
+        let retired = grid.is_retired(m.cell);
         if self.tick >= m.split_at_tick && retired && !self.split_done {
-            let slot = self.layout.home_slot(m.cell);
-            let fresh = self
-                .layout
-                .split(m.into, slot)
-                .expect("retired slot splits");
-            let params = self.params.cell.clone();
-            let cell = crate::core::cell::Cell::new(fresh, params, self.types.clone())
-                .expect("valid params");
-            assert_eq!(fresh.0 as usize, self.cells.len(), "fresh ids are dense");
-            self.cells.push(cell);
-            self.onloads_to_cell.push(0);
+            let slot = grid.home_slot(m.cell);
+            let fresh = grid.split(m.into, slot).expect("retired slot splits");
+            self.push_cell(fresh);
             self.split_done = true;
             self.layout_changed("split", fresh);
         }
     }
 
-    /// Retires merging cells with no real and no `Onload` coming.
+    fn crowd_actions(&mut self) {
+        let Some(c) = self.plan.crowd else { return };
+        if self.tick == 0 || self.tick % c.switch_every_ticks != 0 {
+            return;
+        }
+        let spot = if (self.tick / c.switch_every_ticks) % 2 == 1 {
+            c.b
+        } else {
+            c.a
+        };
+        for client in &mut self.clients {
+            if let Behaviour::Hotspot { spot: s, .. } = &mut client.bot.behaviour {
+                *s = spot;
+            }
+        }
+    }
+
+    fn push_cell(&mut self, fresh: CellId) {
+        let params = self.params.cell.clone();
+        let cell =
+            crate::core::cell::Cell::new(fresh, params, self.types.clone()).expect("valid params");
+        assert_eq!(fresh.0 as usize, self.cells.len(), "fresh ids are dense");
+        self.cells.push(cell);
+        self.onloads_to_cell.push(0);
+    }
+
+    /// Grid mode: retires merging cells with no real and no `Onload` coming.
     pub(super) fn retire_drained(&mut self) {
+        let WorldLayout::Grid(grid) = &mut self.layout else {
+            return;
+        };
+        let mut retired = Vec::new();
         for c in 0..self.cells.len() {
             let id = CellId(c as u32);
-            if !self.layout.is_merging(id) || self.onloads_to_cell[c] > 0 {
+            if !grid.is_merging(id) || self.onloads_to_cell[c] > 0 {
                 continue;
             }
             if self.cells[c].reals().is_empty() {
-                self.layout.retire(id).expect("merging");
-                self.layout_changed("retire", id);
+                grid.retire(id).expect("merging");
+                retired.push(id);
             }
+        }
+        for id in retired {
+            self.layout_changed("retire", id);
+        }
+    }
+
+    /// Tree mode: a gathering round when due, its changes applied in order.
+    pub(super) fn balance_round(&mut self, now: Time) {
+        let (Some(b), WorldLayout::Tree(tree)) = (&mut self.balance, &self.layout) else {
+            return;
+        };
+        let cells = &self.cells;
+        let changes = b.gather(now, tree, |c, out| {
+            if let Some(cell) = cells.get(c.0 as usize) {
+                for e in cell.reals() {
+                    let pos = cell.view(e).expect("real").pos();
+                    out.push((e, pos));
+                }
+            }
+        });
+        for change in changes {
+            let (Some(b), WorldLayout::Tree(tree)) = (&mut self.balance, &mut self.layout) else {
+                unreachable!("tree mode")
+            };
+            b.before_apply(tree, &change);
+            tree.apply(&change)
+                .expect("the service broadcasts legal changes");
+            let (what, cell) = match change.op {
+                ChangeOp::Split { new_cell, .. } => {
+                    self.push_cell(new_cell);
+                    ("split", new_cell)
+                }
+                ChangeOp::Rebalance { .. } => ("rebalance", CellId(u32::MAX)),
+                ChangeOp::StartMerge { cell } => {
+                    // Its reals leave without crossing: no flap.
+                    for e in self.cells[i_cell(cell)].reals() {
+                        self.checker.excuse_migration(e);
+                    }
+                    ("merge", cell)
+                }
+                ChangeOp::FinishMerge { cell } => ("retire", cell),
+            };
+            self.layout_changed(what, cell);
         }
     }
 

@@ -48,8 +48,11 @@
 //!   its last move; a reversal halves its step scale, a repeat doubles it back
 //!   (at most 1). The move is `max(ghost_radius_m, search_move x scale)`.
 //! - A move whose estimated result is no more even than now (a heavy clump
-//!   that would just hop across the line) is not made, so a fixed load
-//!   cannot make a boundary oscillate.
+//!   that would just hop across the line), or that overshoots so far that
+//!   the sibling would be the heavier by more than `rebalance_load_diff_min`
+//!   (it would move the line straight back: with damping's floor of one
+//!   ghost radius per step, that dithers forever), is not made, so a fixed
+//!   load cannot make a boundary oscillate.
 //! - A merge whose pair would at once be hot enough to split
 //!   (`own + sibling >= split_cell_load_min`) is not started.
 //!
@@ -275,8 +278,10 @@ impl Ctx<'_> {
         let scale = self.damping.scale_for(tree, parent, dir);
         let dist = (dist * scale).max(gr);
         let offload = band(dist);
+        // Positive: `N` still the heavier; below `-diff_min`: the sibling
+        // would be heavy enough to move the line straight back.
         let after = (a - offload / nl) - (b + offload / sl);
-        if after.abs() >= a - b {
+        if after.abs() >= a - b || after < -params.rebalance_load_diff_min {
             return None;
         }
         let at = old + f64::from(dir) * dist;

@@ -10,7 +10,12 @@
 //! - `load.rs`: [`LoadBook`], smoothed per-cell loads and per-axis sorted
 //!   entity samples.
 //! - `balance.rs`: the policy ([`decide`] and its parts).
+//! - `initial.rs`: [`initial_tree`], the starting cut every replica builds.
 //! - `params.rs`: [`SpaceParams`], [`BalanceParams`].
+//! - `service.rs`: [`SpaceService`], the balancer state machine (gather,
+//!   decide, broadcast versioned changes, drive merges).
+//! - `instances.rs`: space types and the instance directory of mono spaces
+//!   ([`Instances`]: enter by id or type, heavy-load creation, reclaiming).
 //!
 //! The space service owns the authoritative tree, gathers loads, calls
 //! [`decide`], applies and broadcasts the changes; every cell applies the same
@@ -21,9 +26,12 @@
 mod balance;
 mod change;
 mod error;
+mod initial;
+mod instances;
 mod load;
 mod params;
 mod query;
+mod service;
 mod tree;
 
 pub use balance::{
@@ -32,7 +40,15 @@ pub use balance::{
 };
 pub use change::{ChangeOp, SpaceChange, SplitDirection};
 pub use error::SpaceError;
+pub use initial::initial_tree;
+pub use instances::{
+    EnterTarget, InstanceError, InstanceEvent, InstanceParams, Instances, Placement, SpaceKind,
+    SpaceTypeConfig,
+};
 pub use load::{CellLoad, EntitySample, LoadBook, LoadError, ShardLoad};
 pub use params::{BalanceParams, ParamError, SpaceParams};
 pub use query::{rect_distance, share_edge, LeafInfo};
+pub use service::{
+    CellReport, LoadReport, ServiceCounters, ServiceError, ServiceParams, SpaceService,
+};
 pub use tree::{Node, NodeIx, NodeKind, SpaceTree, SIDE_TOLERANCE_M};

@@ -1,0 +1,117 @@
+//! The starting cut of a union space: `cells` leaves made by the tree's own
+//! changes (so every replica that builds it holds an equal tree): the
+//! largest leaf is split across its longer side and the new cut is moved to
+//! the middle (a `Split` then a `Rebalance`), so 4 cells are 4 quadrants;
+//! leaf `i` on shard `i % shards`.
+//!
+//! Owns only this construction; must not hold state.
+
+use super::change::{ChangeOp, SpaceChange, SplitDirection};
+use super::error::SpaceError;
+use super::params::SpaceParams;
+use super::tree::{NodeKind, SpaceTree};
+use crate::core::geom::Rect;
+use crate::core::ids::{CellId, ShardId};
+
+/// A tree of `cells` leaves over `world`, master cell 0 on shard 0, cell
+/// ids dense from 0, leaf `i` on shard `i % shards` (see the module doc).
+///
+/// # Errors
+/// A [`SpaceError`] when the world or params are refused or a leaf is too
+/// small to split again.
+pub fn initial_tree(
+    world: Rect,
+    params: SpaceParams,
+    cells: u32,
+    shards: u16,
+) -> Result<SpaceTree, SpaceError> {
+    let mut tree = SpaceTree::new(world, params, CellId(0), ShardId::local(0))?;
+    for i in 1..cells {
+        let largest = tree
+            .leaves()
+            .max_by(|a, b| {
+                (a.rect.width() * a.rect.depth()).total_cmp(&(b.rect.width() * b.rect.depth()))
+            })
+            .expect("a tree has a leaf");
+        let direction = if largest.rect.width() >= largest.rect.depth() {
+            SplitDirection::MaxX
+        } else {
+            SplitDirection::MaxZ
+        };
+        let change = SpaceChange {
+            version: tree.version(),
+            op: ChangeOp::Split {
+                cell: largest.cell,
+                direction,
+                new_cell: tree.next_cell_id(),
+                new_shard: ShardId::local((i % u32::from(shards.max(1))) as u16),
+            },
+        };
+        tree.apply(&change)?;
+        let parent = tree
+            .node_of_cell(CellId(tree.next_cell_id().0 - 1))
+            .and_then(|n| tree.node(n))
+            .and_then(|n| n.parent())
+            .expect("a split leaf has a parent");
+        let r = largest.rect;
+        let mid = match direction {
+            SplitDirection::MaxX => 0.5 * (r.min_x + r.max_x),
+            _ => 0.5 * (r.min_z + r.max_z),
+        };
+        let at = match tree.node(parent).map(|n| n.kind()) {
+            Some(NodeKind::Split { at, .. }) => at,
+            _ => unreachable!("a parent is a split"),
+        };
+        if at != mid {
+            let halve = SpaceChange {
+                version: tree.version(),
+                op: ChangeOp::Rebalance {
+                    node: parent,
+                    at: mid,
+                },
+            };
+            tree.apply(&halve)?;
+        }
+    }
+    Ok(tree)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_are_dense_and_round_robin() {
+        let t = initial_tree(
+            Rect::new(0.0, 0.0, 2000.0, 2000.0),
+            SpaceParams::for_ghost_radius(60.0),
+            4,
+            3,
+        )
+        .unwrap();
+        assert_eq!(t.cell_count(), 4);
+        let quadrant = |c| t.rect_of(CellId(c)).unwrap();
+        assert_eq!(quadrant(0), Rect::new(0.0, 0.0, 1000.0, 1000.0));
+        assert_eq!(quadrant(1), Rect::new(1000.0, 0.0, 2000.0, 1000.0));
+        let shards: Vec<_> = t.leaves().map(|l| (l.cell.0, l.shard.index)).collect();
+        for (c, s) in shards {
+            assert_eq!(u32::from(s), c % 3);
+        }
+        // A split that already halves needs no move.
+        let two = initial_tree(
+            Rect::new(0.0, 0.0, 480.0, 240.0),
+            SpaceParams::for_ghost_radius(60.0),
+            2,
+            2,
+        )
+        .unwrap();
+        assert_eq!(two.version(), 1);
+        assert!(initial_tree(
+            Rect::new(0.0, 0.0, 300.0, 300.0),
+            SpaceParams::for_ghost_radius(60.0),
+            4,
+            1
+        )
+        .is_err());
+    }
+}
