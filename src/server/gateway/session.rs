@@ -288,12 +288,17 @@ impl Session {
             return self.refuse(seq, ErrorCode::RateLimited, "too many inputs in flight");
         }
         let input = match m {
-            ClientMsg::Move { pos, yaw, .. } => {
+            ClientMsg::Move {
+                pos,
+                yaw,
+                client_time_us,
+                ..
+            } => {
                 if !check_pos(&self.params.world, pos) || !yaw.is_finite() {
                     return self.refuse(seq, ErrorCode::BadValue, "position outside the world");
                 }
                 let limiter = self.limiter.as_mut().expect("live");
-                if let Err((d, budget)) = limiter.check(now, pos) {
+                if let Err((d, budget)) = limiter.check(now, client_time_us, pos) {
                     let text = format!("moved {d:.1} m, {budget:.1} m allowed");
                     return self.refuse(seq, ErrorCode::MoveTooFast, &text);
                 }
