@@ -56,6 +56,16 @@ struct Load {
     secs: f64,
 }
 
+/// One read with the client's timeout: `Some(0)` at EOF, `None` when the
+/// timeout passed with nothing to read.
+fn read_some(s: &mut TcpStream, buf: &mut [u8]) -> Option<usize> {
+    match s.read(buf) {
+        Ok(n) => Some(n),
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => None,
+        Err(e) => panic!("client read: {e}"),
+    }
+}
+
 /// One client: a closed loop keeping `window` messages in flight; returns
 /// the messages echoed back before `stop`.
 fn client(addr: SocketAddr, load: Load, stop: Arc<AtomicBool>) -> u64 {
@@ -68,11 +78,10 @@ fn client(addr: SocketAddr, load: Load, stop: Arc<AtomicBool>) -> u64 {
     let mut buf = vec![0; READ_BUF_BYTES];
     let (mut partial, mut done) = (0_usize, 0_u64);
     while !stop.load(Ordering::Relaxed) {
-        let n = match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
-            Err(e) => panic!("client read: {e}"),
+        let n = match read_some(&mut s, &mut buf) {
+            Some(0) => break,
+            Some(n) => n,
+            None => continue,
         };
         debug_assert!(buf[..n].iter().all(|&b| b == b'm'));
         partial += n;
@@ -296,11 +305,10 @@ fn gateway_client(addr: SocketAddr, load: Load, what: GatewayMsg, stop: Arc<Atom
     let (mut pongs, mut acked, mut sent) = (0_u64, 0_u64, 0_u64);
     let mut pos = None;
     while pos.is_none() {
-        let n = match s.read(&mut buf) {
-            Ok(0) => panic!("closed before Welcome"),
-            Ok(n) => n,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
-            Err(e) => panic!("client read: {e}"),
+        let n = match read_some(&mut s, &mut buf) {
+            Some(0) => panic!("closed before Welcome"),
+            Some(n) => n,
+            None => continue,
         };
         pending.extend_from_slice(&buf[..n]);
         // The spawn point is the world's center (`gateway.spawn=center`).
@@ -339,11 +347,10 @@ fn gateway_client(addr: SocketAddr, load: Load, what: GatewayMsg, stop: Arc<Atom
     };
     top_up(&mut s, 0, &mut sent);
     while !stop.load(Ordering::Relaxed) {
-        let n = match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
-            Err(e) => panic!("client read: {e}"),
+        let n = match read_some(&mut s, &mut buf) {
+            Some(0) => break,
+            Some(n) => n,
+            None => continue,
         };
         pending.extend_from_slice(&buf[..n]);
         scan_frames(&mut pending, &mut pongs, &mut acked);
