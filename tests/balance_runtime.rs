@@ -22,6 +22,8 @@ fn config(npcs: u32, enabled: bool) -> Config {
         "runtime.tick_ms=20".to_owned(),
         "runtime.tick_budget_ms=20".to_owned(),
         "admin.enabled=false".to_owned(),
+        // No clients here; the two tests run at once.
+        "gateway.enabled=false".to_owned(),
         format!("balance.enabled={enabled}"),
         "balance.gather_period_ms=200".to_owned(),
         // The crowd sits in cell 0 (x < 600); thresholds low enough that a
