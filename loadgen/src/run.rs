@@ -250,6 +250,13 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
     let mut final_status = server.finish()?;
     if let Some(obj) = final_status.value.as_object_mut() {
         obj.insert("tree_snapshots".to_owned(), json!(tree.len()));
+        // The balancing counts also at the top of `server` (issue 6's keys).
+        for key in ["splits", "merges", "rebalances"] {
+            let v = obj.get("counters").and_then(|c| c.get(key)).cloned();
+            if let Some(v) = v {
+                obj.insert(key.to_owned(), v);
+            }
+        }
     }
     let mut summary = summarize(cli, &plan, &looped, final_status.value);
     summary.load_avg = json!({"start": load_start, "end": report::load_avg()});
