@@ -86,8 +86,10 @@ pub struct Cli {
     /// Teleport scenario: jumps per bot per second.
     #[arg(long, default_value_t = 0.1)]
     pub teleport_rate: f64,
-    /// Hotspot scenario: converge-then-disperse period (e.g. 20s).
-    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    /// Hotspot scenario: converge-then-disperse period (converge for the
+    /// first half). 60s: at 5 m/s a bot walks 150 m while converging, most
+    /// of the way across the auto world.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub hotspot_period: Duration,
     /// Border patrol: swing to either side of the border, metres.
     #[arg(long, default_value_t = 20.0)]

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 
 use serde_json::json;
 use tessera::config::Config;
+use tessera::server::balance::TreeSnapshot;
 use tessera::server::{EmbeddedServer, ServerCounters};
 
 use crate::server::ServerStatus;
@@ -46,6 +47,17 @@ impl Embedded {
             migrations: Some(c.migrations),
             value: json!({"source": "embedded", "available": true, "admin": admin, "counters": c}),
         }
+    }
+
+    /// The tree's history so far: `(seconds since the server started,
+    /// snapshot)`, one per balancing period (empty with balancing off).
+    pub fn tree(&self) -> Vec<(f64, TreeSnapshot)> {
+        let log = self.server.tree_log();
+        let log = log.lock().map(|l| l.entries.clone()).unwrap_or_default();
+        let t0 = log.front().map_or(0, |(t, _)| t.0);
+        log.into_iter()
+            .map(|(t, s)| (t.0.saturating_sub(t0) as f64 / 1e6, s))
+            .collect()
     }
 
     /// Counters now (they may lag one metrics publish period).

@@ -25,6 +25,7 @@ pub mod embedded;
 pub mod latency;
 pub mod measure;
 pub mod plot;
+pub mod plot_tree;
 pub mod remote;
 pub mod report;
 pub mod run;

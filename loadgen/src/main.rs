@@ -53,7 +53,14 @@ fn main() -> ExitCode {
         println!("report written to {}", path.display());
     }
     if let Some(dir) = &cli.plot {
-        match loadgen::plot::write_all(dir, &outcome.summary.series, &outcome.latency_hist) {
+        let charts = loadgen::plot::write_all(dir, &outcome.summary.series, &outcome.latency_hist)
+            .and_then(|mut files| {
+                if !outcome.tree.is_empty() {
+                    files.push(loadgen::plot_tree::write(dir, &outcome.tree)?);
+                }
+                Ok(files)
+            });
+        match charts {
             Ok(files) => println!("charts written: {files:?}"),
             Err(e) => {
                 eprintln!("loadgen: {e:#}");

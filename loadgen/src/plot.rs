@@ -15,9 +15,9 @@ use plotters::prelude::*;
 use crate::report::Sample;
 
 const SIZE: (u32, u32) = (1000, 600);
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
-fn register_font() {
+pub(crate) fn register_font() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // The embedded font always parses; a failure only loses labels.

@@ -36,6 +36,9 @@ pub struct Outcome {
     pub failures: Vec<String>,
     /// The steady window's update latencies, µs (for the charts).
     pub latency_hist: hdrhistogram::Histogram<u64>,
+    /// The embedded server's tree over time (seconds, snapshot), for
+    /// `tree.png`; empty for a remote server or with balancing off.
+    pub tree: Vec<(f64, tessera::server::balance::TreeSnapshot)>,
 }
 
 /// The embedded server's config: defaults, `--config`, ephemeral client and
@@ -77,7 +80,12 @@ pub fn server_config(cli: &Cli) -> anyhow::Result<Config> {
 /// server process needs to match (`loadgen --print-server-sets`).
 pub fn auto_sets(cli: &Cli, config: &Config) -> Vec<String> {
     let min_side = config.space_params().min_cell_side_m;
-    let (w, d, cells) = scenario::auto_world(cli.bots, cli.in_view, config.aoi.radius_m, min_side);
+    let world = if cli.scenario == Scenario::Hotspot {
+        scenario::hotspot_world
+    } else {
+        scenario::auto_world
+    };
+    let (w, d, cells) = world(cli.bots, cli.in_view, config.aoi.radius_m, min_side);
     let spawn = if cli.scenario == Scenario::BorderPatrol {
         "center"
     } else {
@@ -91,12 +99,29 @@ pub fn auto_sets(cli: &Cli, config: &Config) -> Vec<String> {
         format!("server.initial_cells={cells}"),
         format!("gateway.spawn=\"{spawn}\""),
     ];
+    if cli.scenario == Scenario::Hotspot {
+        auto.extend(HOTSPOT_BALANCE.iter().map(|s| (*s).to_owned()));
+    }
     if cli.scenario == Scenario::Teleport {
         auto.push("gateway.move_speed_max_mps=1000000.0".to_owned());
         auto.push("gateway.move_slack_m=1000000.0".to_owned());
     }
     auto
 }
+
+/// The hotspot scenario's balancing thresholds (`--set` wins), also
+/// `tuning/presets/hotspot-2core.toml`. The defaults (`split_*` 0.6 and 0.8
+/// cores, merge at 0.05) assume a shard with a core of its own; on a 2-core
+/// machine the bots take one core and the 2 shards share the other: a cell
+/// of the evenly spread crowd measures 0.1-0.3 cores, the gathering crowd's
+/// cell 0.5-0.65. Splitting from 0.45 splits only the crowd's cell; merging
+/// up to 0.2 lets it merge back once the crowd has left (a pair is never
+/// merged if it would at once be hot enough to split again).
+pub const HOTSPOT_BALANCE: [&str; 3] = [
+    "balance.split_cell_load_min=0.45",
+    "balance.split_shard_load_min=0.5",
+    "balance.merge_cell_load_max=0.2",
+];
 
 /// Shards the config asks for (0 = one per CPU).
 fn shard_count(config: &Config) -> u16 {
@@ -221,7 +246,18 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
     while let Ok(r) = rx.try_recv() {
         looped.collector.push_tail(&r.interval);
     }
-    let final_status = server.finish()?;
+    let tree = server.tree();
+    let mut final_status = server.finish()?;
+    if let Some(obj) = final_status.value.as_object_mut() {
+        obj.insert("tree_snapshots".to_owned(), json!(tree.len()));
+        // The balancing counts also at the top of `server` (issue 6's keys).
+        for key in ["splits", "merges", "rebalances"] {
+            let v = obj.get("counters").and_then(|c| c.get(key)).cloned();
+            if let Some(v) = v {
+                obj.insert(key.to_owned(), v);
+            }
+        }
+    }
     let mut summary = summarize(cli, &plan, &looped, final_status.value);
     summary.load_avg = json!({"start": load_start, "end": report::load_avg()});
     let failures = check(cli, &summary);
@@ -235,6 +271,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         summary,
         failures,
         latency_hist: looped.collector.steady.hists.update_latency.clone(),
+        tree,
     })
 }
 

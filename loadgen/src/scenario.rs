@@ -76,6 +76,32 @@ pub fn auto_world(
     (w, (area / w).max(m).ceil(), 2)
 }
 
+/// The hotspot scenario's world: [`auto_world`]'s area, but a square of at
+/// least `2 x min_cell_side_m` split into 2 cells, so the cell where the
+/// crowd gathers ([`hotspot_center`]) is wide enough to split across the
+/// other axis. Returns `(width, depth, initial_cells)`.
+pub fn hotspot_world(
+    bots: u32,
+    in_view: f64,
+    aoi_radius_m: f64,
+    min_cell_side_m: f64,
+) -> (f64, f64, u32) {
+    let area = f64::from(bots.max(1)) * PI * aoi_radius_m * aoi_radius_m / in_view.max(1.0);
+    let side = area.sqrt().max(2.0 * min_cell_side_m).ceil();
+    (side, side, 2)
+}
+
+/// Where the hotspot crowd gathers: three quarters along each axis of the
+/// arena, inside one cell of a 2- or 4-cell layout and off the lines those
+/// cells split on (their halves), not on a border or corner where the crowd
+/// would be shared between cells that cannot split.
+pub fn hotspot_center(arena: &Rect) -> Vec3 {
+    Vec3::ground(
+        arena.min_x + 0.75 * arena.width(),
+        arena.min_z + 0.75 * arena.depth(),
+    )
+}
+
 /// The x of the vertical cell border (a leaf's `max_x` inside the world)
 /// nearest to `near_x`; `near_x` itself if there is none.
 pub fn nearest_border_x(leaves: &[Rect], world: &Rect, near_x: f64) -> f64 {
@@ -129,7 +155,7 @@ impl ScenarioParams {
             },
             Scenario::Hotspot => Behaviour::Hotspot {
                 spot: Spot {
-                    center: area.center(),
+                    center: hotspot_center(&area),
                     radius_m: 5.0,
                 },
                 period_s: self.hotspot_period_s,
@@ -267,6 +293,18 @@ mod tests {
             }
         }
         assert_eq!(auto_world(10_000, 60.0, 45.0, 240.0).2, 4);
+    }
+
+    #[test]
+    fn the_hotspot_gathers_inside_a_splittable_cell() {
+        let (w, d, cells) = hotspot_world(2_000, 60.0, 45.0, 240.0);
+        assert_eq!((w, d, cells), (480.0, 480.0, 2));
+        let c = hotspot_center(&Rect::new(0.0, 0.0, w, d));
+        // 2 cells: x < 240 and x >= 240; the crowd's cell splits at z = 240.
+        assert!(c.x > 240.0 + 45.0 && c.z > 240.0 + 45.0, "{c:?}");
+        assert!(c.x < w - 45.0 && c.z < d - 45.0, "{c:?}");
+        let big = hotspot_world(20_000, 60.0, 45.0, 240.0);
+        assert!(big.0 > 480.0 && big.0 == big.1, "{big:?}");
     }
 
     #[test]

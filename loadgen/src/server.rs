@@ -64,6 +64,15 @@ impl Server {
         }
     }
 
+    /// The embedded server's tree history (see [`Embedded::tree`]); empty
+    /// for a remote server.
+    pub fn tree(&self) -> Vec<(f64, tessera::server::balance::TreeSnapshot)> {
+        match self {
+            Server::Embedded(e) => e.tree(),
+            Server::Remote { .. } => Vec::new(),
+        }
+    }
+
     /// Stops an embedded server (joining its shards); the final figures.
     ///
     /// # Errors

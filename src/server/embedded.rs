@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::runtime::{AppMetric, Count, Hist, Runtime, RuntimeError, RuntimeHandle, ShardStats};
 use crate::wire::client::ErrorCode;
 
+use super::balance::SnapshotSink;
 use super::gateway::{refused_metric, Disconnect};
 use super::CellHost;
 
@@ -77,6 +78,7 @@ pub struct ServerCounters {
 pub struct EmbeddedServer {
     handle: RuntimeHandle<CellHost>,
     client_addr: SocketAddr,
+    tree_log: SnapshotSink,
 }
 
 impl EmbeddedServer {
@@ -96,8 +98,15 @@ impl EmbeddedServer {
         };
         CellHost::new(config, probe).map_err(|e| ServerError::Config(e.to_string()))?;
         let factory_config = config.clone();
+        let tree_log = SnapshotSink::default();
+        let sink = tree_log.clone();
         let handle = Runtime::start(config, move |ctx| {
-            CellHost::new(&factory_config, ctx).expect("checked before start")
+            let shard0 = ctx.shard.index == 0;
+            let mut host = CellHost::new(&factory_config, ctx).expect("checked before start");
+            if shard0 {
+                host.set_snapshot_sink(sink.clone());
+            }
+            host
         })?;
         let Some(client_addr) = handle.client_addr() else {
             handle.shutdown();
@@ -107,12 +116,19 @@ impl EmbeddedServer {
         Ok(EmbeddedServer {
             handle,
             client_addr,
+            tree_log,
         })
     }
 
     /// Where clients connect.
     pub fn client_addr(&self) -> SocketAddr {
         self.client_addr
+    }
+
+    /// The tree's history: shard 0 pushes a snapshot (leaves, shards,
+    /// loads, reals) every balancing period while balancing is on.
+    pub fn tree_log(&self) -> SnapshotSink {
+        self.tree_log.clone()
     }
 
     /// Where `/metrics` is served, if the admin endpoint is on.
