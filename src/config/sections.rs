@@ -211,6 +211,9 @@ pub struct CellConfig {
     pub pending_calls_max: usize,
     /// Catch-ups (inherited ghost acks, resync requests) queued per tick, at most.
     pub catch_up_queue_max: usize,
+    /// Real-bound messages held for entities a cell has not heard of yet
+    /// (forwarded ahead of the entity's `CreateGhost`), at most.
+    pub early_msgs_max: usize,
 }
 
 /// Property sync ordering and caching (seed 000). Field names match
@@ -267,6 +270,7 @@ pub(crate) fn cell_params(world: &WorldConfig, cell: &CellConfig, sync: &SyncCon
         sync_cache_bytes_max: sync.sync_cache_bytes_max,
         sync_cache_age_max_ms: sync.sync_cache_age_max_ms,
         catch_up_queue_max: cell.catch_up_queue_max,
+        early_msgs_max: cell.early_msgs_max,
     }
 }
 

@@ -40,6 +40,7 @@ pub mod world_event;
 pub mod world_layout;
 pub mod world_logic;
 pub mod world_params;
+pub mod world_replicas;
 pub mod world_route;
 pub mod world_run;
 pub mod world_view;

@@ -216,6 +216,20 @@ pub struct SimSummary {
     /// Balanced scenarios: most reversals of one boundary in a run
     /// (largest over runs).
     pub boundary_reversals_max: u64,
+    /// Balanced scenarios: tree changes applied by shards other than the
+    /// service's (each shard's replica hears of them over the network).
+    pub replica_changes: u64,
+    /// Balanced scenarios: messages parked for a cell its shard's replica
+    /// did not know yet.
+    pub parked_messages: u64,
+    /// Balanced scenarios: most versions a replica lagged the service's
+    /// when a change reached it.
+    pub replica_lag_max: u64,
+    /// Balanced scenarios: longest a change took to reach a replica, µs.
+    pub replica_lag_us_max: u64,
+    /// Balanced scenarios: reals that reached a cell after it finished
+    /// merging (and passed through it).
+    pub retired_stragglers: u64,
     /// Simulation speed, ticks per wall-clock second (filled by the caller:
     /// the core has no clock).
     pub sim_ticks_per_s: f64,
@@ -244,6 +258,11 @@ impl SimSummary {
         self.boundary_reversals_max = self
             .boundary_reversals_max
             .max(other.boundary_reversals_max);
+        self.replica_changes += other.replica_changes;
+        self.parked_messages += other.parked_messages;
+        self.replica_lag_max = self.replica_lag_max.max(other.replica_lag_max);
+        self.replica_lag_us_max = self.replica_lag_us_max.max(other.replica_lag_us_max);
+        self.retired_stragglers += other.retired_stragglers;
         let mut h = TraceHasher::new();
         h.write_u64(self.trace_hash);
         h.write_u64(other.trace_hash);
@@ -283,6 +302,15 @@ impl fmt::Display for SimSummary {
                 self.rebalances,
                 self.boundary_reversals,
                 self.boundary_reversals_max
+            )?;
+            writeln!(
+                f,
+                "  replicas: {} changes applied late (up to {} versions, {} ms behind), {} messages parked, {} stragglers through retired cells",
+                self.replica_changes,
+                self.replica_lag_max,
+                self.replica_lag_us_max / 1000,
+                self.parked_messages,
+                self.retired_stragglers
             )?;
         }
         write!(f, "  violations {}", self.violations)?;

@@ -20,7 +20,7 @@ use crate::core::cell::{
 };
 use crate::core::combat::CombatEvent;
 use crate::core::geom::Vec3;
-use crate::core::ids::{CellId, EntityId};
+use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::space::ChangeOp;
 use crate::core::time::Time;
 use crate::sim::bots::Behaviour;
@@ -30,6 +30,7 @@ use crate::sim::world::{Effect, World};
 use crate::sim::world_balance::WorldLayout;
 use crate::sim::world_client::{decode_ack, encode_ack};
 use crate::sim::world_event::SimEvent;
+use crate::sim::world_replicas::Parked;
 use crate::sim::world_route::Packet;
 
 pub use crate::core::input::{decode_move, encode_move};
@@ -67,26 +68,79 @@ impl World {
                 packets: d.msg.len() as u32,
             };
             self.record(ev);
+            let to = d.to;
             let mut batch = d.msg;
             for p in batch.drain(..) {
-                self.dispatch(now, p);
+                match (p, to) {
+                    (Packet::Change { change, sent }, Endpoint::Shard(shard)) => {
+                        let lag_us = now.saturating_since(sent).as_micros() as u64;
+                        self.replicas
+                            .apply(shard, &change, self.layout.version(), lag_us);
+                        if let ChangeOp::StartMerge { cell } = change.op {
+                            // Its shard learns of the merge only now: the
+                            // reals it holds leave without crossing.
+                            if self.cell_shard(cell) == shard {
+                                for e in self.cells[i_cell(cell)].reals() {
+                                    self.checker.excuse_migration(e);
+                                }
+                            }
+                        }
+                        self.unpark(now, shard);
+                    }
+                    (p, _) => self.dispatch(now, p),
+                }
             }
             self.router.recycle(batch);
         }
     }
 
+    /// Tree mode: `shard` applied a change; it handles the messages parked
+    /// for the cells it now knows.
+    fn unpark(&mut self, now: Time, shard: ShardId) {
+        let mut ready = Vec::new();
+        self.replicas.unpark(&self.layout, shard, &mut ready);
+        for p in ready {
+            self.handle_cell_msg(now, p.from, p.to, p.msg);
+        }
+    }
+
+    fn handle_cell_msg(&mut self, now: Time, from: Source, to: CellId, msg: CellMsg) {
+        if let CellMsg::Onload(o) = &msg {
+            let e = o.entity;
+            if o.layout_version < Layout::version(&self.layout) {
+                // Decided under a replica that lagged the service's tree:
+                // borders the checker's (current) layout no longer has.
+                self.checker.excuse_migration(e);
+            }
+            self.onloads_in_flight[e.0 as usize] -= 1;
+            self.onloads_to_cell[to.0 as usize] -= 1;
+            let before = self.cells[to.0 as usize].residency(e);
+            self.checker.on_onload(self.tick, to, e, before);
+            if self.replicas.is_active() && self.layout.is_merging(to) {
+                // Handed to a merging cell by a shard that had not heard
+                // of the merge: it must leave again without crossing.
+                self.checker.excuse_migration(e);
+            }
+        }
+        self.cells[to.0 as usize].handle(now, from, msg);
+    }
+
     fn dispatch(&mut self, now: Time, p: Packet) {
         match p {
             Packet::Cell { from, to, msg } => {
-                if let CellMsg::Onload(o) = &msg {
-                    let e = o.entity;
-                    self.onloads_in_flight[e.0 as usize] -= 1;
-                    self.onloads_to_cell[to.0 as usize] -= 1;
-                    let before = self.cells[to.0 as usize].residency(e);
-                    self.checker.on_onload(self.tick, to, e, before);
+                let shard = self.cell_shard(to);
+                if self.replicas.knows(&self.layout, shard, to) {
+                    self.handle_cell_msg(now, from, to, msg);
+                } else {
+                    self.replicas.park(Parked {
+                        shard,
+                        from,
+                        to,
+                        msg,
+                    });
                 }
-                self.cells[to.0 as usize].handle(now, from, msg);
             }
+            Packet::Change { .. } => unreachable!("changes go to shards"),
             Packet::Proxy(msg) => {
                 let e = match &msg {
                     crate::core::cell::ProxyMsg::RealMoved { entity, .. }
@@ -227,9 +281,11 @@ impl World {
         }
         if let Some((pos, jump)) = eff.pos {
             self.real_pos[i] = pos;
+            let shard = self.cell_shard(cell);
             let c = &mut self.cells[i_cell(cell)];
             // A refused jump (into a merging cell) walks there instead.
-            let jumped = jump && c.teleport(now, e, pos, &self.layout).is_ok();
+            let layout = self.replicas.layout(&self.layout, shard);
+            let jumped = jump && c.teleport(now, e, pos, layout).is_ok();
             if !jumped {
                 c.move_real(e, pos).expect("real here");
             }
@@ -467,6 +523,15 @@ impl World {
             b.before_apply(tree, &change);
             tree.apply(&change)
                 .expect("the service broadcasts legal changes");
+            // Shard 0 applied it; the others hear of it over the network.
+            if self.replicas.is_active() {
+                let from = Endpoint::Shard(ShardId::local(0));
+                for s in 1..self.options.shards {
+                    let to = Endpoint::Shard(ShardId::local(s));
+                    let p = Packet::Change { change, sent: now };
+                    self.router.push(from, to, p);
+                }
+            }
             let (what, cell) = match change.op {
                 ChangeOp::Split { new_cell, .. } => {
                     self.push_cell(new_cell);

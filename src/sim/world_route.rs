@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::core::cell::{CellMsg, ProxyMsg, Source};
 use crate::core::ids::{CellId, EntityId};
+use crate::core::space::SpaceChange;
 use crate::core::time::Time;
 use crate::sim::net::{Endpoint, Net, SendError};
 
@@ -46,6 +47,14 @@ pub enum Packet {
         seq: u64,
         /// The bytes.
         data: Arc<[u8]>,
+    },
+    /// A space tree change from the service (shard 0) for another shard's
+    /// replica (tree mode, `world_replicas.rs`).
+    Change {
+        /// The change.
+        change: SpaceChange,
+        /// When the service made it.
+        sent: Time,
     },
 }
 

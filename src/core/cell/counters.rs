@@ -105,6 +105,11 @@ pub struct Counters {
     pub migrations_in: u64,
     /// Real-bound messages passed on towards the real.
     pub forwards: u64,
+    /// Checks that held a real back because it came under a newer layout
+    /// than this cell's (its shard had not applied a tree change yet).
+    pub migrations_held: u64,
+    /// Real-bound messages held for an entity not here yet (`early.rs`).
+    pub early_held: u64,
     /// High-water mark: most early sync messages one ghost held at once.
     pub reorder_buffered_max: u64,
     /// High-water mark: most messages one real's or ghost's sync cache held.

@@ -20,6 +20,7 @@ use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 
 use super::counters::{CellEvent, Counters, DropReason};
+use super::early::EarlyMsgs;
 use super::forward::ForwardTable;
 use super::layout::Layout;
 use super::msg::{CellMsg, Haunt, Outgoing, Source};
@@ -98,6 +99,10 @@ pub struct Cell {
     pub(super) events: VecDeque<CellEvent>,
     pub(super) counters: Counters,
     pub(super) next_check: Time,
+    /// Real-bound messages for entities not here yet (`early.rs`).
+    pub(super) early: EarlyMsgs,
+    /// The version of the layout of the last tick (stamped on `Onload`s).
+    pub(super) layout_version: u64,
     pub(super) scratch_ids: Vec<EntityId>,
     pub(super) scratch_cells: Vec<CellId>,
     pub(super) scratch_keep: Vec<CellId>,
@@ -143,6 +148,8 @@ impl Cell {
             events: VecDeque::new(),
             counters: Counters::default(),
             next_check: Time::ZERO,
+            early: EarlyMsgs::default(),
+            layout_version: 0,
             scratch_ids: Vec::new(),
             scratch_cells: Vec::new(),
             scratch_keep: Vec::new(),
@@ -317,6 +324,7 @@ impl Cell {
             has_proxy,
             combat: Combat::new(id, self.views.params.combat),
             since: now,
+            layout_version_min: 0,
         };
         if !self.views.put(&entity) {
             self.counters.aoi_refused += 1;
@@ -411,7 +419,10 @@ impl Cell {
                 epoch,
                 type_id,
                 snapshot,
-            } => self.on_create_ghost(now, from, entity, epoch, type_id, snapshot),
+            } => {
+                self.on_create_ghost(now, from, entity, epoch, type_id, snapshot);
+                self.release_early(now, entity);
+            }
             CellMsg::DeleteGhost { entity, epoch } => {
                 self.on_delete_ghost(now, from, entity, epoch)
             }
@@ -421,7 +432,10 @@ impl Cell {
                 epoch,
                 next,
             } => self.on_set_next_real(now, entity, epoch, next),
-            CellMsg::Onload(onload) => self.on_onload(now, from, *onload),
+            CellMsg::Onload(onload) => {
+                self.on_onload(now, from, *onload);
+                self.release_early(now, entity);
+            }
             CellMsg::ToReal(_) => unreachable!("handled above"),
         }
     }
@@ -432,7 +446,9 @@ impl Cell {
     /// batch, and every `check_period_ms` run gap checks, ghost upkeep and
     /// migrations against `layout`.
     pub fn tick<L: Layout + ?Sized>(&mut self, now: Time, layout: &L) {
+        self.layout_version = layout.version();
         self.forward.expire(now);
+        self.expire_early(now);
         self.run_reals(now);
         self.run_combat(now);
         self.emit_syncs(now);
@@ -452,6 +468,7 @@ impl Cell {
     /// On the first broken invariant.
     pub fn verify(&self) {
         self.entities.verify();
+        assert!(self.early.len() <= self.params.early_msgs_max);
         self.verify_views();
         for e in self.entities.iter() {
             assert!(

@@ -109,6 +109,7 @@
 
 mod counters;
 mod destroy;
+mod early;
 mod fight;
 mod forward;
 mod ghost;
@@ -126,6 +127,8 @@ mod table;
 mod tests;
 #[cfg(test)]
 mod tests_destroy;
+#[cfg(test)]
+mod tests_early;
 mod view_params;
 mod views;
 

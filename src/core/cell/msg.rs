@@ -218,6 +218,10 @@ pub struct Onload {
     pub observer: Vec<u8>,
     /// The combat state (`Combat::encode`; empty: none).
     pub combat: Vec<u8>,
+    /// The layout version the sender decided the migration under: the
+    /// destination migrates the real on only once its own layout is at
+    /// least this new (a replica that lags would hand it straight back).
+    pub layout_version: u64,
 }
 
 /// Messages a cell handles.

@@ -14,6 +14,11 @@
 //!   FIFO channel as the `Onload` (BigWorld's rule). Upkeep creates the
 //!   destination's ghost in the same check if needed.
 //! - **Caps**: at most `migrations_per_check_max` per check.
+//! - **Layout versions**: an `Onload` carries the layout version its
+//!   migration was decided under; the destination moves the real on only
+//!   once its own layout is at least that new. Each shard applies tree
+//!   changes when they reach it, so a lagging destination would otherwise
+//!   hand the real straight back (ping-pong until it catches up).
 //!
 //! Owns nothing beyond the `impl Cell` migration steps.
 
@@ -40,10 +45,17 @@ impl Cell {
         self.entities.real_ids(&mut ids);
         let own = layout.rect(self.id);
         let merging = own.is_none() || layout.is_merging(self.id);
+        let version = layout.version();
         let mut budget = Budget::default();
         for &id in &ids {
-            let pos = self.entities.get(id).expect("real").entity.core().pos;
-            let dest = if budget.migrated < self.params.migrations_per_check_max {
+            let e = self.entities.get(id).expect("real");
+            let pos = e.entity.core().pos;
+            // Handed over under a newer layout than ours: wait for it.
+            let current = e.real().is_some_and(|r| r.layout_version_min <= version);
+            if !current {
+                self.counters.migrations_held += 1;
+            }
+            let dest = if current && budget.migrated < self.params.migrations_per_check_max {
                 self.migration_dest(layout, own, merging, pos)
             } else {
                 None
@@ -164,6 +176,7 @@ impl Cell {
             has_proxy: r.has_proxy,
             observer,
             combat,
+            layout_version: self.layout_version,
         };
         for h in &onload.haunts {
             self.out.push_back(super::msg::Outgoing::cell(
@@ -248,6 +261,7 @@ impl Cell {
             has_proxy: o.has_proxy,
             combat: self.restore_combat(entity, &o.combat),
             since: now,
+            layout_version_min: o.layout_version,
         };
         if !self.views.put(&state) {
             self.counters.aoi_refused += 1;
@@ -289,6 +303,7 @@ impl Cell {
         layout: &L,
     ) -> Result<(), CellError> {
         self.real_entry(entity)?;
+        self.layout_version = layout.version();
         let dest = layout.cell_at(pos).ok_or(CellError::OutsideWorld)?;
         if dest == self.id {
             return self.move_real(entity, pos);

@@ -81,6 +81,10 @@ pub struct CellParams {
     /// Catch-ups (acks of inherited ghosts, resync requests) queued until the
     /// next tick. Default 1024.
     pub catch_up_queue_max: usize,
+    /// Real-bound messages held for entities this cell has not heard of yet
+    /// (a forward that overtook the entity's `CreateGhost`), each for at
+    /// most `ghost_create_timeout_ms`. Default 1024.
+    pub early_msgs_max: usize,
 }
 
 impl Default for CellParams {
@@ -108,6 +112,7 @@ impl Default for CellParams {
             sync_cache_bytes_max: 64 * 1024,
             sync_cache_age_max_ms: 3_000,
             catch_up_queue_max: 1_024,
+            early_msgs_max: 1_024,
         }
     }
 }
@@ -168,6 +173,7 @@ impl CellParams {
             ("sync_cache_max", self.sync_cache_max),
             ("sync_cache_bytes_max", self.sync_cache_bytes_max),
             ("catch_up_queue_max", self.catch_up_queue_max),
+            ("early_msgs_max", self.early_msgs_max),
         ];
         for (key, v) in sizes {
             if v == 0 {

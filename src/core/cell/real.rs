@@ -6,7 +6,8 @@
 //!
 //! A real-bound message that reaches a cell where the entity is a ghost goes
 //! to the ghost's `real_at`; where it is `Gone`, to the forwarding entry's
-//! `forward_to`; where it is unknown, it is dropped (`UnknownEntity`). Each
+//! `forward_to`; where it is unknown, it is held until the entity arrives
+//! (`early.rs`), then dropped (`UnknownEntity`) if it never does. Each
 //! hop counts; past `forward_hops_max` it is dropped. A ghost's `real_at` can
 //! lag (a `SetNextReal` still in flight), but every cell the real left knows
 //! where it went next, and the old real's `Onload` precedes anything it
@@ -27,7 +28,7 @@ use super::seq_buffer::SeqPush;
 use super::table::Part;
 
 impl Cell {
-    pub(super) fn on_to_real(&mut self, now: Time, _from: Source, msg: ToReal) {
+    pub(super) fn on_to_real(&mut self, now: Time, from: Source, msg: ToReal) {
         let entity = msg.entity;
         let next_hop = match self.entities.get(entity).map(|e| &e.part) {
             Some(Part::Real(_)) => None,
@@ -39,7 +40,8 @@ impl Cell {
             None => match self.forward.get(entity) {
                 Some(f) => Some(f.forward_to),
                 None => {
-                    self.drop_msg(entity, DropReason::UnknownEntity);
+                    // Perhaps ahead of its CreateGhost (see `early.rs`).
+                    self.hold_early(now, from, msg);
                     return;
                 }
             },

@@ -43,6 +43,9 @@ pub struct RealPart {
     pub combat: Combat,
     /// When the real arrived in this cell.
     pub since: Time,
+    /// The layout version its last migration was decided under: it
+    /// migrates on only under a layout at least as new.
+    pub layout_version_min: u64,
 }
 
 impl RealPart {

@@ -307,6 +307,11 @@ fn forwarding_gives_up_after_the_hop_limit() {
             ..call
         }),
     );
+    // Unknown here: held for a while (it may be ahead of its CreateGhost),
+    // then dropped.
+    assert_eq!(bus.cell(1).counters().dropped(DropReason::UnknownEntity), 0);
+    assert_eq!(bus.cell(1).counters().early_held, 1);
+    bus.tick(params().ghost_create_timeout_ms);
     assert_eq!(bus.cell(1).counters().dropped(DropReason::UnknownEntity), 1);
 }
 
