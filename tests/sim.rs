@@ -348,6 +348,7 @@ fn checker_catches_a_migration_without_ghost() {
         has_proxy: false,
         observer: Vec::new(),
         combat: Vec::new(),
+        layout_version: 0,
     };
     w.inject(
         Source::Cell(home),

@@ -450,6 +450,19 @@ impl ShardApp for CellHost {
             "messages forwarded to a moved real",
             forwards,
         );
+        let sum = |f: fn(&crate::core::cell::Counters) -> u64| {
+            self.cells.values().map(|c| f(c.counters())).sum::<u64>()
+        };
+        sink.counter(
+            "host_migrations_held",
+            "checks that held a real handed over under a newer tree than this shard's",
+            sum(|k| k.migrations_held),
+        );
+        sink.counter(
+            "host_early_held",
+            "real-bound messages held until their entity arrived",
+            sum(|k| k.early_held),
+        );
         sink.gauge("host_reals", "reals hosted", self.reals() as u64);
         sink.gauge("host_ghosts", "ghosts hosted", self.ghosts() as u64);
         sink.counter(

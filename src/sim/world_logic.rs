@@ -116,10 +116,12 @@ impl World {
             self.onloads_to_cell[to.0 as usize] -= 1;
             let before = self.cells[to.0 as usize].residency(e);
             self.checker.on_onload(self.tick, to, e, before);
-            if self.replicas.is_active() && self.layout.is_merging(to) {
-                // Handed to a merging cell by a shard that had not heard
-                // of the merge: it must leave again without crossing.
-                self.checker.excuse_migration(e);
+            let leaving = self.layout.is_merging(to) || self.layout.is_retired(to);
+            if self.replicas.is_active() && leaving {
+                // Handed to a merging cell by a shard that had not heard of
+                // the merge, or still in flight when the merge finished: it
+                // must leave again without crossing.
+                self.checker.excuse_departure(e);
             }
         }
         self.cells[to.0 as usize].handle(now, from, msg);
