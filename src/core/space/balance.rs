@@ -23,19 +23,34 @@
 //! A leaf splits when it is not merging, has more than `split_reports_min`
 //! reports, can be cut in some direction, its smoothed load is at least
 //! `split_cell_load_min` and its shard's load at least
-//! `split_shard_load_min`; the most loaded such leaf wins. Its direction is
+//! `split_shard_load_min`; the most loaded such leaf wins. The new cell goes
+//! on the least loaded shard. With one shard the direction is the seed's:
 //! the one whose `min_cell_side_m` strip holds the most entity-sample load,
 //! with the direction parallel to and touching the parent's cut weighted by
-//! `split_same_direction_factor` (seed: x0.5); with no samples, the low end of
-//! the longer side. The new cell goes on the least loaded shard.
+//! `split_same_direction_factor` (seed: x0.5); with no samples, the low end
+//! of the longer side. With two or more shards a split must pay for its
+//! migrations ([`gainful_direction`]): the load a direction moves is the
+//! cell's load times the strip's share of its samples ([`split_shares`]);
+//! the direction leaving the busier of the two shards least loaded wins
+//! (ties: the one moving less, then the seed's gains), and only if that is
+//! at least `split_gain_min` below the cell's shard now. So a strip holding
+//! the whole hot spot is not handed over (it would move the spot, not share
+//! it), nor is a split made onto the cell's own shard.
 //!
 //! # Merge (seed `get_best_cell_to_merge`)
 //! A leaf starts merging when it is not merging, not the master, has more
-//! than `merge_reports_min` reports, its sibling is a leaf that is not
-//! merging and also has more than `merge_reports_min` reports, and its
-//! smoothed load is at most `merge_cell_load_max`; the least loaded wins.
-//! Finishing a merge is not a policy decision: the merging cell reports when
-//! its reals have left, and the service sends [`ChangeOp::FinishMerge`].
+//! than `merge_reports_min` reports (its age since the split), its sibling
+//! is a leaf that is not merging and also has more than `merge_reports_min`
+//! reports, its smoothed load is at most `merge_cell_load_max`, and the
+//! pair's is at most `merge_pair_load_fraction x split_cell_load_min`
+//! (hysteresis: the merged cell is well below the split threshold). The
+//! merging leaf's reals move to its sibling, so the choice is by where the
+//! merged cell ends: the pair member whose sibling's shard is the less
+//! loaded after taking the merging load merges (ties: the lighter, then the
+//! lower id); a merge that would bring the survivor's shard to
+//! `split_shard_load_min` is not started. Finishing a merge is not a policy
+//! decision: the merging cell reports when its reals have left, and the
+//! service sends [`ChangeOp::FinishMerge`].
 //!
 //! # Where this does better than the seed
 //! - Z split gains are computed (the seed's loop stops after the x axis) and
@@ -53,8 +68,9 @@
 //!   (it would move the line straight back: with damping's floor of one
 //!   ghost radius per step, that dithers forever), is not made, so a fixed
 //!   load cannot make a boundary oscillate.
-//! - A merge whose pair would at once be hot enough to split
-//!   (`own + sibling >= split_cell_load_min`) is not started.
+//! - Splits and merges are load-aware (the two sections above): no split
+//!   that only moves a hot spot, the merged cell on the less loaded shard,
+//!   and a hysteresis band between the split and merge thresholds.
 //!
 //! Must not mutate the caller's tree or book; only [`Damping`] carries state
 //! between rounds, and only on the caller's say.
