@@ -34,6 +34,9 @@ fn config(npcs: u32, enabled: bool) -> Config {
         "balance.split_cell_load_min=0.001".to_owned(),
         "balance.split_shard_load_min=0.001".to_owned(),
         "balance.split_reports_min=1".to_owned(),
+        // Loads here are thousandths of a core: any split that shares the
+        // crowd's load pays (the default asks for 0.05 cores).
+        "balance.split_gain_min=0.0".to_owned(),
         "balance.rebalance_reports_min=1".to_owned(),
         "balance.merge_cell_load_max=0.0".to_owned(),
     ];

@@ -115,12 +115,15 @@ pub fn auto_sets(cli: &Cli, config: &Config) -> Vec<String> {
 /// machine the bots take one core and the 2 shards share the other: a cell
 /// of the evenly spread crowd measures 0.1-0.3 cores, the gathering crowd's
 /// cell 0.5-0.65. Splitting from 0.45 splits only the crowd's cell; merging
-/// up to 0.2 lets it merge back once the crowd has left (a pair is never
-/// merged if it would at once be hot enough to split again).
-pub const HOTSPOT_BALANCE: [&str; 3] = [
+/// up to 0.2 per cell and 0.7 x 0.45 = 0.315 per pair lets the pair merge
+/// back once the crowd has left, but not while it is half gathered; and
+/// not before 8 reports (8 s) since the split.
+pub const HOTSPOT_BALANCE: [&str; 5] = [
     "balance.split_cell_load_min=0.45",
     "balance.split_shard_load_min=0.5",
     "balance.merge_cell_load_max=0.2",
+    "balance.merge_pair_load_fraction=0.7",
+    "balance.merge_reports_min=8",
 ];
 
 /// Shards the config asks for (0 = one per CPU).

@@ -91,14 +91,19 @@ pub fn hotspot_world(
     (side, side, 2)
 }
 
-/// Where the hotspot crowd gathers: three quarters along each axis of the
-/// arena, inside one cell of a 2- or 4-cell layout and off the lines those
-/// cells split on (their halves), not on a border or corner where the crowd
-/// would be shared between cells that cannot split.
+/// Where the hotspot crowd gathers: three quarters along x (inside the
+/// right cell of the 2-cell layout, a quarter of the world from its border)
+/// and half way along z, i.e. on the line that cell can split on: in the
+/// 480 m world of 2,000 bots the cell is 240 x 480 m and its only legal cut
+/// (both sides at least `min_cell_side_m`) is z = 240. A crowd far smaller
+/// than a cell can only be shared between two shards by a cut through it;
+/// at (3/4, 3/4), the old spot, every legal split either moved the whole
+/// crowd to the other shard (every real migrating, the hot spot moved, not
+/// shared) or none of it, and the policy now refuses both.
 pub fn hotspot_center(arena: &Rect) -> Vec3 {
     Vec3::ground(
         arena.min_x + 0.75 * arena.width(),
-        arena.min_z + 0.75 * arena.depth(),
+        arena.min_z + 0.5 * arena.depth(),
     )
 }
 
@@ -300,9 +305,10 @@ mod tests {
         let (w, d, cells) = hotspot_world(2_000, 60.0, 45.0, 240.0);
         assert_eq!((w, d, cells), (480.0, 480.0, 2));
         let c = hotspot_center(&Rect::new(0.0, 0.0, w, d));
-        // 2 cells: x < 240 and x >= 240; the crowd's cell splits at z = 240.
-        assert!(c.x > 240.0 + 45.0 && c.z > 240.0 + 45.0, "{c:?}");
-        assert!(c.x < w - 45.0 && c.z < d - 45.0, "{c:?}");
+        // 2 cells: x < 240 and x >= 240; the crowd is inside the right one,
+        // on the line it splits on (z = 240), so a split shares it.
+        assert!(c.x > 240.0 + 45.0 && c.x < w - 45.0, "{c:?}");
+        assert_eq!(c.z, 240.0);
         let big = hotspot_world(20_000, 60.0, 45.0, 240.0);
         assert!(big.0 > 480.0 && big.0 == big.1, "{big:?}");
     }

@@ -23,19 +23,34 @@
 //! A leaf splits when it is not merging, has more than `split_reports_min`
 //! reports, can be cut in some direction, its smoothed load is at least
 //! `split_cell_load_min` and its shard's load at least
-//! `split_shard_load_min`; the most loaded such leaf wins. Its direction is
+//! `split_shard_load_min`; the most loaded such leaf wins. The new cell goes
+//! on the least loaded shard. With one shard the direction is the seed's:
 //! the one whose `min_cell_side_m` strip holds the most entity-sample load,
 //! with the direction parallel to and touching the parent's cut weighted by
-//! `split_same_direction_factor` (seed: x0.5); with no samples, the low end of
-//! the longer side. The new cell goes on the least loaded shard.
+//! `split_same_direction_factor` (seed: x0.5); with no samples, the low end
+//! of the longer side. With two or more shards a split must pay for its
+//! migrations ([`gainful_direction`]): the load a direction moves is the
+//! cell's load times the strip's share of its samples ([`split_shares`]);
+//! the direction leaving the busier of the two shards least loaded wins
+//! (ties: the one moving less, then the seed's gains), and only if that is
+//! at least `split_gain_min` below the cell's shard now. So a strip holding
+//! the whole hot spot is not handed over (it would move the spot, not share
+//! it), nor is a split made onto the cell's own shard.
 //!
 //! # Merge (seed `get_best_cell_to_merge`)
 //! A leaf starts merging when it is not merging, not the master, has more
-//! than `merge_reports_min` reports, its sibling is a leaf that is not
-//! merging and also has more than `merge_reports_min` reports, and its
-//! smoothed load is at most `merge_cell_load_max`; the least loaded wins.
-//! Finishing a merge is not a policy decision: the merging cell reports when
-//! its reals have left, and the service sends [`ChangeOp::FinishMerge`].
+//! than `merge_reports_min` reports (its age since the split), its sibling
+//! is a leaf that is not merging and also has more than `merge_reports_min`
+//! reports, its smoothed load is at most `merge_cell_load_max`, and the
+//! pair's is at most `merge_pair_load_fraction x split_cell_load_min`
+//! (hysteresis: the merged cell is well below the split threshold). The
+//! merging leaf's reals move to its sibling, so the choice is by where the
+//! merged cell ends: the pair member whose sibling's shard is the less
+//! loaded after taking the merging load merges (ties: the lighter, then the
+//! lower id); a merge that would bring the survivor's shard to
+//! `split_shard_load_min` is not started. Finishing a merge is not a policy
+//! decision: the merging cell reports when its reals have left, and the
+//! service sends [`ChangeOp::FinishMerge`].
 //!
 //! # Where this does better than the seed
 //! - Z split gains are computed (the seed's loop stops after the x axis) and
@@ -53,8 +68,9 @@
 //!   (it would move the line straight back: with damping's floor of one
 //!   ghost radius per step, that dithers forever), is not made, so a fixed
 //!   load cannot make a boundary oscillate.
-//! - A merge whose pair would at once be hot enough to split
-//!   (`own + sibling >= split_cell_load_min`) is not started.
+//! - Splits and merges are load-aware (the two sections above): no split
+//!   that only moves a hot spot, the merged cell on the less loaded shard,
+//!   and a hysteresis band between the split and merge thresholds.
 //!
 //! Must not mutate the caller's tree or book; only [`Damping`] carries state
 //! between rounds, and only on the caller's say.
@@ -331,14 +347,16 @@ fn can_split(tree: &SpaceTree, rect: &Rect, dir: SplitDirection) -> bool {
     rect.side(dir.axis()) + SIDE_TOLERANCE_M >= 2.0 * tree.params().min_cell_side_m
 }
 
-/// The seed's split choice (see the module doc), or `None`.
+/// The split choice (see the module doc), or `None`.
 pub fn pick_split(
     tree: &SpaceTree,
     loads: &LoadBook,
     shards: &[ShardLoad],
     params: &BalanceParams,
 ) -> Option<ChangeOp> {
-    let mut best: Option<(CellId, f64)> = None;
+    let new_shard = least_loaded(shards)?;
+    let cold = shard_load(shards, new_shard);
+    let mut best: Option<(CellId, SplitDirection, f64)> = None;
     for leaf in tree.leaves() {
         let Some(c) = loads.get(leaf.cell) else {
             continue;
@@ -352,21 +370,119 @@ pub fn pick_split(
         {
             continue;
         }
-        let shard_load = shards.iter().find(|s| s.shard == leaf.shard);
-        if shard_load.is_none_or(|s| s.load < params.split_shard_load_min) {
+        let hot = shard_load(shards, leaf.shard);
+        if !shards.iter().any(|s| s.shard == leaf.shard) || hot < params.split_shard_load_min {
             continue;
         }
-        if best.is_none_or(|(_, l)| c.smoothed() > l) {
-            best = Some((leaf.cell, c.smoothed()));
+        let direction = if shards.len() < 2 {
+            split_direction(tree, loads, leaf.cell, params)
+        } else if leaf.shard == new_shard {
+            // Onto its own shard: nothing is offloaded.
+            None
+        } else {
+            gainful_direction(tree, loads, leaf.cell, params, hot, cold)
+        };
+        let Some(direction) = direction else {
+            continue;
+        };
+        if best.is_none_or(|(_, _, l)| c.smoothed() > l) {
+            best = Some((leaf.cell, direction, c.smoothed()));
         }
     }
-    let (cell, _) = best?;
+    let (cell, direction, _) = best?;
     Some(ChangeOp::Split {
         cell,
-        direction: split_direction(tree, loads, cell, params)?,
+        direction,
         new_cell: tree.next_cell_id(),
-        new_shard: least_loaded(shards)?,
+        new_shard,
     })
+}
+
+/// The load of `shard` in `shards` (0 if absent).
+fn shard_load(shards: &[ShardLoad], shard: ShardId) -> f64 {
+    shards
+        .iter()
+        .find(|s| s.shard == shard)
+        .map_or(0.0, |s| s.load)
+}
+
+/// The share of `cell`'s sample load (or, if the samples carry no load, of
+/// its samples) that a split in each of [`SplitDirection::ALL`] hands to the
+/// new cell; `None` without samples.
+pub fn split_shares(tree: &SpaceTree, loads: &LoadBook, cell: CellId) -> Option<[f64; 4]> {
+    let r = tree.rect_of(cell)?;
+    let c = loads.get(cell)?;
+    let samples = c.samples();
+    if samples.is_empty() {
+        return None;
+    }
+    let strip = tree.params().min_cell_side_m;
+    let total: f64 = samples.iter().map(|s| s.load).sum();
+    let by_load = total > 0.0;
+    let mut shares = [0.0; 4];
+    for s in samples {
+        let w = if by_load {
+            s.load / total
+        } else {
+            1.0 / samples.len() as f64
+        };
+        let inside = [
+            s.x < r.min_x + strip,
+            s.x >= r.max_x - strip,
+            s.z < r.min_z + strip,
+            s.z >= r.max_z - strip,
+        ];
+        for (share, hit) in shares.iter_mut().zip(inside) {
+            if hit {
+                *share += w;
+            }
+        }
+    }
+    Some(shares)
+}
+
+/// With two or more shards: the direction whose split leaves the busier of
+/// the cell's shard (load `hot`) and the new cell's shard (load `cold`) the
+/// least loaded, if that is at least `split_gain_min` below `hot`. The load
+/// moved is the cell's smoothed load times the new cell's share (half if
+/// there are no samples, in the seed's direction). Ties: the direction that
+/// moves less (fewer migrations), then the seed's gains.
+pub fn gainful_direction(
+    tree: &SpaceTree,
+    loads: &LoadBook,
+    cell: CellId,
+    params: &BalanceParams,
+    hot: f64,
+    cold: f64,
+) -> Option<SplitDirection> {
+    let rect = tree.rect_of(cell)?;
+    let load = loads.smoothed(cell);
+    let after = |moved: f64| (hot - moved).max(cold + moved);
+    let Some(shares) = split_shares(tree, loads, cell) else {
+        let d = split_direction(tree, loads, cell, params)?;
+        return (hot - after(0.5 * load) >= params.split_gain_min).then_some(d);
+    };
+    let gains = split_gains(tree, loads, cell, params)?;
+    let mut best: Option<(f64, f64, f64, SplitDirection)> = None;
+    for (i, d) in SplitDirection::ALL.into_iter().enumerate() {
+        if !can_split(tree, &rect, d) {
+            continue;
+        }
+        let moved = load * shares[i];
+        let key = (after(moved), moved, -gains[i], d);
+        let better = best.is_none_or(|b| {
+            key.0
+                .total_cmp(&b.0)
+                .then(key.1.total_cmp(&b.1))
+                .then(key.2.total_cmp(&b.2))
+                .is_lt()
+        });
+        if better {
+            best = Some(key);
+        }
+    }
+    let (after, _, _, d) = best?;
+    (hot - after >= params.split_gain_min).then_some(d)
 }
 
 /// The least loaded shard (ties: the smallest id).
@@ -449,9 +565,16 @@ pub fn split_direction(
     best.map(|(d, _)| d)
 }
 
-/// The seed's merge choice (see the module doc), or `None`.
-pub fn pick_merge(tree: &SpaceTree, loads: &LoadBook, params: &BalanceParams) -> Option<CellId> {
-    let mut best: Option<(CellId, f64)> = None;
+/// The merge choice (see the module doc), or `None`.
+pub fn pick_merge(
+    tree: &SpaceTree,
+    loads: &LoadBook,
+    shards: &[ShardLoad],
+    params: &BalanceParams,
+) -> Option<CellId> {
+    let pair_max = params.merge_pair_load_fraction * params.split_cell_load_min;
+    // (survivor's shard load after the merge, merging load, cell)
+    let mut best: Option<(f64, f64, CellId)> = None;
     for leaf in tree.leaves() {
         if leaf.merging
             || leaf.cell == tree.master()
@@ -465,6 +588,7 @@ pub fn pick_merge(tree: &SpaceTree, loads: &LoadBook, params: &BalanceParams) ->
         let NodeKind::Leaf {
             cell: sib_cell,
             merging: sib_merging,
+            shard: sib_shard,
             ..
         } = sib.kind()
         else {
@@ -474,15 +598,32 @@ pub fn pick_merge(tree: &SpaceTree, loads: &LoadBook, params: &BalanceParams) ->
         if sib_merging
             || loads.reports(sib_cell) <= params.merge_reports_min
             || load > params.merge_cell_load_max
-            || load + loads.smoothed(sib_cell) >= params.split_cell_load_min
+            || load + loads.smoothed(sib_cell) > pair_max
         {
             continue;
         }
-        if best.is_none_or(|(_, b)| load < b) {
-            best = Some((leaf.cell, load));
+        let mut survivor = shard_load(shards, sib_shard);
+        if sib_shard != leaf.shard {
+            survivor += load;
+        }
+        if !shards.is_empty() && survivor >= params.split_shard_load_min && sib_shard != leaf.shard
+        {
+            // It would make the survivor's shard hot enough to split again.
+            continue;
+        }
+        let key = (survivor, load, leaf.cell);
+        let better = best.is_none_or(|b| {
+            key.0
+                .total_cmp(&b.0)
+                .then(key.1.total_cmp(&b.1))
+                .then(key.2.cmp(&b.2))
+                .is_lt()
+        });
+        if better {
+            best = Some(key);
         }
     }
-    best.map(|(c, _)| c)
+    best.map(|(_, _, c)| c)
 }
 
 /// One balancing round: at most one rebalance, one split and one start of a
@@ -532,7 +673,7 @@ pub fn decide(
         }
     }
     if room(&t) {
-        if let Some(cell) = pick_merge(&t, &book, params) {
+        if let Some(cell) = pick_merge(&t, &book, shards, params) {
             push(&mut t, &mut book, ChangeOp::StartMerge { cell });
         }
     }
@@ -631,6 +772,161 @@ mod tests {
         assert_eq!(d.scale_for(&t, root, 1), 0.25);
         assert_eq!(d.scale_for(&t, root, -1), 1.0);
         assert_eq!(d.len(), 1);
+    }
+
+    fn shards(loads: &[f64]) -> Vec<ShardLoad> {
+        loads
+            .iter()
+            .enumerate()
+            .map(|(i, &load)| ShardLoad {
+                shard: ShardId::local(i as u16),
+                load,
+            })
+            .collect()
+    }
+
+    fn crowd_at(x: f64, z: f64, n: usize, each: f64) -> Vec<EntitySample> {
+        (0..n)
+            .map(|i| at(x + (i % 5) as f64, z + (i / 5) as f64, each))
+            .collect()
+    }
+
+    fn reported(
+        t: &SpaceTree,
+        params: &BalanceParams,
+        cells: &[(u32, f64, &[EntitySample])],
+    ) -> LoadBook {
+        let mut book = LoadBook::new(params);
+        book.sync(t);
+        for _ in 0..5 {
+            for &(cell, load, samples) in cells {
+                book.report(CellId(cell), load, samples).unwrap();
+            }
+        }
+        book
+    }
+
+    #[test]
+    fn a_split_that_would_only_move_the_hot_spot_is_not_made() {
+        let t = tree();
+        let params = BalanceParams::default();
+        // The whole crowd inside the MaxZ strip (z >= 800), none elsewhere:
+        // the only gain is moving all of it to shard 1.
+        let hot = crowd_at(500.0, 900.0, 50, 0.02);
+        let book = reported(&t, &params, &[(1, 1.0, &hot)]);
+        // The cell is all its shard's load: moving it all to an idle shard
+        // only moves the hot spot.
+        assert_eq!(pick_split(&t, &book, &shards(&[1.0, 0.0]), &params), None);
+        // The shard has 0.4 more: moving the cell's 1.0 to a shard at 0.8
+        // makes that one the hot one (1.8).
+        assert_eq!(pick_split(&t, &book, &shards(&[1.4, 0.8]), &params), None);
+        // To an idle shard it is a gain (1.4 -> 1.0).
+        let op = pick_split(&t, &book, &shards(&[1.4, 0.0]), &params).expect("a split");
+        assert!(matches!(
+            op,
+            ChangeOp::Split {
+                direction: SplitDirection::MaxZ,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_split_prefers_the_line_that_halves_the_load() {
+        let t = tree();
+        let params = BalanceParams::default();
+        // 20 % of the load in the MinX strip, 60 % in the MaxZ strip.
+        let mut s = crowd_at(100.0, 500.0, 20, 0.01);
+        s.extend(crowd_at(500.0, 900.0, 60, 0.01));
+        s.extend(crowd_at(500.0, 500.0, 20, 0.01));
+        let book = reported(&t, &params, &[(1, 1.0, &s)]);
+        let shares = split_shares(&t, &book, CellId(1)).unwrap();
+        assert!((shares[0] - 0.2).abs() < 1e-9 && (shares[3] - 0.6).abs() < 1e-9);
+        // Both shards at 1.0 + 0.0: moving 0.6 leaves max 0.6, 0.2 leaves 0.8.
+        assert_eq!(
+            gainful_direction(&t, &book, CellId(1), &params, 1.0, 0.0),
+            Some(SplitDirection::MaxZ)
+        );
+        // The other shard at 0.5: 0.2 moved leaves max(0.8, 0.7) = 0.8,
+        // 0.6 moved leaves max(0.4, 1.1): MinX wins.
+        assert_eq!(
+            gainful_direction(&t, &book, CellId(1), &params, 1.0, 0.5),
+            Some(SplitDirection::MinX)
+        );
+        // Onto its own shard nothing is gained.
+        assert_eq!(pick_split(&t, &book, &shards(&[0.9, 1.0]), &params), None);
+        // A single shard splits as the seed does (granularity).
+        assert!(pick_split(&t, &book, &shards(&[1.0]), &params).is_some());
+    }
+
+    fn split_pair() -> SpaceTree {
+        let mut t = tree();
+        let op = ChangeOp::Split {
+            cell: CellId(1),
+            direction: SplitDirection::MaxX,
+            new_cell: CellId(2),
+            new_shard: ShardId::local(1),
+        };
+        t.apply(&SpaceChange { version: 0, op }).unwrap();
+        let op = ChangeOp::Split {
+            cell: CellId(2),
+            direction: SplitDirection::MaxZ,
+            new_cell: CellId(3),
+            new_shard: ShardId::local(0),
+        };
+        t.apply(&SpaceChange { version: 1, op }).unwrap();
+        t
+    }
+
+    #[test]
+    fn the_merged_cell_ends_on_the_less_loaded_shard() {
+        // 1 (master, shard 0) | 2 (shard 1) over 3 (shard 0): 2 and 3 pair.
+        let t = split_pair();
+        let params = BalanceParams::default();
+        let book = reported(
+            &t,
+            &params,
+            &[(1, 0.5, &[]), (2, 0.01, &[]), (3, 0.02, &[])],
+        );
+        // Shard 0 busier: 3 merges into 2 (shard 1), though 2 is lighter.
+        assert_eq!(
+            pick_merge(&t, &book, &shards(&[0.6, 0.1]), &params),
+            Some(CellId(3))
+        );
+        // Shard 1 busier: 2 merges into 3.
+        assert_eq!(
+            pick_merge(&t, &book, &shards(&[0.1, 0.6]), &params),
+            Some(CellId(2))
+        );
+        // A survivor's shard that would reach the split threshold: no merge.
+        let hot = BalanceParams {
+            split_shard_load_min: 0.1,
+            ..params
+        };
+        assert_eq!(pick_merge(&t, &book, &shards(&[0.6, 0.6]), &hot), None);
+    }
+
+    #[test]
+    fn a_pair_merges_only_well_under_the_split_threshold() {
+        let t = split_pair();
+        let params = BalanceParams {
+            split_cell_load_min: 0.4,
+            merge_cell_load_max: 0.2,
+            merge_pair_load_fraction: 0.5,
+            ..BalanceParams::default()
+        };
+        let sh = shards(&[0.3, 0.3]);
+        // 0.15 + 0.1 = 0.25 > 0.5 x 0.4: merged it would be near a split.
+        let book = reported(&t, &params, &[(1, 0.1, &[]), (2, 0.15, &[]), (3, 0.1, &[])]);
+        assert_eq!(pick_merge(&t, &book, &sh, &params), None);
+        let book = reported(&t, &params, &[(1, 0.1, &[]), (2, 0.1, &[]), (3, 0.08, &[])]);
+        assert!(pick_merge(&t, &book, &sh, &params).is_some());
+        // Too young (reports since the split): no merge.
+        let young = BalanceParams {
+            merge_reports_min: 5,
+            ..params
+        };
+        assert_eq!(pick_merge(&t, &book, &sh, &young), None);
     }
 
     #[test]

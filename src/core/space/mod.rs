@@ -35,8 +35,8 @@ mod service;
 mod tree;
 
 pub use balance::{
-    decide, least_loaded, pick_merge, pick_rebalance, pick_split, split_direction, split_gains,
-    Damping, RebalancePick,
+    decide, gainful_direction, least_loaded, pick_merge, pick_rebalance, pick_split,
+    split_direction, split_gains, split_shares, Damping, RebalancePick,
 };
 pub use change::{ChangeOp, SpaceChange, SplitDirection};
 pub use error::SpaceError;

@@ -450,9 +450,15 @@ mod tests {
             .leaves()
             .filter(|l| l.shard == ShardId::local(shard))
             .map(|l| {
-                let c = l.rect.center();
+                // Spread over the rect: every strip a split can cut holds
+                // some of the load.
                 let samples = if busy > 0.5 {
-                    crowd(c.x, c.z, 100, busy / 100.0)
+                    let mut v = crowd(0.0, 0.0, 100, busy / 100.0);
+                    for (i, e) in v.iter_mut().enumerate() {
+                        e.x = l.rect.min_x + l.rect.width() * ((i % 10) as f64 + 0.5) / 10.0;
+                        e.z = l.rect.min_z + l.rect.depth() * ((i / 10) as f64 + 0.5) / 10.0;
+                    }
+                    v
                 } else {
                     Vec::new()
                 };
