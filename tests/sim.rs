@@ -348,6 +348,7 @@ fn checker_catches_a_migration_without_ghost() {
         has_proxy: false,
         observer: Vec::new(),
         combat: Vec::new(),
+        source_ghost: true,
     };
     w.inject(
         Source::Cell(home),

@@ -98,7 +98,9 @@
 //!    `ghost_min_lifetime_ms`.
 //!
 //! A teleport is the same path: `CreateGhost` (always anew) then `Onload` on
-//! the same channel to the cell at the new position.
+//! the same channel to the cell at the new position. A move to another
+//! space ([`Cell::transfer`], `transfer.rs`) too, after deleting every ghost
+//! of the old space, and leaving no ghost behind.
 //!
 //! # Limits
 //!
@@ -122,6 +124,9 @@ mod real;
 mod residency;
 mod seq_buffer;
 mod table;
+#[cfg(test)]
+mod tests_transfer;
+mod transfer;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -218,6 +218,9 @@ pub struct Onload {
     pub observer: Vec<u8>,
     /// The combat state (`Combat::encode`; empty: none).
     pub combat: Vec<u8>,
+    /// False for a move between spaces ([`Cell::transfer`](super::Cell::transfer)):
+    /// the source kept no ghost, so it is not a haunt of the new real.
+    pub source_ghost: bool,
 }
 
 /// Messages a cell handles.
