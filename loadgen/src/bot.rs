@@ -420,7 +420,9 @@ impl BotConn {
                     let rtt = at.saturating_since(sent_at).as_micros() as u64;
                     record(&mut iv.hists.hit_rtt, rtt);
                 }
-                SessionEvent::CallDone { .. } | SessionEvent::Pong { .. } => {}
+                SessionEvent::CallDone { .. }
+                | SessionEvent::Pong { .. }
+                | SessionEvent::SpaceChanged { .. } => {}
                 SessionEvent::Refused { code, .. } => {
                     *c.errors.entry(code.rule().to_owned()).or_default() += 1;
                     if code == ErrorCode::MoveTooFast {

@@ -125,18 +125,18 @@ mod residency;
 mod seq_buffer;
 mod table;
 #[cfg(test)]
-mod tests_transfer;
-mod transfer;
-#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_destroy;
+#[cfg(test)]
+mod tests_transfer;
+mod transfer;
 mod view_params;
 mod views;
 
 pub use counters::{CellEvent, Counters, DropReason};
 pub use fight::HitError;
-pub use layout::{GridLayout, Layout};
+pub use layout::{GridLayout, Layout, SoloLayout};
 pub use machine::{Cell, CellError, EntityView};
 pub use msg::{
     Call, CallKind, CellMsg, Dest, Haunt, HauntState, Input, Msg, Onload, Outgoing, ProxyMsg,

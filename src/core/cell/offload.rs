@@ -108,7 +108,13 @@ impl Cell {
 
     /// [`Cell::offload`]; `source_ghost` false for a move between spaces
     /// (the caller then drops the ghost left here).
-    pub(super) fn offload_with(&mut self, now: Time, id: EntityId, dest: CellId, source_ghost: bool) {
+    pub(super) fn offload_with(
+        &mut self,
+        now: Time,
+        id: EntityId,
+        dest: CellId,
+        source_ghost: bool,
+    ) {
         assert!(
             self.can_offload_to(id, dest),
             "offload of {id} to {dest} without a ghost"

@@ -32,7 +32,8 @@ fn transfer_moves_the_whole_real_and_leaves_nothing_behind() {
         .transfer(now, E, Vec3::ground(500.0, 100.0), CellId(2), Some(notice))
         .expect("transfer");
     assert_eq!(
-        bus.cell(0).transfer(now, E, Vec3::ground(0.0, 0.0), CellId(2), None),
+        bus.cell(0)
+            .transfer(now, E, Vec3::ground(0.0, 0.0), CellId(2), None),
         Err(CellError::NotReal(E)),
         "once only"
     );
