@@ -23,6 +23,8 @@ mod spaces_host;
 pub mod spawn;
 #[cfg(test)]
 mod tests_host;
+#[cfg(test)]
+mod tests_spaces;
 
 pub use embedded::{EmbeddedServer, ServerCounters, ServerError};
 pub use host::{CellHost, HostBatch, HostCounters, HostError, Routed, KIND_HOST_BATCH};

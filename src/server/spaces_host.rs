@@ -58,7 +58,7 @@ impl CellHost {
         true
     }
 
-    fn to_directory(&mut self, msg: SpaceMsg) {
+    fn send_directory(&mut self, msg: SpaceMsg) {
         if self.ctx.shard.index == 0 {
             self.spaces.requests.push(msg);
         } else {
@@ -82,13 +82,13 @@ impl CellHost {
             id: if space == 0 { type_id } else { space },
             world_exit: travel.world_exit.map(|p| (p.x, p.z)),
         };
-        self.to_directory(msg);
+        self.send_directory(msg);
     }
 
     /// A player counted in `space` left the game.
     pub(super) fn space_left(&mut self, space: SpaceId) {
         if space != WORLD_SPACE {
-            self.to_directory(SpaceMsg::Left { space });
+            self.send_directory(SpaceMsg::Left { space });
         }
     }
 
