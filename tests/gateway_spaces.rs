@@ -180,7 +180,10 @@ fn towns_dungeons_and_the_way_back() {
     // The hosting shard drops the reclaimed cell once the event arrives.
     std::thread::sleep(Duration::from_millis(300));
     let (_, hosts) = server.stop_with_hosts().expect("clean stop");
-    let cells: Vec<u32> = hosts.iter().flat_map(|h| h.cells().map(|c| c.id().0)).collect();
+    let cells: Vec<u32> = hosts
+        .iter()
+        .flat_map(|h| h.cells().map(|c| c.id().0))
+        .collect();
     assert_eq!(cells.len(), 3, "two world cells and the town's: {cells:?}");
 }
 

@@ -427,18 +427,20 @@ mod doc_examples {
         b
     }
 
+    fn c(m: ClientMsg<'_>) -> Vec<u8> {
+        let mut out = Vec::new();
+        m.encode(&mut out);
+        out
+    }
+
+    fn s(m: ServerMsg<'_>) -> Vec<u8> {
+        let mut out = Vec::new();
+        m.encode(&mut out);
+        out
+    }
+
     /// Every example of PROTOCOL.md by name, as the encoder writes it.
     pub fn all() -> Vec<(&'static str, Vec<u8>)> {
-        let c = |m: ClientMsg<'_>| {
-            let mut out = Vec::new();
-            m.encode(&mut out);
-            out
-        };
-        let s = |m: ServerMsg<'_>| {
-            let mut out = Vec::new();
-            m.encode(&mut out);
-            out
-        };
         let welcome = Welcome {
             tick_ms: 50,
             entity: EntityId(42),
@@ -535,6 +537,30 @@ mod doc_examples {
                     server_time_us: 1_150_000,
                 }),
             ),
+            ("spaces", Vec::new()),
+            ("bye", c(ClientMsg::Bye)),
+            (
+                "kick",
+                s(ServerMsg::Kick {
+                    code: ErrorCode::Shutdown,
+                    text: "bye",
+                }),
+            ),
+        ]
+        .into_iter()
+        .flat_map(|(n, b)| {
+            if n == "spaces" {
+                space_examples()
+            } else {
+                vec![(n, b)]
+            }
+        })
+        .collect()
+    }
+
+    /// The examples of version 2's space messages.
+    fn space_examples() -> Vec<(&'static str, Vec<u8>)> {
+        vec![
             (
                 "enter_space",
                 c(ClientMsg::EnterSpace {
@@ -563,14 +589,6 @@ mod doc_examples {
                     seq: 0,
                     code: ErrorCode::SpaceFull,
                     text: "space-full",
-                }),
-            ),
-            ("bye", c(ClientMsg::Bye)),
-            (
-                "kick",
-                s(ServerMsg::Kick {
-                    code: ErrorCode::Shutdown,
-                    text: "bye",
                 }),
             ),
         ]
@@ -657,9 +675,9 @@ fn protocol_md_examples_match_the_encoder() {
         "enter_space_by_id",
         "bye",
     ]
-        .iter()
-        .flat_map(|n| ex(n).to_vec())
-        .collect();
+    .iter()
+    .flat_map(|n| ex(n).to_vec())
+    .collect();
     assert_eq!(s.transmit(), &sent[..]);
     assert_eq!(s.violation_count(), 0, "{:?}", s.violations());
     let c = *s.counters();

@@ -19,6 +19,7 @@ pub mod host;
 mod npcs;
 pub mod relay;
 pub mod spaces;
+mod spaces_directory;
 mod spaces_host;
 pub mod spawn;
 #[cfg(test)]

@@ -19,7 +19,7 @@
 //!   parked until its creation arrives.
 //!
 //! The host glue (requests from sessions, answers to them, routing) is in
-//! `spaces_host.rs`. Owns no sessions or proxies; must not touch sockets.
+//! `spaces_host.rs`, the directory's round in `spaces_directory.rs`. Owns no sessions or proxies; must not touch sockets.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,9 +30,7 @@ use crate::core::cell::{Cell, CellParams, SoloLayout, ViewParams};
 use crate::core::entity::TypeRegistry;
 use crate::core::geom::Rect;
 use crate::core::ids::{CellId, EntityId, ShardId, SpaceId};
-use crate::core::space::{
-    EnterTarget, InstanceError, InstanceEvent, Instances, Placement, ShardLoad, SpaceKind,
-};
+use crate::core::space::{Instances, SpaceKind};
 use crate::core::time::Time;
 use crate::runtime::ShardContext;
 use crate::server::balance::WORLD_SPACE;
@@ -145,24 +143,24 @@ pub struct SpaceCounters {
 
 /// An instance as every shard knows it.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Known {
-    shard: ShardId,
+pub(super) struct Known {
+    pub(super) shard: ShardId,
 }
 
 /// The spaces state of one shard (see the module doc).
 pub struct HostSpaces {
     pub(super) ctx: ShardContext,
     pub(super) world_type: u32,
-    directory: Option<Instances>,
-    round: Duration,
-    next_round: Time,
-    next_version: u64,
-    applied: u64,
-    received: Vec<DirEvent>,
-    known: BTreeMap<CellId, Known>,
-    newest: Option<CellId>,
-    layouts: BTreeMap<CellId, SoloLayout>,
-    retired: Vec<(CellId, Time)>,
+    pub(super) directory: Option<Instances>,
+    pub(super) round: Duration,
+    pub(super) next_round: Time,
+    pub(super) next_version: u64,
+    pub(super) applied: u64,
+    pub(super) received: Vec<DirEvent>,
+    pub(super) known: BTreeMap<CellId, Known>,
+    pub(super) newest: Option<CellId>,
+    pub(super) layouts: BTreeMap<CellId, SoloLayout>,
+    pub(super) retired: Vec<(CellId, Time)>,
     pub(super) parked: Vec<Routed>,
     /// Requests to the directory (shard 0); answers go to the proxy's
     /// shard (encoded in the entity id).
@@ -171,10 +169,10 @@ pub struct HostSpaces {
     pub(super) answers: Vec<(EntityId, Result<Target, u16>)>,
     /// To send at the end of the tick.
     pub(super) outgoing: Vec<(ShardId, SpaceMsg)>,
-    bounds: Rect,
-    cell_params: CellParams,
-    views: ViewParams,
-    types: Arc<TypeRegistry>,
+    pub(super) bounds: Rect,
+    pub(super) cell_params: CellParams,
+    pub(super) views: ViewParams,
+    pub(super) types: Arc<TypeRegistry>,
     pub(super) counters: SpaceCounters,
 }
 
@@ -365,163 +363,5 @@ impl HostSpaces {
             });
         self.parked = wait;
         ready
-    }
-
-    /// Shard 0: places every request, runs a round when due, and numbers
-    /// the directory's events (applied here, broadcast to the others).
-    /// `arrival` is where the world's tree puts a point (for the way back).
-    pub fn run_directory(&mut self, now: Time, arrival: &dyn Fn(f64, f64) -> CellId) {
-        let Some(mut d) = self.directory.take() else {
-            self.requests.clear();
-            return;
-        };
-        let loads = self.shard_loads();
-        for req in std::mem::take(&mut self.requests) {
-            match req {
-                SpaceMsg::Enter {
-                    entity,
-                    from,
-                    by_type,
-                    id,
-                    world_exit,
-                } => {
-                    let target = if by_type {
-                        EnterTarget::Type(id)
-                    } else {
-                        EnterTarget::Id(SpaceId(id))
-                    };
-                    let result = self.place(&mut d, now, from, target, world_exit, &loads, arrival);
-                    let to = ShardId {
-                        node: self.ctx.shard.node,
-                        index: super::host::entity_shard(entity),
-                    };
-                    self.answer(to, entity, result);
-                }
-                SpaceMsg::Left { space } => {
-                    let _ = d.leave(now, space);
-                }
-                _ => {}
-            }
-        }
-        if now >= self.next_round {
-            self.next_round = now + self.round;
-            d.handle_timeout(now, &loads);
-        }
-        let mut events = Vec::new();
-        while let Some(ev) = d.poll_event() {
-            events.push(self.number(ev));
-        }
-        self.directory = Some(d);
-        if !events.is_empty() {
-            for s in self.ctx.all_shards().filter(|s| *s != self.ctx.shard) {
-                self.outgoing.push((s, SpaceMsg::Directory(events.clone())));
-            }
-            self.received.extend(events);
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn place(
-        &mut self,
-        d: &mut Instances,
-        now: Time,
-        from: SpaceId,
-        target: EnterTarget,
-        world_exit: Option<(f64, f64)>,
-        loads: &[ShardLoad],
-        arrival: &dyn Fn(f64, f64) -> CellId,
-    ) -> Result<Target, u16> {
-        use crate::wire::client::ErrorCode as C;
-        let p: Placement = d.enter(now, target, loads).map_err(|e| {
-            self.counters.space_refused += 1;
-            match e {
-                InstanceError::UnknownType(_) | InstanceError::DuplicateType(_) => {
-                    C::UnknownSpaceType
-                }
-                InstanceError::UnknownSpace(_) => C::UnknownSpace,
-                InstanceError::Full(_)
-                | InstanceError::InstanceFull(_)
-                | InstanceError::NoShard => C::SpaceFull,
-            }
-            .code()
-        })?;
-        if p.space == from {
-            let _ = d.leave(now, p.space);
-            self.counters.space_refused += 1;
-            return Err(C::SpaceNotAllowed.code());
-        }
-        let _ = d.leave(now, from);
-        self.counters.space_enters += 1;
-        let type_id = d.type_of(p.space).unwrap_or(0);
-        let (x, z, cell) = if p.space == WORLD_SPACE {
-            let c = self.bounds.center();
-            let (x, z) = world_exit.unwrap_or((c.x, c.z));
-            (x, z, arrival(x, z))
-        } else {
-            let c = self.bounds.center();
-            (c.x, c.z, p.cell)
-        };
-        Ok(Target {
-            space: p.space,
-            type_id,
-            cell,
-            x,
-            z,
-        })
-    }
-
-    fn answer(&mut self, to: ShardId, entity: EntityId, result: Result<Target, u16>) {
-        if to == self.ctx.shard {
-            self.answers.push((entity, result));
-        } else {
-            self.outgoing
-                .push((to, SpaceMsg::Placed { entity, result }));
-        }
-    }
-
-    fn number(&mut self, ev: InstanceEvent) -> DirEvent {
-        let version = self.next_version;
-        self.next_version += 1;
-        match ev {
-            InstanceEvent::Created {
-                space,
-                type_id,
-                cell,
-                shard,
-            } => {
-                self.counters.instances_created += 1;
-                DirEvent {
-                    version,
-                    created: true,
-                    space,
-                    type_id,
-                    cell,
-                    shard,
-                }
-            }
-            InstanceEvent::Destroyed { space, cell, shard } => {
-                self.counters.instances_reclaimed += 1;
-                DirEvent {
-                    version,
-                    created: false,
-                    space,
-                    type_id: 0,
-                    cell,
-                    shard,
-                }
-            }
-        }
-    }
-
-    /// Shard loads for placing instances: instance cells hosted by each
-    /// shard (spreads them round-robin-like).
-    fn shard_loads(&self) -> Vec<ShardLoad> {
-        self.ctx
-            .all_shards()
-            .map(|s| ShardLoad {
-                shard: s,
-                load: self.known.values().filter(|k| k.shard == s).count() as f64,
-            })
-            .collect()
     }
 }

@@ -28,10 +28,18 @@ fn ctx(index: u16) -> ShardContext {
 fn host(index: u16) -> HostSpaces {
     let config = Config::load(
         None,
-        &["spaces.reclaim_empty_after_ms=1000".into(), "spaces.round_ms=100".into()],
+        &[
+            "spaces.reclaim_empty_after_ms=1000".into(),
+            "spaces.round_ms=100".into(),
+        ],
     )
     .expect("config");
-    HostSpaces::new(&config, ctx(index), CellId(0), Arc::new(TypeRegistry::with_builtins()))
+    HostSpaces::new(
+        &config,
+        ctx(index),
+        CellId(0),
+        Arc::new(TypeRegistry::with_builtins()),
+    )
 }
 
 fn enter(e: u64, from: SpaceId, by_type: bool, id: u32) -> SpaceMsg {
@@ -91,12 +99,18 @@ fn the_directory_places_numbers_and_the_replica_follows_in_order() {
     zero.requests.push(SpaceMsg::Left { space: b.space });
     zero.run_directory(Time::from_millis(100), &arrival);
     let back = zero.answers.pop().expect("answer").1.expect("placed");
-    assert_eq!((back.space, back.cell, back.x, back.z), (WORLD_SPACE, CellId(5), 7.0, 8.0));
+    assert_eq!(
+        (back.space, back.cell, back.x, back.z),
+        (WORLD_SPACE, CellId(5), 7.0, 8.0)
+    );
     zero.run_directory(Time::from_millis(1500), &arrival);
     zero.apply(Time::from_millis(1500), &mut cells0);
     zero.drop_retired(Time::from_millis(1500), &mut cells0);
     let c = zero.counters();
-    assert_eq!((c.instances_created, c.instances_reclaimed, c.instances_live), (2, 2, 0));
+    assert_eq!(
+        (c.instances_created, c.instances_reclaimed, c.instances_live),
+        (2, 2, 0)
+    );
     assert!(cells0.is_empty(), "the empty cell is dropped");
     assert_eq!(c.space_enters, 3);
     assert_eq!(c.space_refused, 1);

@@ -290,7 +290,10 @@ fn a_space_change_holds_moves_and_restarts_the_limiter_there() {
     p.deliver();
     let changed = std::iter::from_fn(|| p.client.poll_event()).find_map(|e| match e {
         SessionEvent::SpaceChanged {
-            space, type_id, pos, ..
+            space,
+            type_id,
+            pos,
+            ..
         } => Some((space, type_id, pos)),
         _ => None,
     });
@@ -301,12 +304,17 @@ fn a_space_change_holds_moves_and_restarts_the_limiter_there() {
         .send_move(p.now, Vec3::ground(501.0, 500.0), 0.0)
         .expect("move");
     p.pump();
-    assert_eq!(p.inputs, vec![1], "not move-too-fast: the limiter restarted");
+    assert_eq!(
+        p.inputs,
+        vec![1],
+        "not move-too-fast: the limiter restarted"
+    );
     assert!(p.refusals().is_empty());
     // A refusal by the directory ends the change with an Error.
     p.client.send_enter_space(0, 9).expect("enter");
     p.pump();
-    p.server.space_refused(ErrorCode::UnknownSpaceType, "unknown-space-type");
+    p.server
+        .space_refused(ErrorCode::UnknownSpaceType, "unknown-space-type");
     p.deliver();
     assert_eq!(p.refusals(), vec![(0, ErrorCode::UnknownSpaceType)]);
     assert!(!p.client.space_pending() && !p.server.travel().pending);
