@@ -196,6 +196,13 @@ mod tests {
         assert_eq!(cli.bots, 300);
         assert_eq!(cli.scenario, Scenario::BorderPatrol);
         assert_eq!(cli.duration, Duration::from_secs(10));
+        let spaces =
+            Cli::try_parse_from(["loadgen", "--scenario", "spaces", "--space-rate", "0.5"])
+                .expect("parses");
+        assert_eq!(
+            (spaces.scenario, spaces.space_rate),
+            (Scenario::Spaces, 0.5)
+        );
         assert!(Cli::try_parse_from(["loadgen", "--server-admin", "x:1"]).is_err());
     }
 }

@@ -334,6 +334,7 @@ mod tests {
             Scenario::Hotspot,
             Scenario::BorderPatrol,
             Scenario::Teleport,
+            Scenario::Spaces,
         ] {
             let p = params(s);
             let area = p.walk_area(&WORLD);

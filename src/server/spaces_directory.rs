@@ -20,7 +20,8 @@ impl HostSpaces {
             self.requests.clear();
             return;
         };
-        let loads = self.shard_loads();
+        let mut loads = self.shard_loads();
+        let mut events = Vec::new();
         for req in std::mem::take(&mut self.requests) {
             match req {
                 SpaceMsg::Enter {
@@ -41,6 +42,7 @@ impl HostSpaces {
                         index: super::host::entity_shard(entity),
                     };
                     self.answer(to, entity, result);
+                    self.take_events(&mut d, &mut loads, &mut events);
                 }
                 SpaceMsg::Left { space } => {
                     let _ = d.leave(now, space);
@@ -52,16 +54,30 @@ impl HostSpaces {
             self.next_round = now + self.round;
             d.handle_timeout(now, &loads);
         }
-        let mut events = Vec::new();
-        while let Some(ev) = d.poll_event() {
-            events.push(self.number(ev));
-        }
+        self.take_events(&mut d, &mut loads, &mut events);
         self.directory = Some(d);
         if !events.is_empty() {
             for s in self.ctx.all_shards().filter(|s| *s != self.ctx.shard) {
                 self.outgoing.push((s, SpaceMsg::Directory(events.clone())));
             }
             self.received.extend(events);
+        }
+    }
+
+    /// Numbers the directory's new events into `events`; a creation
+    /// counts on its shard's load at once (so one tick's instances spread).
+    fn take_events(
+        &mut self,
+        d: &mut Instances,
+        loads: &mut [ShardLoad],
+        events: &mut Vec<DirEvent>,
+    ) {
+        while let Some(ev) = d.poll_event() {
+            let e = self.number(ev);
+            if let Some(l) = loads.iter_mut().find(|l| l.shard == e.shard) {
+                l.load += if e.created { 1.0 } else { -1.0 };
+            }
+            events.push(e);
         }
     }
 

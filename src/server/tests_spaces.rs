@@ -70,7 +70,7 @@ fn the_directory_places_numbers_and_the_replica_follows_in_order() {
     assert_ne!(a.space, b.space);
     assert!(is_instance_cell(a.cell) && is_instance_cell(b.cell));
     assert_eq!(answers[2].1, Err(ErrorCode::UnknownSpaceType.code()));
-    // One instance per shard (least loaded); shard 1 learns both, reversed.
+    // Shard 1 learns both creations, in reverse order.
     let mut events: Vec<_> = zero
         .outgoing
         .drain(..)
@@ -89,7 +89,12 @@ fn the_directory_places_numbers_and_the_replica_follows_in_order() {
     one.receive(vec![events[1]]);
     one.apply(Time::ZERO, &mut cells1);
     assert_eq!(one.shard_of(a.cell), zero.shard_of(a.cell));
-    assert_eq!(cells0.len() + cells1.len(), 2, "each cell on its shard");
+    assert_eq!(
+        (cells0.len(), cells1.len()),
+        (1, 1),
+        "spread over the shards"
+    );
+    assert_ne!(zero.shard_of(a.cell), zero.shard_of(b.cell));
     assert!(!one.awaits(a.cell) && !one.awaits(CellId(3)));
     assert!(one.awaits(CellId(INSTANCE_CELL_BASE + 10)));
     // Both leave to the world; after the reclaim delay both are destroyed.
