@@ -118,6 +118,10 @@ pub struct SpacesConfig {
     /// on shard 0. Default 1000 ms.
     #[serde(default = "round_default")]
     pub round_ms: u64,
+    /// Messages held per shard for instance cells whose creation has not
+    /// arrived yet (more are dropped, counted). Default 16 384.
+    #[serde(default = "parked_default")]
+    pub parked_max: usize,
     /// Every space type; exactly one of kind `union` (the world).
     #[serde(default)]
     pub types: Vec<SpaceTypeConfig>,
@@ -134,6 +138,9 @@ fn instances_default() -> usize {
 }
 fn round_default() -> u64 {
     1000
+}
+fn parked_default() -> usize {
+    16_384
 }
 
 impl SpacesConfig {
@@ -155,10 +162,13 @@ impl SpacesConfig {
                 "must be > 0",
             ));
         }
-        if self.instances_max < 1 || self.round_ms == 0 {
+        if self.instances_max < 1 || self.round_ms == 0 || self.parked_max < 1 {
             return Err(invalid(
-                "spaces.instances_max / spaces.round_ms",
-                format!("{} / {}", self.instances_max, self.round_ms),
+                "spaces.instances_max / spaces.round_ms / spaces.parked_max",
+                format!(
+                    "{} / {} / {}",
+                    self.instances_max, self.round_ms, self.parked_max
+                ),
                 "must be >= 1",
             ));
         }

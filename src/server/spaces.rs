@@ -18,6 +18,12 @@
 //!   grow, so a message for an instance cell past the newest known one is
 //!   parked until its creation arrives.
 //!
+//! - **Bounds**: spaces (the world and live instances) at most
+//!   `spaces.instances_max`; parked messages at most `spaces.parked_max`;
+//!   requests per tick at most one per session (a session has one change
+//!   under way at a time); a destroyed instance's cell is kept at most
+//!   10 s waiting to empty.
+//!
 //! The host glue (requests from sessions, answers to them, routing) is in
 //! `spaces_host.rs`, the directory's round in `spaces_directory.rs`. Owns no sessions or proxies; must not touch sockets.
 
@@ -42,8 +48,6 @@ pub const KIND_SPACES: u16 = 3;
 pub const INSTANCE_CELL_BASE: u32 = 1 << 24;
 /// The first instance space id.
 pub const INSTANCE_SPACE_BASE: u32 = 1000;
-/// Most messages parked for instance cells not known yet.
-const PARKED_MAX: usize = 16_384;
 /// How long a destroyed instance's cell is kept at most, waiting to empty.
 const RETIRED_KEEP: Duration = Duration::from_secs(10);
 
@@ -162,6 +166,7 @@ pub struct HostSpaces {
     pub(super) layouts: BTreeMap<CellId, SoloLayout>,
     pub(super) retired: Vec<(CellId, Time)>,
     pub(super) parked: Vec<Routed>,
+    pub(super) parked_max: usize,
     /// Requests to the directory (shard 0); answers go to the proxy's
     /// shard (encoded in the entity id).
     pub(super) requests: Vec<SpaceMsg>,
@@ -228,6 +233,7 @@ impl HostSpaces {
             layouts: BTreeMap::new(),
             retired: Vec::new(),
             parked: Vec::new(),
+            parked_max: config.spaces.parked_max,
             requests: Vec::new(),
             answers: Vec::new(),
             outgoing: Vec::new(),
@@ -267,7 +273,7 @@ impl HostSpaces {
 
     /// Parks `item` until its instance cell is known (bounded).
     pub fn park(&mut self, item: Routed) {
-        if self.parked.len() >= PARKED_MAX {
+        if self.parked.len() >= self.parked_max {
             self.counters.dropped += 1;
             return;
         }
