@@ -114,7 +114,7 @@ fn live_session(hooks: &mut Hooks) -> ClientSession {
     let (f, n) = split_frame(&sent, 4096).expect("ok").expect("hello");
     assert_eq!(
         ClientMsg::decode(&f),
-        Ok(ClientMsg::Hello { version: 1 }),
+        Ok(ClientMsg::Hello { version: 2 }),
         "first frame is Hello"
     );
     let (f, _) = split_frame(&sent[n..], 4096).expect("ok").expect("login");

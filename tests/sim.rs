@@ -349,6 +349,7 @@ fn checker_catches_a_migration_without_ghost() {
         observer: Vec::new(),
         combat: Vec::new(),
         layout_version: 0,
+        source_ghost: true,
     };
     w.inject(
         Source::Cell(home),

@@ -33,7 +33,7 @@ enum C {
 impl C {
     fn msg(&self) -> ClientMsg<'_> {
         match self {
-            C::Hello => ClientMsg::Hello { version: 1 },
+            C::Hello => ClientMsg::Hello { version: 2 },
             C::Login(n, t) => ClientMsg::Login {
                 name: n,
                 token: t.as_deref(),
@@ -427,18 +427,20 @@ mod doc_examples {
         b
     }
 
+    fn c(m: ClientMsg<'_>) -> Vec<u8> {
+        let mut out = Vec::new();
+        m.encode(&mut out);
+        out
+    }
+
+    fn s(m: ServerMsg<'_>) -> Vec<u8> {
+        let mut out = Vec::new();
+        m.encode(&mut out);
+        out
+    }
+
     /// Every example of PROTOCOL.md by name, as the encoder writes it.
     pub fn all() -> Vec<(&'static str, Vec<u8>)> {
-        let c = |m: ClientMsg<'_>| {
-            let mut out = Vec::new();
-            m.encode(&mut out);
-            out
-        };
-        let s = |m: ServerMsg<'_>| {
-            let mut out = Vec::new();
-            m.encode(&mut out);
-            out
-        };
         let welcome = Welcome {
             tick_ms: 50,
             entity: EntityId(42),
@@ -454,7 +456,7 @@ mod doc_examples {
         };
         let batch = batch();
         vec![
-            ("hello", c(ClientMsg::Hello { version: 1 })),
+            ("hello", c(ClientMsg::Hello { version: 2 })),
             (
                 "login",
                 c(ClientMsg::Login {
@@ -535,12 +537,58 @@ mod doc_examples {
                     server_time_us: 1_150_000,
                 }),
             ),
+            ("spaces", Vec::new()),
             ("bye", c(ClientMsg::Bye)),
             (
                 "kick",
                 s(ServerMsg::Kick {
                     code: ErrorCode::Shutdown,
                     text: "bye",
+                }),
+            ),
+        ]
+        .into_iter()
+        .flat_map(|(n, b)| {
+            if n == "spaces" {
+                space_examples()
+            } else {
+                vec![(n, b)]
+            }
+        })
+        .collect()
+    }
+
+    /// The examples of version 2's space messages.
+    fn space_examples() -> Vec<(&'static str, Vec<u8>)> {
+        vec![
+            (
+                "enter_space",
+                c(ClientMsg::EnterSpace {
+                    space: 0,
+                    type_id: 2,
+                }),
+            ),
+            (
+                "space_changed",
+                s(ServerMsg::SpaceChanged {
+                    space: 1000,
+                    type_id: 2,
+                    pos: tessera::core::geom::Vec3::ground(512.0, 512.0),
+                }),
+            ),
+            (
+                "enter_space_by_id",
+                c(ClientMsg::EnterSpace {
+                    space: 1001,
+                    type_id: 0,
+                }),
+            ),
+            (
+                "space_error",
+                s(ServerMsg::Error {
+                    seq: 0,
+                    code: ErrorCode::SpaceFull,
+                    text: "space-full",
                 }),
             ),
         ]
@@ -609,11 +657,27 @@ fn protocol_md_examples_match_the_encoder() {
     s.handle_bytes(t(2_150_000), ex("error"), &mut ());
     s.send_ping(t(2_200_000), 9).expect("ping");
     s.handle_bytes(t(2_210_000), ex("pong"), &mut ());
+    s.send_enter_space(0, 2).expect("enter");
+    s.handle_bytes(t(2_250_000), ex("space_changed"), &mut ());
+    assert_eq!(s.space(), Some((1000, 2)));
+    s.send_enter_space(1001, 0).expect("enter");
+    s.handle_bytes(t(2_260_000), ex("space_error"), &mut ());
+    assert!(!s.space_pending(), "the Error ends the change");
     s.send_bye(t(2_300_000)).expect("bye");
-    let sent: Vec<u8> = ["hello", "login", "move", "hit", "set_prop", "ping", "bye"]
-        .iter()
-        .flat_map(|n| ex(n).to_vec())
-        .collect();
+    let sent: Vec<u8> = [
+        "hello",
+        "login",
+        "move",
+        "hit",
+        "set_prop",
+        "ping",
+        "enter_space",
+        "enter_space_by_id",
+        "bye",
+    ]
+    .iter()
+    .flat_map(|n| ex(n).to_vec())
+    .collect();
     assert_eq!(s.transmit(), &sent[..]);
     assert_eq!(s.violation_count(), 0, "{:?}", s.violations());
     let c = *s.counters();

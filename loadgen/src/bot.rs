@@ -267,6 +267,13 @@ impl BotConn {
             // Like a game client: the server's position wins after a refusal.
             self.spawned();
         }
+        if self.session.space_pending() {
+            return; // no Move until SpaceChanged (old-space coordinates)
+        }
+        if wants_attack(&mut self.rng, plan.space_rate, dt) {
+            self.hop_space();
+            return;
+        }
         let before = self.bot.clone();
         let t_s = now.0 as f64 / 1e6;
         let s = scenario::step(&mut self.bot, &mut self.rng, &area, t_s, dt);
@@ -314,6 +321,23 @@ impl BotConn {
             .expect("k < count");
         match self.session.send_hit(now, handle, 1) {
             Ok(_) => iv.counters.hits += 1,
+            Err(_) => iv.counters.send_refused += 1,
+        }
+    }
+
+    /// Scenario `spaces`: from the world into a town or a dungeon (by
+    /// type), from an instance back to the world.
+    fn hop_space(&mut self) {
+        const WORLD: u32 = 1;
+        let in_world = self.session.space().is_none_or(|s| s.1 == WORLD);
+        let to = match (in_world, self.rng.bool(0.5)) {
+            (false, _) => WORLD,
+            (true, true) => 2,
+            (true, false) => 3,
+        };
+        let mut iv = self.ctx.interval.borrow_mut();
+        match self.session.send_enter_space(0, to) {
+            Ok(()) => iv.counters.space_requests += 1,
             Err(_) => iv.counters.send_refused += 1,
         }
     }
@@ -419,6 +443,11 @@ impl BotConn {
                     }
                     let rtt = at.saturating_since(sent_at).as_micros() as u64;
                     record(&mut iv.hists.hit_rtt, rtt);
+                }
+                SessionEvent::SpaceChanged { pos, .. } => {
+                    // The walk goes on from the arrival point.
+                    self.bot.pose.pos = Vec3::ground(pos.x, pos.z);
+                    c.space_changes += 1;
                 }
                 SessionEvent::CallDone { .. } | SessionEvent::Pong { .. } => {}
                 SessionEvent::Refused { code, .. } => {

@@ -64,6 +64,10 @@ pub struct Cli {
     /// Hits per bot per second on visible targets (0 = none).
     #[arg(long, default_value_t = 0.0)]
     pub attack_rate: f64,
+    /// Scenario `spaces`: space hops per bot per second (into a town or a
+    /// dungeon by type, and later back to the world).
+    #[arg(long, default_value_t = 0.2)]
+    pub space_rate: f64,
     /// The server's hit range, metres: bots hit only targets shown within
     /// 0.8 x this distance.
     #[arg(long, default_value_t = 10.0)]
@@ -192,6 +196,13 @@ mod tests {
         assert_eq!(cli.bots, 300);
         assert_eq!(cli.scenario, Scenario::BorderPatrol);
         assert_eq!(cli.duration, Duration::from_secs(10));
+        let spaces =
+            Cli::try_parse_from(["loadgen", "--scenario", "spaces", "--space-rate", "0.5"])
+                .expect("parses");
+        assert_eq!(
+            (spaces.scenario, spaces.space_rate),
+            (Scenario::Spaces, 0.5)
+        );
         assert!(Cli::try_parse_from(["loadgen", "--server-admin", "x:1"]).is_err());
     }
 }

@@ -77,6 +77,9 @@ pub struct Plan {
     pub scenario: ScenarioParams,
     /// Hits per bot per second.
     pub attack_rate: f64,
+    /// Space hops per bot per second (scenario `spaces`, else 0): into a
+    /// town or a dungeon by type, later back to the world.
+    pub space_rate: f64,
     /// Bots hit only targets within 0.8 x this distance (the server's
     /// `hit_range_m`).
     pub hit_range_m: f64,

@@ -121,6 +121,10 @@ pub struct Counters {
     pub late_ticks: u64,
     /// Inputs not sent because the session refused (in-flight bound).
     pub send_refused: u64,
+    /// EnterSpace requests sent (scenario `spaces`).
+    pub space_requests: u64,
+    /// SpaceChanged received.
+    pub space_changes: u64,
     /// Sum over move ticks of the entities each bot's view showed.
     pub view_size_sum: u64,
     /// Move ticks that sampled a view size.
@@ -160,6 +164,8 @@ impl Counters {
             (&mut self.crossings, o.crossings),
             (&mut self.late_ticks, o.late_ticks),
             (&mut self.send_refused, o.send_refused),
+            (&mut self.space_requests, o.space_requests),
+            (&mut self.space_changes, o.space_changes),
             (&mut self.view_size_sum, o.view_size_sum),
             (&mut self.view_size_samples, o.view_size_samples),
         ];

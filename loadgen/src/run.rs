@@ -231,6 +231,11 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         world: config.world.bounds(),
         scenario,
         attack_rate: cli.attack_rate,
+        space_rate: if cli.scenario == crate::scenario::Scenario::Spaces {
+            cli.space_rate
+        } else {
+            0.0
+        },
         hit_range_m: cli.hit_range,
         cells,
         migration_window: Duration::from_millis(1500),
@@ -254,7 +259,17 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
     if let Some(obj) = final_status.value.as_object_mut() {
         obj.insert("tree_snapshots".to_owned(), json!(tree.len()));
         // The balancing counts also at the top of `server` (issue 6's keys).
-        for key in ["splits", "merges", "rebalances"] {
+        for key in [
+            "splits",
+            "merges",
+            "rebalances",
+            "instances_live",
+            "instances_created",
+            "instances_reclaimed",
+            "space_enters",
+            "space_refused",
+            "space_transfers",
+        ] {
             let v = obj.get("counters").and_then(|c| c.get(key)).cloned();
             if let Some(v) = v {
                 obj.insert(key.to_owned(), v);
@@ -390,6 +405,7 @@ pub fn summarize(cli: &Cli, plan: &Plan, l: &Looped, server: serde_json::Value) 
             "scenario": cli.scenario, "bots": cli.bots, "threads": cli.threads,
             "ramp_s": cli.ramp.as_secs_f64(), "duration_s": cli.duration.as_secs_f64(),
             "move_hz": cli.move_hz, "speed_mps": cli.speed, "attack_rate": cli.attack_rate,
+            "space_rate": cli.space_rate,
             "in_view_target": cli.in_view, "arena": rect_json(&plan.scenario.arena),
             "walk_area": rect_json(&plan.scenario.walk_area(&plan.world)),
             "server": cli.server.clone().unwrap_or_else(|| "embedded".to_owned()),
@@ -521,6 +537,7 @@ mod tests {
             world: config.world.bounds(),
             scenario,
             attack_rate: 0.0,
+            space_rate: 0.0,
             hit_range_m: 10.0,
             cells,
             migration_window: Duration::from_secs(1),

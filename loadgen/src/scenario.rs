@@ -30,6 +30,9 @@ pub enum Scenario {
     BorderPatrol,
     /// Random walk with jumps to far points of the arena.
     Teleport,
+    /// Random walk; each bot hops (`--space-rate` per second) into a town
+    /// or a dungeon by type and later back to the world.
+    Spaces,
 }
 
 /// Parameters of a scenario (from the command line and the server config).
@@ -145,7 +148,7 @@ impl ScenarioParams {
         );
         let yaw = rng.f64_range(0.0, 2.0 * PI);
         let behaviour = match self.scenario {
-            Scenario::RandomWalk => Behaviour::RandomWalk {
+            Scenario::RandomWalk | Scenario::Spaces => Behaviour::RandomWalk {
                 turn_rad_max: PI / 8.0,
             },
             Scenario::Waypoints => Behaviour::Waypoints {
@@ -337,6 +340,7 @@ mod tests {
             Scenario::Hotspot,
             Scenario::BorderPatrol,
             Scenario::Teleport,
+            Scenario::Spaces,
         ] {
             let p = params(s);
             let area = p.walk_area(&WORLD);

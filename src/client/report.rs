@@ -52,6 +52,10 @@ pub struct SessionCounters {
     pub pongs: u64,
     /// Events dropped because the event queue was full.
     pub events_dropped: u64,
+    /// EnterSpace requests sent.
+    pub space_requests: u64,
+    /// SpaceChanged frames (space changes done).
+    pub space_changes: u64,
     /// Session rules broken (see [`SessionRule`]); the view's own
     /// violations are counted by the view.
     pub violations: u64,
@@ -92,6 +96,17 @@ pub enum SessionEvent {
         seq: u64,
         /// The rule.
         code: ErrorCode,
+        /// When.
+        at: Time,
+    },
+    /// The avatar is in another space (the answer to EnterSpace).
+    SpaceChanged {
+        /// The space.
+        space: u32,
+        /// Its type.
+        type_id: u32,
+        /// The avatar's position there.
+        pos: Vec3,
         /// When.
         at: Time,
     },

@@ -109,6 +109,10 @@ pub enum SessionError {
     /// `transmit_bytes_max` bytes wait to be written.
     #[error("transmit buffer full")]
     TransmitFull,
+    /// A space change is under way (no Move, no second EnterSpace until
+    /// SpaceChanged or its Error).
+    #[error("a space change is under way")]
+    SpaceChanging,
 }
 
 /// The client end of one connection (see the module doc).
@@ -136,6 +140,9 @@ struct Core {
     counters: SessionCounters,
     last_text: String,
     last_tick: Option<u64>,
+    /// `(space, type)` after the first SpaceChanged (before: the world).
+    space: Option<(u32, u32)>,
+    space_pending: bool,
 }
 
 impl ClientSession {
@@ -158,6 +165,8 @@ impl ClientSession {
                 counters: SessionCounters::default(),
                 last_text: String::new(),
                 last_tick: None,
+                space: None,
+                space_pending: false,
             },
         }
     }
@@ -192,6 +201,9 @@ impl ClientSession {
     /// [`SessionError::NotLive`], [`SessionError::InputsInFlight`],
     /// [`SessionError::TransmitFull`].
     pub fn send_move(&mut self, now: Time, pos: Vec3, yaw: f32) -> Result<u64, SessionError> {
+        if self.core.space_pending {
+            return Err(SessionError::SpaceChanging);
+        }
         let seq = self.core.check_input(44, None)?;
         self.core.send_input(
             now,
@@ -249,6 +261,35 @@ impl ClientSession {
         };
         self.core.send_input(now, Some(CallKind::SetProp), &msg);
         Ok(seq)
+    }
+
+    /// Queues an EnterSpace: by `space` id (`type_id` 0) or by `type_id`
+    /// (`space` 0). Until the SpaceChanged (or its Error) arrives, moves
+    /// are refused here ([`SessionError::SpaceChanging`]).
+    ///
+    /// # Errors
+    /// [`SessionError::NotLive`], [`SessionError::TransmitFull`],
+    /// [`SessionError::SpaceChanging`].
+    pub fn send_enter_space(&mut self, space: u32, type_id: u32) -> Result<(), SessionError> {
+        self.core.check_room(SessionState::Live, 8)?;
+        if self.core.space_pending {
+            return Err(SessionError::SpaceChanging);
+        }
+        self.core.queue(&ClientMsg::EnterSpace { space, type_id });
+        self.core.space_pending = true;
+        self.core.counters.space_requests += 1;
+        Ok(())
+    }
+
+    /// The space and its type after the last SpaceChanged (`None`: the
+    /// world the session started in).
+    pub fn space(&self) -> Option<(u32, u32)> {
+        self.core.space
+    }
+
+    /// True while a space change is under way.
+    pub fn space_pending(&self) -> bool {
+        self.core.space_pending
     }
 
     /// Queues a Ping (the Pong's round trip is reported as an event).
@@ -543,6 +584,21 @@ impl Core {
                 self.set_text(text);
                 self.close(now, Some(code));
             }
+            ServerMsg::SpaceChanged {
+                space,
+                type_id,
+                pos,
+            } if live && self.space_pending => {
+                self.space_pending = false;
+                self.space = Some((space, type_id));
+                self.counters.space_changes += 1;
+                self.event(SessionEvent::SpaceChanged {
+                    space,
+                    type_id,
+                    pos,
+                    at: now,
+                });
+            }
             other => {
                 let kind = other.kind();
                 self.violate(now, SessionRule::Unexpected { kind });
@@ -556,7 +612,14 @@ impl Core {
     }
 
     fn error(&mut self, now: Time, seq: u64, code: crate::wire::client::ErrorCode, text: &str) {
+        use crate::wire::client::ErrorCode as C;
         self.counters.errors += 1;
+        if matches!(
+            code,
+            C::UnknownSpaceType | C::UnknownSpace | C::SpaceFull | C::SpaceNotAllowed
+        ) {
+            self.space_pending = false;
+        }
         self.set_text(text);
         if seq > self.inputs.last_sent() {
             self.violate(now, SessionRule::ErrorUnsent { seq });

@@ -104,13 +104,74 @@ pub(crate) fn check_keys(table: &toml::Table) -> Result<(), ConfigError> {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SpacesConfig {
+    /// A type gets a new instance when its players per instance pass this
+    /// fraction of `max_player_load`. Default 0.8.
+    #[serde(default = "heavy_default")]
+    pub heavy_load_threshold: f64,
+    /// An instance empty this long is reclaimed. Default 30 000 ms.
+    #[serde(default = "reclaim_default")]
+    pub reclaim_empty_after_ms: u64,
+    /// Most spaces (the world and live instances). Default 4096.
+    #[serde(default = "instances_default")]
+    pub instances_max: usize,
+    /// Period of the directory's round (heavy-load creation, reclaiming),
+    /// on shard 0. Default 1000 ms.
+    #[serde(default = "round_default")]
+    pub round_ms: u64,
+    /// Messages held per shard for instance cells whose creation has not
+    /// arrived yet (more are dropped, counted). Default 16 384.
+    #[serde(default = "parked_default")]
+    pub parked_max: usize,
     /// Every space type; exactly one of kind `union` (the world).
     #[serde(default)]
     pub types: Vec<SpaceTypeConfig>,
 }
 
+fn heavy_default() -> f64 {
+    0.8
+}
+fn reclaim_default() -> u64 {
+    30_000
+}
+fn instances_default() -> usize {
+    4096
+}
+fn round_default() -> u64 {
+    1000
+}
+fn parked_default() -> usize {
+    16_384
+}
+
 impl SpacesConfig {
+    /// The instance directory's params.
+    pub fn instance_params(&self) -> crate::core::space::InstanceParams {
+        crate::core::space::InstanceParams {
+            heavy_load_threshold: self.heavy_load_threshold,
+            reclaim_empty_after_ms: self.reclaim_empty_after_ms,
+            instances_max: self.instances_max,
+            ..Default::default()
+        }
+    }
+
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if !(self.heavy_load_threshold > 0.0 && self.heavy_load_threshold.is_finite()) {
+            return Err(invalid(
+                "spaces.heavy_load_threshold",
+                self.heavy_load_threshold,
+                "must be > 0",
+            ));
+        }
+        if self.instances_max < 1 || self.round_ms == 0 || self.parked_max < 1 {
+            return Err(invalid(
+                "spaces.instances_max / spaces.round_ms / spaces.parked_max",
+                format!(
+                    "{} / {} / {}",
+                    self.instances_max, self.round_ms, self.parked_max
+                ),
+                "must be >= 1",
+            ));
+        }
         let mut ids: Vec<u32> = self.types.iter().map(|t| t.type_id).collect();
         ids.sort_unstable();
         if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {

@@ -69,6 +69,7 @@ struct Conn {
 enum Action {
     Login(String),
     Input(Arc<[u8]>),
+    EnterSpace(u32, u32),
     Close(Closing),
 }
 
@@ -153,7 +154,9 @@ impl CellHost {
         while let Some(ev) = port.poll_event() {
             match ev {
                 PortEvent::Opened { conn, .. } => {
-                    let session = Session::new(self.clients.params, self.clients.avatar.clone());
+                    let mut session =
+                        Session::new(self.clients.params, self.clients.avatar.clone());
+                    session.set_world_type(self.spaces.world_type);
                     let c = Conn {
                         session,
                         entity: None,
@@ -185,6 +188,7 @@ impl CellHost {
                     Step::None => return,
                     Step::Login { name } => Action::Login(name.to_owned()),
                     Step::Input(i) => Action::Input(i.to_arc()),
+                    Step::EnterSpace { space, type_id } => Action::EnterSpace(space, type_id),
                     Step::Close(c) => Action::Close(c),
                 })
             });
@@ -197,6 +201,11 @@ impl CellHost {
                         let e = self.clients.conns.get(&id).and_then(|c| c.entity);
                         if let Some(p) = e.and_then(|e| self.proxies.get_mut(&e)) {
                             p.send_input(now, data);
+                        }
+                    }
+                    Action::EnterSpace(space, type_id) => {
+                        if let Some(e) = self.clients.conns.get(&id).and_then(|c| c.entity) {
+                            self.request_space(e, space, type_id);
                         }
                     }
                     Action::Close(c) => self.close_conn(now, port, id, c),
@@ -289,12 +298,25 @@ impl CellHost {
         }
         let Some(e) = conn.entity else { return };
         self.clients.by_entity.remove(&e);
+        self.space_left(conn.session.travel().counted);
         if let Some(mut p) = self.proxies.remove(&e) {
             p.send_destroy(now);
             while let Some(o) = p.poll_output() {
                 self.route(WireSource::Proxy(e), o);
             }
         }
+    }
+
+    /// The session of `entity`'s client on this shard.
+    pub(super) fn session_of(&self, entity: EntityId) -> Option<&Session> {
+        let id = self.clients.by_entity.get(&entity)?;
+        self.clients.conns.get(id).map(|c| &c.session)
+    }
+
+    /// The session of `entity`'s client on this shard, mutable.
+    pub(super) fn session_of_mut(&mut self, entity: EntityId) -> Option<&mut Session> {
+        let id = self.clients.by_entity.get(&entity)?;
+        self.clients.conns.get_mut(id).map(|c| &mut c.session)
     }
 
     /// Step 3: each proxy's ordered client data to its session.

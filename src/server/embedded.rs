@@ -71,6 +71,18 @@ pub struct ServerCounters {
     pub disconnects: BTreeMap<String, u64>,
     /// Client messages refused, by rule (`ErrorCode::rule`).
     pub refused: BTreeMap<String, u64>,
+    /// Mono-space instances live (the directory's count).
+    pub instances_live: u64,
+    /// Instances created (by a player's entry or by heavy load).
+    pub instances_created: u64,
+    /// Empty instances reclaimed.
+    pub instances_reclaimed: u64,
+    /// Players placed in a space (EnterSpace accepted).
+    pub space_enters: u64,
+    /// EnterSpace requests refused by the directory.
+    pub space_refused: u64,
+    /// Reals moved to another space.
+    pub space_transfers: u64,
 }
 
 /// The server, running (see the module doc).
@@ -205,6 +217,12 @@ pub fn counters_of(stats: &[std::sync::Arc<ShardStats>]) -> ServerCounters {
         bytes_in: sum("gateway_bytes_in"),
         bytes_out: sum("gateway_bytes_out"),
         stalls: stats.iter().map(|s| s.count(Count::Stalls)).sum(),
+        instances_live: sum("spaces_instances_live"),
+        instances_created: sum("spaces_instances_created"),
+        instances_reclaimed: sum("spaces_instances_reclaimed"),
+        space_enters: sum("spaces_enters"),
+        space_refused: sum("spaces_refused"),
+        space_transfers: sum("spaces_transfers"),
         ..ServerCounters::default()
     };
     for s in stats {

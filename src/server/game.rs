@@ -12,6 +12,9 @@
 //!   CallResult naming the reason; accepted -> its combat seq goes to the
 //!   gateway, and the outcome (`HitLanded`, `HitExpired`) follows later as
 //!   a CallResult under that combat seq.
+//! - **Space** (made by the gateway from shard 0's placement): the real
+//!   moves to the given cell of another space (`Cell::transfer`); the
+//!   notice (`DOWN_SPACE`) follows the old space's last batch.
 //! - **SetProp**: applied if the property is client-settable
 //!   (`PropDef::client_settable`) and the value decodes, -> `Applied`;
 //!   else `Refused(prop-not-settable | bad-value)`.
@@ -43,8 +46,8 @@ use crate::core::time::Time;
 use crate::wire::client::{CallOutcome, RefuseReason, ServerMsg};
 
 use super::relay::{
-    decode_input, hit_done, hit_started, push_call_result, tagged, GameInput, DEFER_DOWN,
-    DEFER_INPUT, DOWN_FRAMES,
+    decode_input, hit_done, hit_started, push_call_result, space_down, tagged, GameInput,
+    DEFER_DOWN, DEFER_INPUT, DOWN_FRAMES,
 };
 
 /// What the game logic counts (exported as host metrics).
@@ -66,6 +69,8 @@ pub struct GameCounters {
     pub props_set: u64,
     /// Hits accepted into the combat flow.
     pub hits: u64,
+    /// Reals moved to another space.
+    pub transfers: u64,
 }
 
 /// The client-input logic of one shard (see the module doc).
@@ -175,6 +180,22 @@ impl Game {
             GameInput::SetProp { prop, value, .. } => {
                 let outcome = self.set_prop(cell, entity, prop, value);
                 self.result(entity, seq, outcome);
+            }
+            GameInput::Space {
+                space,
+                type_id,
+                cell: dest,
+                pos,
+                ..
+            } => {
+                let from = real.core().pos;
+                let notice = space_down(space, type_id, pos, from);
+                let dest = crate::core::ids::CellId(dest);
+                match cell.transfer(now, entity, pos, dest, Some(notice)) {
+                    Ok(()) => self.counters.transfers += 1,
+                    Err(_) => self.counters.bad_inputs += 1,
+                }
+                return;
             }
         }
         let real = cell.real_mut(entity).expect("real");

@@ -44,6 +44,7 @@ use super::clients::Clients;
 use super::game::Game;
 use super::gateway::GatewayParams;
 use super::npcs::Npc;
+use super::spaces::{is_instance_cell, HostSpaces, SpaceCounters};
 use super::spawn::SpawnRule;
 
 /// The envelope kind of a [`HostBatch`].
@@ -171,6 +172,8 @@ pub struct CellHost {
     port_bytes: (u64, u64),
     /// Load measurement, reports and tree changes (`balance.rs`).
     pub(super) balance: HostBalance,
+    /// Mono-space instances (`spaces.rs`, `spaces_host.rs`).
+    pub(super) spaces: HostSpaces,
 }
 
 impl std::fmt::Debug for CellHost {
@@ -203,6 +206,8 @@ impl CellHost {
             cells.insert(leaf.cell, cell);
         }
         let balance = HostBalance::new(config, ctx, &tree, types.clone());
+        let world_cell = tree.cell_at(config.world.bounds().center());
+        let spaces = HostSpaces::new(config, ctx, world_cell, types.clone());
         let avatar = types.get(AVATAR).expect("built-in avatar").clone();
         let g = &config.gateway;
         let clients = Clients::new(
@@ -226,6 +231,7 @@ impl CellHost {
             tick: 0,
             port_bytes: (0, 0),
             balance,
+            spaces,
         };
         host.spawn_npcs(config.server.npcs, &types);
         Ok(host)
@@ -245,6 +251,11 @@ impl CellHost {
     /// The tree's leaves with their rects, shards and last known loads.
     pub fn tree_snapshot(&self) -> TreeSnapshot {
         self.balance.snapshot(&self.tree)
+    }
+
+    /// The spaces' counters (the directory's on shard 0).
+    pub fn space_counters(&self) -> SpaceCounters {
+        self.spaces.counters()
     }
 
     /// This host's counters.
@@ -285,7 +296,8 @@ impl CellHost {
             Dest::Cell(c) => self
                 .tree
                 .shard_of(c)
-                .or_else(|| self.balance.retired_shard(c)),
+                .or_else(|| self.balance.retired_shard(c))
+                .or_else(|| self.spaces.shard_of(c)),
             Dest::Proxy(e) => Some(ShardId::local(entity_shard(e))),
         }
     }
@@ -312,7 +324,12 @@ impl CellHost {
 
     fn deliver(&mut self, now: Time, item: Routed) {
         if let Dest::Cell(c) = item.to {
-            if !self.cells.contains_key(&c) && self.balance.awaits(c, &self.tree) {
+            if !self.cells.contains_key(&c) && is_instance_cell(c) {
+                if self.spaces.awaits(c) {
+                    self.spaces.park(item);
+                    return;
+                }
+            } else if !self.cells.contains_key(&c) && self.balance.awaits(c, &self.tree) {
                 self.balance.park(item);
                 return;
             }
@@ -339,7 +356,7 @@ impl CellHost {
 
     fn drain_inbox(&mut self, now: Time, inbox: Inbox<'_>) {
         for env in inbox {
-            if self.balance.handle_envelope(now, &env) {
+            if self.balance.handle_envelope(now, &env) || self.space_envelope(now, &env) {
                 continue;
             }
             let items = match env.access::<HostBatch>(KIND_HOST_BATCH) {
@@ -361,6 +378,11 @@ impl CellHost {
                 Err(_) => self.counters.bad_envelopes += 1,
             }
         }
+    }
+
+    /// Queues `item` for local delivery next tick.
+    pub(super) fn requeue(&mut self, item: Routed) {
+        self.local.push_back(item);
     }
 
     fn flush(&mut self, out: &mut Outbox) {
@@ -395,13 +417,17 @@ impl ShardApp for CellHost {
         self.drain_inbox(now, inbox);
         self.port_events(now, port);
         self.read_clients(now, port);
+        self.spaces_step(now, out);
         self.npc_logic(self.ctx.tick.as_secs_f64());
         let ids: Vec<CellId> = self.cells.keys().copied().collect();
         let mut outs = Vec::new();
         for id in ids {
             let cell = self.cells.get_mut(&id).expect("listed");
             let started = self.balance.stamp();
-            cell.tick(now, &self.tree);
+            match self.spaces.layout(id) {
+                Some(solo) => cell.tick(now, solo),
+                None => cell.tick(now, &self.tree),
+            }
             self.game.run(now, cell);
             self.balance.cell_done(id, started);
             outs.extend(std::iter::from_fn(|| cell.poll_output()));
@@ -421,6 +447,7 @@ impl ShardApp for CellHost {
         for item in self.balance.unpark(&self.tree) {
             self.local.push_back(item);
         }
+        self.spaces_after_tick(now);
     }
 
     fn on_shutdown(&mut self, _now: Time, port: &mut ClientPort) {
@@ -505,6 +532,7 @@ impl ShardApp for CellHost {
         sink.counter("host_rebalances", "boundary moves (shard 0)", sc.rebalances);
         sink.gauge("host_cells", "cells hosted", self.cells.len() as u64);
         self.export_client_metrics(sink);
+        self.export_space_metrics(sink);
     }
 }
 

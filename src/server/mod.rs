@@ -1,6 +1,7 @@
 //! The server: the cell host every shard runs ([`host`]), its client side
 //! ([`clients`], [`gateway`] sessions, [`game`] logic at the reals, the
-//! [`relay`] formats between them, [`spawn`]), and the whole server
+//! [`relay`] formats between them, [`spawn`]), mono-space instances
+//! ([`spaces`]), and the whole server
 //! started in-process ([`embedded`]).
 //!
 //! Owns the application side of the runtime; it never touches executors,
@@ -17,9 +18,14 @@ mod harness;
 pub mod host;
 mod npcs;
 pub mod relay;
+pub mod spaces;
+mod spaces_directory;
+mod spaces_host;
 pub mod spawn;
 #[cfg(test)]
 mod tests_host;
+#[cfg(test)]
+mod tests_spaces;
 
 pub use embedded::{EmbeddedServer, ServerCounters, ServerError};
 pub use host::{CellHost, HostBatch, HostCounters, HostError, Routed, KIND_HOST_BATCH};

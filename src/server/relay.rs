@@ -11,6 +11,9 @@
 //! - 1 Move: `f64 x, f64 y, f64 z, f32 yaw` (37 bytes in all)
 //! - 2 Hit: `u32 target handle, i64 damage` (21 bytes)
 //! - 3 SetProp: `u16 prop`, then the value bytes (rest)
+//! - 4 Space (made by the gateway from shard 0's placement, client seq 0):
+//!   `u32 space, u32 type, u32 cell, f64 x, f64 z` (37 bytes): move to
+//!   `cell` of another space at `(x, z)` ([`Cell::transfer`](crate::core::cell::Cell::transfer))
 //!
 //! The client's own seq travels inside, so acks and call results name it
 //! whatever the proxy's numbering.
@@ -25,6 +28,9 @@
 //!   accepted and its result will name the combat seq.
 //! - [`DOWN_HIT_DONE`]: one CallResult frame whose seq is the combat seq;
 //!   the gateway puts the client seq in its place.
+//! - [`DOWN_SPACE`]: `u32 space, u32 type, f64 x, f64 z, f64 from_x, f64
+//!   from_z`: the real left its space (sent after the old space's last
+//!   batch); the gateway writes SpaceChanged and takes Moves again.
 //!
 //! # Deferred effects (`Call::data` of a `CallKind::Game` call)
 //! An input applied in the tick its real was offloaded is re-sent to the
@@ -42,6 +48,8 @@ pub const DOWN_FRAMES: u8 = 0xF0;
 pub const DOWN_HIT_STARTED: u8 = 0xF1;
 /// Downstream: a Hit's result under its combat seq.
 pub const DOWN_HIT_DONE: u8 = 0xF2;
+/// Downstream: the real moved to another space.
+pub const DOWN_SPACE: u8 = 0xF3;
 /// Game call: an input to apply at the real.
 pub const DEFER_INPUT: u8 = 0xD1;
 /// Game call: downstream bytes to send from the real.
@@ -50,6 +58,7 @@ pub const DEFER_DOWN: u8 = 0xD2;
 const KIND_MOVE: u8 = 1;
 const KIND_HIT: u8 = 2;
 const KIND_SET_PROP: u8 = 3;
+const KIND_SPACE: u8 = 4;
 
 /// A client input as the real applies it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -81,6 +90,19 @@ pub enum GameInput<'a> {
         /// Encoded value.
         value: &'a [u8],
     },
+    /// Move to `cell` of space `space` at `pos` (made by the gateway).
+    Space {
+        /// 0 (not a client input).
+        seq: u64,
+        /// The space.
+        space: u32,
+        /// Its type.
+        type_id: u32,
+        /// The destination cell.
+        cell: u32,
+        /// Where (ground x, z).
+        pos: Vec3,
+    },
 }
 
 impl GameInput<'_> {
@@ -89,7 +111,8 @@ impl GameInput<'_> {
         match *self {
             GameInput::Move { seq, .. }
             | GameInput::Hit { seq, .. }
-            | GameInput::SetProp { seq, .. } => seq,
+            | GameInput::SetProp { seq, .. }
+            | GameInput::Space { seq, .. } => seq,
         }
     }
 
@@ -120,6 +143,21 @@ impl GameInput<'_> {
                 out.extend_from_slice(&prop.to_le_bytes());
                 out.extend_from_slice(value);
             }
+            GameInput::Space {
+                seq,
+                space,
+                type_id,
+                cell,
+                pos,
+            } => {
+                out.push(KIND_SPACE);
+                out.extend_from_slice(&seq.to_le_bytes());
+                for v in [space, type_id, cell] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+                out.extend_from_slice(&pos.x.to_le_bytes());
+                out.extend_from_slice(&pos.z.to_le_bytes());
+            }
         }
     }
 
@@ -137,6 +175,10 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
 
 fn f64_at(b: &[u8], at: usize) -> Option<f64> {
     u64_at(b, at).map(f64::from_bits)
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
 /// Decodes an input; `None` if the bytes are not one.
@@ -162,12 +204,19 @@ pub fn decode_input(b: &[u8]) -> Option<GameInput<'_>> {
             prop: u16::from_le_bytes(b[9..11].try_into().ok()?),
             value: &b[11..],
         }),
+        KIND_SPACE if b.len() == 37 => Some(GameInput::Space {
+            seq,
+            space: u32_at(b, 9)?,
+            type_id: u32_at(b, 13)?,
+            cell: u32_at(b, 17)?,
+            pos: Vec3::ground(f64_at(b, 21)?, f64_at(b, 29)?),
+        }),
         _ => None,
     }
 }
 
 /// What a downstream payload holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Down<'a> {
     /// A view batch (write as a ViewBatch frame).
     ViewBatch(&'a [u8]),
@@ -182,6 +231,17 @@ pub enum Down<'a> {
     },
     /// A CallResult frame under a combat seq.
     HitDone(&'a [u8]),
+    /// The real moved to another space.
+    Space {
+        /// The space.
+        space: u32,
+        /// Its type.
+        type_id: u32,
+        /// Where, there.
+        pos: Vec3,
+        /// Where it was in the old space.
+        from: Vec3,
+    },
 }
 
 /// Classifies a downstream payload; `None` for an empty or unknown one.
@@ -194,6 +254,12 @@ pub fn decode_down(b: &[u8]) -> Option<Down<'_>> {
             combat_seq: u64_at(b, 9)?,
         }),
         DOWN_HIT_DONE => Some(Down::HitDone(&b[1..])),
+        DOWN_SPACE if b.len() == 41 => Some(Down::Space {
+            space: u32_at(b, 1)?,
+            type_id: u32_at(b, 5)?,
+            pos: Vec3::ground(f64_at(b, 9)?, f64_at(b, 17)?),
+            from: Vec3::ground(f64_at(b, 25)?, f64_at(b, 33)?),
+        }),
         _ => None,
     }
 }
@@ -217,6 +283,18 @@ pub fn hit_done(combat_seq: u64, outcome: CallOutcome) -> Arc<[u8]> {
     let mut b = Vec::with_capacity(1 + 32);
     b.push(DOWN_HIT_DONE);
     push_call_result(&mut b, combat_seq, outcome);
+    Arc::from(b)
+}
+
+/// A [`DOWN_SPACE`] payload.
+pub fn space_down(space: u32, type_id: u32, pos: Vec3, from: Vec3) -> Arc<[u8]> {
+    let mut b = Vec::with_capacity(41);
+    b.push(DOWN_SPACE);
+    b.extend_from_slice(&space.to_le_bytes());
+    b.extend_from_slice(&type_id.to_le_bytes());
+    for v in [pos.x, pos.z, from.x, from.z] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
     Arc::from(b)
 }
 
@@ -255,6 +333,13 @@ mod tests {
                 prop: 8,
                 value: b"\x02hi",
             },
+            GameInput::Space {
+                seq: 0,
+                space: 100,
+                type_id: 2,
+                cell: 1 << 24,
+                pos: Vec3::ground(5.0, -6.0),
+            },
         ];
         for i in inputs {
             let b = i.to_arc();
@@ -285,6 +370,16 @@ mod tests {
         assert_eq!(
             decode_down(&tagged(DOWN_FRAMES, b"ab")),
             Some(Down::Frames(b"ab"))
+        );
+        let (p, f) = (Vec3::ground(1.0, 2.0), Vec3::ground(3.0, 4.0));
+        assert_eq!(
+            decode_down(&space_down(100, 2, p, f)),
+            Some(Down::Space {
+                space: 100,
+                type_id: 2,
+                pos: p,
+                from: f
+            })
         );
         assert_eq!(decode_down(&[0x42]), None);
         assert_eq!(decode_down(&[]), None);

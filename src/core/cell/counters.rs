@@ -103,6 +103,8 @@ pub struct Counters {
     pub migrations_out: u64,
     /// Reals received (`Onload` handled).
     pub migrations_in: u64,
+    /// Reals sent to another space ([`Cell::transfer`](super::Cell::transfer)).
+    pub transfers_out: u64,
     /// Real-bound messages passed on towards the real.
     pub forwards: u64,
     /// Checks that held a real back because it came under a newer layout

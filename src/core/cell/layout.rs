@@ -74,6 +74,41 @@ impl Layout for SpaceTree {
     }
 }
 
+/// A space of one cell (an instance of a mono space): every point is in
+/// it (points outside its rect are clamped to it, as the tree does), and
+/// it has no neighbours, so its reals never migrate or get ghosts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SoloLayout {
+    /// The one cell.
+    pub cell: CellId,
+    /// Its rect (the world's bounds).
+    pub rect: Rect,
+}
+
+impl Layout for SoloLayout {
+    fn version(&self) -> u64 {
+        1
+    }
+
+    fn cell_at(&self, p: Vec3) -> Option<CellId> {
+        p.is_finite().then_some(self.cell)
+    }
+
+    fn rect(&self, c: CellId) -> Option<Rect> {
+        (c == self.cell).then_some(self.rect)
+    }
+
+    fn is_merging(&self, _c: CellId) -> bool {
+        false
+    }
+
+    fn cells_meeting(&self, r: &Rect, out: &mut Vec<CellId>) {
+        if self.rect.intersects(r) {
+            out.push(self.cell);
+        }
+    }
+}
+
 /// A fixed grid of `nx` by `nz` square cells of side `side_m`, with its
 /// minimum corner at the origin. Cell ids are `z * nx + x`.
 #[derive(Clone, Debug)]

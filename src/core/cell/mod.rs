@@ -98,7 +98,9 @@
 //!    `ghost_min_lifetime_ms`.
 //!
 //! A teleport is the same path: `CreateGhost` (always anew) then `Onload` on
-//! the same channel to the cell at the new position.
+//! the same channel to the cell at the new position. A move to another
+//! space ([`Cell::transfer`], `transfer.rs`) too, after deleting every ghost
+//! of the old space, and leaving no ghost behind.
 //!
 //! # Limits
 //!
@@ -129,12 +131,15 @@ mod tests;
 mod tests_destroy;
 #[cfg(test)]
 mod tests_early;
+#[cfg(test)]
+mod tests_transfer;
+mod transfer;
 mod view_params;
 mod views;
 
 pub use counters::{CellEvent, Counters, DropReason};
 pub use fight::HitError;
-pub use layout::{GridLayout, Layout};
+pub use layout::{GridLayout, Layout, SoloLayout};
 pub use machine::{Cell, CellError, EntityView};
 pub use msg::{
     Call, CallKind, CellMsg, Dest, Haunt, HauntState, Input, Msg, Onload, Outgoing, ProxyMsg,

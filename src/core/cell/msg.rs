@@ -222,6 +222,9 @@ pub struct Onload {
     /// destination migrates the real on only once its own layout is at
     /// least this new (a replica that lags would hand it straight back).
     pub layout_version: u64,
+    /// False for a move between spaces ([`Cell::transfer`](super::Cell::transfer)):
+    /// the source kept no ghost, so it is not a haunt of the new real.
+    pub source_ghost: bool,
 }
 
 /// Messages a cell handles.

@@ -115,6 +115,18 @@ impl Cell {
     /// # Panics
     /// If `id` is not real here or `dest` cannot take it (internal misuse).
     pub(super) fn offload(&mut self, now: Time, id: EntityId, dest: CellId) {
+        self.offload_with(now, id, dest, true);
+    }
+
+    /// [`Cell::offload`]; `source_ghost` false for a move between spaces
+    /// (the caller then drops the ghost left here).
+    pub(super) fn offload_with(
+        &mut self,
+        now: Time,
+        id: EntityId,
+        dest: CellId,
+        source_ghost: bool,
+    ) {
         assert!(
             self.can_offload_to(id, dest),
             "offload of {id} to {dest} without a ghost"
@@ -176,7 +188,9 @@ impl Cell {
             has_proxy: r.has_proxy,
             observer,
             combat,
-            layout_version: self.layout_version,
+            // Layout versions of another space say nothing here.
+            layout_version: if source_ghost { self.layout_version } else { 0 },
+            source_ghost,
         };
         for h in &onload.haunts {
             self.out.push_back(super::msg::Outgoing::cell(
@@ -223,7 +237,7 @@ impl Cell {
                 .unwrap_or_default(),
         };
         let mut haunts: Vec<Haunt> = o.haunts.into_iter().filter(|h| h.cell != self.id).collect();
-        if !haunts.iter().any(|h| h.cell == from) {
+        if o.source_ghost && !haunts.iter().any(|h| h.cell == from) {
             haunts.push(Haunt {
                 cell: from,
                 state: HauntState::Created,

@@ -286,6 +286,22 @@ impl Cell {
         blob
     }
 
+    /// Sends what real `id`'s observer has so far (before a notice that
+    /// must follow it), keeping the observer.
+    pub(super) fn flush_observer(&mut self, id: EntityId) {
+        let Some(&slot) = self.views.by_owner.get(&id) else {
+            return;
+        };
+        let Some(w) = self.views.watches[slot as usize].as_mut() else {
+            return;
+        };
+        let batch = w.observer.flush(&self.entities);
+        if !batch.is_empty() {
+            let data: Arc<[u8]> = Arc::from(batch);
+            self.send_batch(id, data);
+        }
+    }
+
     fn send_batch(&mut self, owner: EntityId, data: Arc<[u8]>) {
         self.counters.view_batches += 1;
         self.counters.view_bytes += data.len() as u64;

@@ -151,6 +151,9 @@ pub enum InstanceError {
     /// `instances_max` reached.
     #[error("too many instances ({0})")]
     Full(usize),
+    /// The instance has `max_player_load` players.
+    #[error("space {0} is full")]
+    InstanceFull(SpaceId),
     /// No shard to place an instance on.
     #[error("no shard")]
     NoShard,
@@ -293,17 +296,26 @@ impl Instances {
         shards: &[ShardLoad],
     ) -> Result<Placement, InstanceError> {
         let i = match target {
-            EnterTarget::Id(space) => self
-                .spaces
-                .binary_search_by_key(&space, |s| s.space)
-                .map_err(|_| InstanceError::UnknownSpace(space))?,
+            EnterTarget::Id(space) => {
+                let i = self
+                    .spaces
+                    .binary_search_by_key(&space, |s| s.space)
+                    .map_err(|_| InstanceError::UnknownSpace(space))?;
+                let s = self.spaces[i];
+                let max = self.ty(s.type_id).map_or(u32::MAX, |t| t.max_player_load);
+                if !s.union && s.players >= max {
+                    return Err(InstanceError::InstanceFull(space));
+                }
+                i
+            }
             EnterTarget::Type(type_id) => {
-                let auto = self.ty(type_id)?.auto_select_when_empty_id;
+                let ty = self.ty(type_id)?;
+                let (auto, max) = (ty.auto_select_when_empty_id, ty.max_player_load);
                 let best = self
                     .spaces
                     .iter()
                     .enumerate()
-                    .filter(|(_, s)| s.type_id == type_id)
+                    .filter(|(_, s)| s.type_id == type_id && (s.union || s.players < max))
                     .min_by_key(|(_, s)| (s.players, s.space))
                     .map(|(i, _)| i);
                 match best {
@@ -427,6 +439,24 @@ impl Instances {
             .map(|i| self.spaces[i].players)
     }
 
+    /// The type of `space`, if it exists.
+    pub fn type_of(&self, space: SpaceId) -> Option<u32> {
+        self.spaces
+            .binary_search_by_key(&space, |s| s.space)
+            .ok()
+            .map(|i| self.spaces[i].type_id)
+    }
+
+    /// Spaces known (union spaces and live instances).
+    pub fn len(&self) -> usize {
+        self.spaces.len()
+    }
+
+    /// True with no space at all.
+    pub fn is_empty(&self) -> bool {
+        self.spaces.is_empty()
+    }
+
     /// The instances of `type_id`, by space id.
     pub fn instances_of(&self, type_id: u32) -> impl Iterator<Item = SpaceId> + '_ {
         self.spaces
@@ -504,6 +534,26 @@ mod tests {
             d.enter(Time::ZERO, EnterTarget::Type(9), &s),
             Err(InstanceError::UnknownType(9))
         );
+    }
+
+    #[test]
+    fn a_full_instance_is_refused_by_id_and_skipped_by_type() {
+        let mut d = dir();
+        let s = shards();
+        let a = d.enter(Time::ZERO, EnterTarget::Type(3), &s).unwrap();
+        assert_eq!(
+            d.enter(Time::ZERO, EnterTarget::Id(a.space), &s),
+            Err(InstanceError::InstanceFull(a.space)),
+            "a dungeon holds one player"
+        );
+        for _ in 0..10 {
+            d.enter(Time::ZERO, EnterTarget::Type(2), &s).unwrap();
+        }
+        let town = d.instances_of(2).next().unwrap();
+        assert_eq!(d.players(town), Some(10));
+        let next = d.enter(Time::ZERO, EnterTarget::Type(2), &s).unwrap();
+        assert_ne!(next.space, town, "a full town is skipped");
+        assert_eq!(d.type_of(next.space), Some(2));
     }
 
     #[test]

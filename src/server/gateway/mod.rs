@@ -4,6 +4,7 @@
 //! - [`session`]: [`Session`], the server end of the client protocol
 //!   (handshake, input rules, strikes, downstream frames, acks).
 //! - [`rules`]: the speed limit, settable properties, login names.
+//! - [`travel`]: the session's space and its one space change at a time.
 //!
 //! Owns the protocol state of connections; never touches a socket (the
 //! host feeds it the bytes of its `ClientPort`) nor a cell (inputs go out
@@ -13,9 +14,11 @@ pub mod rules;
 pub mod session;
 #[cfg(test)]
 mod tests;
+pub mod travel;
 
 pub use rules::{check_name, check_pos, check_set_prop, MoveLimiter};
 pub use session::{Closing, Session, SessionPhase, Step};
+pub use travel::Travel;
 
 use crate::config::Config;
 use crate::core::geom::Rect;
@@ -79,7 +82,7 @@ impl GatewayParams {
 }
 
 /// Slots of a per-rule counter array (indexed by [`ErrorCode::code`]).
-pub const RULES: usize = 18;
+pub const RULES: usize = 22;
 
 /// The metric name of the refusals of one rule (static: metric names are).
 pub fn refused_metric(code: ErrorCode) -> &'static str {
@@ -101,6 +104,10 @@ pub fn refused_metric(code: ErrorCode) -> &'static str {
         ErrorCode::Shutdown => "gateway_refused_shutdown",
         ErrorCode::IdleTimeout => "gateway_refused_idle_timeout",
         ErrorCode::Replaced => "gateway_refused_replaced",
+        ErrorCode::UnknownSpaceType => "gateway_refused_unknown_space_type",
+        ErrorCode::UnknownSpace => "gateway_refused_unknown_space",
+        ErrorCode::SpaceFull => "gateway_refused_space_full",
+        ErrorCode::SpaceNotAllowed => "gateway_refused_space_not_allowed",
     }
 }
 

@@ -34,6 +34,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::rules::{check_name, check_pos, check_set_prop, MoveLimiter};
+use super::travel::Travel;
 use super::{GatewayParams, RULES};
 use crate::core::entity::EntityType;
 use crate::core::geom::Vec3;
@@ -81,6 +82,13 @@ pub enum Step<'a> {
     },
     /// Forward this input to the real through the proxy.
     Input(GameInput<'a>),
+    /// Ask the space directory to place the avatar (by id, or by type).
+    EnterSpace {
+        /// Space id, or 0.
+        space: u32,
+        /// Type id, or 0.
+        type_id: u32,
+    },
     /// Close the connection after the output is written.
     Close(Closing),
 }
@@ -101,6 +109,7 @@ pub struct Session {
     out: Vec<u8>,
     refused: [u64; RULES],
     text: String,
+    travel: Travel,
 }
 
 impl Session {
@@ -120,7 +129,37 @@ impl Session {
             out: Vec::new(),
             refused: [0; RULES],
             text: String::new(),
+            travel: Travel::new(crate::server::balance::WORLD_SPACE, 1),
         }
+    }
+
+    /// Where the avatar is among the spaces.
+    pub fn travel(&self) -> &Travel {
+        &self.travel
+    }
+
+    /// Sets the world's type (the session starts in the world).
+    pub fn set_world_type(&mut self, world_type: u32) {
+        self.travel = Travel::new(self.travel.world(), world_type);
+    }
+
+    /// The directory placed the player in `space` (it counts it there now);
+    /// the move follows through the real.
+    pub fn space_placed(&mut self, space: crate::core::ids::SpaceId) {
+        self.travel.counted = space;
+    }
+
+    /// The directory refused the space change: an Error naming the rule
+    /// (counted, not a strike: the client may not know the directory).
+    pub fn space_refused(&mut self, code: ErrorCode, text: &str) {
+        self.travel.pending = false;
+        self.count(code);
+        ServerMsg::Error {
+            seq: 0,
+            code,
+            text: clip(text),
+        }
+        .encode(&mut self.out);
     }
 
     /// Where the session is.
@@ -274,6 +313,14 @@ impl Session {
             ClientMsg::Move { .. } | ClientMsg::Hit { .. } | ClientMsg::SetProp { .. } => {
                 self.input(now, m)
             }
+            ClientMsg::EnterSpace { space, type_id } => {
+                if self.travel.pending {
+                    self.space_refused(ErrorCode::SpaceNotAllowed, "a space change is under way");
+                    return Step::None;
+                }
+                self.travel.pending = true;
+                Step::EnterSpace { space, type_id }
+            }
         }
     }
 
@@ -296,6 +343,20 @@ impl Session {
             } => {
                 if !check_pos(&self.params.world, pos) || !yaw.is_finite() {
                     return self.refuse(seq, ErrorCode::BadValue, "position outside the world");
+                }
+                if self.travel.pending {
+                    // Old-space coordinates: processed (acked), not applied.
+                    self.travel.moves_dropped += 1;
+                    return Step::None;
+                }
+                if let Some(at) = self.travel.restart_at.take() {
+                    let p = &self.params;
+                    self.limiter = Some(MoveLimiter::new(
+                        p.move_speed_max_mps,
+                        p.move_slack_m,
+                        at,
+                        now,
+                    ));
                 }
                 let limiter = self.limiter.as_mut().expect("live");
                 if let Err((d, budget)) = limiter.check(now, client_time_us, pos) {
@@ -413,6 +474,21 @@ impl Session {
                     self.hits.pop_front();
                 }
                 self.hits.push_back((combat_seq, client_seq));
+            }
+            Some(Down::Space {
+                space,
+                type_id,
+                pos,
+                from,
+            }) => {
+                let id = crate::core::ids::SpaceId(space);
+                self.travel.arrived(id, type_id, pos, from);
+                ServerMsg::SpaceChanged {
+                    space,
+                    type_id,
+                    pos,
+                }
+                .encode(&mut self.out);
             }
             Some(Down::HitDone(frame)) if frame.len() >= HEADER_BYTES + 8 => {
                 let seq_at = HEADER_BYTES..HEADER_BYTES + 8;

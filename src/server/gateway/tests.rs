@@ -11,7 +11,7 @@ use crate::core::entity::{TypeRegistry, AVATAR};
 use crate::core::geom::{Rect, Vec3};
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
-use crate::server::relay::{hit_done, hit_started, tagged, GameInput, DOWN_FRAMES};
+use crate::server::relay::{hit_done, hit_started, space_down, tagged, GameInput, DOWN_FRAMES};
 use crate::wire::client::{CallOutcome, ClientMsg, ErrorCode, ServerMsg};
 
 const E: EntityId = EntityId(99);
@@ -21,6 +21,7 @@ struct Pair {
     client: ClientSession,
     now: Time,
     inputs: Vec<u64>,
+    entered: Vec<(u32, u32)>,
     closed: Option<Closing>,
 }
 
@@ -45,6 +46,7 @@ impl Pair {
             client: ClientSession::new(ClientSessionParams::default(), reg),
             now: Time::from_millis(1000),
             inputs: Vec::new(),
+            entered: Vec::new(),
             closed: None,
         };
         p.client.connect("ann", None).expect("connect");
@@ -63,7 +65,7 @@ impl Pair {
     fn feed(&mut self, bytes: &[u8]) {
         let now = self.now;
         let mut login = false;
-        let (inputs, closed) = (&mut self.inputs, &mut self.closed);
+        let (inputs, closed, entered) = (&mut self.inputs, &mut self.closed, &mut self.entered);
         let used = self.server.handle_input(now, bytes, |_, step| match step {
             Step::Login { name } => {
                 assert_eq!(name, "ann");
@@ -71,6 +73,7 @@ impl Pair {
             }
             Step::Input(i) => inputs.push(i.seq()),
             Step::Close(c) => *closed = Some(c),
+            Step::EnterSpace { space, type_id } => entered.push((space, type_id)),
             Step::None => {}
         });
         if login {
@@ -170,7 +173,7 @@ fn raw_rule_breaks_unknown_kind_bad_sequence_second_hello() {
     let mut p = Pair::new();
     let mut raw = Vec::new();
     raw.extend_from_slice(&[0, 0, 0, 0, 0x09, 0x00, 0, 0]); // kind 9: unknown
-    ClientMsg::Hello { version: 1 }.encode(&mut raw);
+    ClientMsg::Hello { version: 2 }.encode(&mut raw);
     let mv = |seq| ClientMsg::Move {
         seq,
         client_time_us: 0,
@@ -267,4 +270,53 @@ fn hit_results_get_the_client_seq_back() {
         },
         tagged(1, b""),
     );
+}
+
+#[test]
+fn a_space_change_holds_moves_and_restarts_the_limiter_there() {
+    let mut p = Pair::new();
+    p.client.send_enter_space(0, 2).expect("enter");
+    p.pump();
+    assert_eq!(p.entered, vec![(0, 2)]);
+    assert_eq!(
+        p.client.send_move(p.now, Vec3::ground(101.0, 100.0), 0.0),
+        Err(crate::client::SessionError::SpaceChanging),
+        "the client holds its moves"
+    );
+    assert!(p.server.travel().pending);
+    // The real arrived 400 m away: SpaceChanged, and moves from there pass.
+    let (to, from) = (Vec3::ground(500.0, 500.0), Vec3::ground(100.0, 100.0));
+    assert!(p.server.handle_down(1, &space_down(1000, 2, to, from)));
+    p.deliver();
+    let changed = std::iter::from_fn(|| p.client.poll_event()).find_map(|e| match e {
+        SessionEvent::SpaceChanged {
+            space,
+            type_id,
+            pos,
+            ..
+        } => Some((space, type_id, pos)),
+        _ => None,
+    });
+    assert_eq!(changed, Some((1000, 2, to)));
+    assert_eq!(p.client.space(), Some((1000, 2)));
+    assert_eq!(p.server.travel().world_exit, Some(from), "the way back");
+    p.client
+        .send_move(p.now, Vec3::ground(501.0, 500.0), 0.0)
+        .expect("move");
+    p.pump();
+    assert_eq!(
+        p.inputs,
+        vec![1],
+        "not move-too-fast: the limiter restarted"
+    );
+    assert!(p.refusals().is_empty());
+    // A refusal by the directory ends the change with an Error.
+    p.client.send_enter_space(0, 9).expect("enter");
+    p.pump();
+    p.server
+        .space_refused(ErrorCode::UnknownSpaceType, "unknown-space-type");
+    p.deliver();
+    assert_eq!(p.refusals(), vec![(0, ErrorCode::UnknownSpaceType)]);
+    assert!(!p.client.space_pending() && !p.server.travel().pending);
+    assert_eq!(p.client.violation_count(), 0);
 }

@@ -11,7 +11,8 @@
 use super::error::DecodeError;
 use super::frame::{self, exact, head, no_flags, reserved, text, Frame};
 use super::layout::{
-    kind, HelloBody, HitBody, LoginHead, MoveBody, PingBody, SetPropHead, MAGIC, PROTOCOL_VERSION,
+    kind, EnterSpaceBody, HelloBody, HitBody, LoginHead, MoveBody, PingBody, SetPropHead, MAGIC,
+    PROTOCOL_VERSION,
 };
 use crate::core::geom::Vec3;
 use zerocopy::IntoBytes;
@@ -78,6 +79,16 @@ pub enum ClientMsg<'a> {
     },
     /// The client leaves; the server closes the connection.
     Bye,
+    /// Go to another space: by id (`space != 0`, `type_id == 0`) or by
+    /// type (`space == 0`; the least loaded instance, or a new one). The
+    /// world's type goes back to the world. Answered by SpaceChanged or an
+    /// Error; the client sends no Move until then (they are dropped).
+    EnterSpace {
+        /// Space id, or 0.
+        space: u32,
+        /// Type id, or 0.
+        type_id: u32,
+    },
 }
 
 impl ClientMsg<'_> {
@@ -91,6 +102,7 @@ impl ClientMsg<'_> {
             ClientMsg::SetProp { .. } => kind::SET_PROP,
             ClientMsg::Ping { .. } => kind::PING,
             ClientMsg::Bye => kind::BYE,
+            ClientMsg::EnterSpace { .. } => kind::ENTER_SPACE,
         }
     }
 
@@ -178,6 +190,13 @@ impl ClientMsg<'_> {
                 .as_bytes(),
             ),
             ClientMsg::Bye => {}
+            ClientMsg::EnterSpace { space, type_id } => out.extend_from_slice(
+                EnterSpaceBody {
+                    space: space.into(),
+                    type_id: type_id.into(),
+                }
+                .as_bytes(),
+            ),
         }
         frame::end(out, at);
     }
@@ -259,6 +278,12 @@ impl<'a> ClientMsg<'a> {
                 }
                 ClientMsg::Bye
             }
+            kind::ENTER_SPACE => {
+                let b: EnterSpaceBody = exact(k, f.body)?;
+                let (space, type_id) = (b.space.get(), b.type_id.get());
+                reserved(k, (space == 0) != (type_id == 0))?;
+                ClientMsg::EnterSpace { space, type_id }
+            }
             other => return Err(DecodeError::UnknownKind(other)),
         })
     }
@@ -337,15 +362,15 @@ mod tests {
     #[test]
     fn hello_checks_magic_then_version() {
         let mut b = Vec::new();
-        ClientMsg::Hello { version: 1 }.encode(&mut b);
-        assert_eq!(one(&b), Ok(ClientMsg::Hello { version: 1 }));
+        ClientMsg::Hello { version: 2 }.encode(&mut b);
+        assert_eq!(one(&b), Ok(ClientMsg::Hello { version: 2 }));
         let mut v2 = b.clone();
-        v2[12] = 2;
+        v2[12] = 3;
         v2.extend_from_slice(&[0; 4]);
         v2[0] = 12;
         assert_eq!(
             one(&v2),
-            Err(DecodeError::VersionMismatch { got: 2, want: 1 })
+            Err(DecodeError::VersionMismatch { got: 3, want: 2 })
         );
         let mut bad = b.clone();
         bad[8] = b'X';

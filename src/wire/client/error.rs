@@ -184,6 +184,15 @@ codes! {
         IdleTimeout = 16, "idle-timeout";
         /// The same account logged in on another connection (Kick).
         Replaced = 17, "replaced";
+        /// EnterSpace named a space type the server does not have.
+        UnknownSpaceType = 18, "unknown-space-type";
+        /// EnterSpace named a space that does not exist (or was reclaimed).
+        UnknownSpace = 19, "unknown-space";
+        /// The space (or the instance table) is full.
+        SpaceFull = 20, "space-full";
+        /// Not allowed now: already in that space, or a space change is
+        /// under way.
+        SpaceNotAllowed = 21, "space-not-allowed";
     }
 }
 

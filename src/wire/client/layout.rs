@@ -14,8 +14,9 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// The first 4 bytes of a Hello body.
 pub const MAGIC: [u8; 4] = *b"TSRA";
-/// The protocol version this code speaks.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// The protocol version this code speaks (2: spaces, EnterSpace and
+/// SpaceChanged).
+pub const PROTOCOL_VERSION: u16 = 2;
 /// Bytes of a frame header.
 pub const HEADER_BYTES: usize = 8;
 /// `own_handle` value of a Welcome when the own entity has no view handle.
@@ -38,6 +39,8 @@ pub mod kind {
     pub const PING: u16 = 0x0006;
     /// Client: leave.
     pub const BYE: u16 = 0x0007;
+    /// Client: go to another space (by id or by type).
+    pub const ENTER_SPACE: u16 = 0x0008;
     /// Server: session accepted.
     pub const WELCOME: u16 = 0x8001;
     /// Server: one tick of view events.
@@ -52,6 +55,8 @@ pub mod kind {
     pub const PONG: u16 = 0x8006;
     /// Server: the connection is closed after this frame.
     pub const KICK: u16 = 0x8007;
+    /// Server: the client's avatar is now in another space.
+    pub const SPACE_CHANGED: u16 = 0x8008;
 }
 
 /// The 8-byte header in front of every frame.
@@ -244,6 +249,32 @@ pub struct KickHead {
     pub reserved: U16,
 }
 
+/// EnterSpace body (8 bytes): exactly one of the two is non-zero.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
+#[repr(C)]
+pub struct EnterSpaceBody {
+    /// The space to enter by id, 0 to enter by type.
+    pub space: U32,
+    /// The space type to enter (its least loaded instance), 0 with an id.
+    pub type_id: U32,
+}
+
+/// SpaceChanged body (32 bytes).
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
+#[repr(C)]
+pub struct SpaceChangedBody {
+    /// The space the avatar is in now.
+    pub space: U32,
+    /// Its type.
+    pub type_id: U32,
+    /// The avatar's position there, x (m).
+    pub x: F64,
+    /// y (m).
+    pub y: F64,
+    /// z (m).
+    pub z: F64,
+}
+
 const _: () = {
     use core::mem::size_of;
     assert!(size_of::<FrameHeader>() == HEADER_BYTES);
@@ -260,4 +291,6 @@ const _: () = {
     assert!(size_of::<ErrorHead>() == 12);
     assert!(size_of::<PongBody>() == 24);
     assert!(size_of::<KickHead>() == 4);
+    assert!(size_of::<EnterSpaceBody>() == 8);
+    assert!(size_of::<SpaceChangedBody>() == 32);
 };

@@ -11,10 +11,10 @@
 use super::error::{DecodeError, ErrorCode, RefuseReason};
 use super::frame::{self, exact, head, no_flags, reserved, text, Frame};
 use super::layout::{
-    kind, CallResultBody, ErrorHead, InputAckBody, KickHead, PongBody, ViewBatchHead, WelcomeBody,
-    HEADER_BYTES, NO_HANDLE, PROTOCOL_VERSION,
+    kind, CallResultBody, ErrorHead, InputAckBody, KickHead, PongBody, SpaceChangedBody,
+    ViewBatchHead, WelcomeBody, HEADER_BYTES, NO_HANDLE, PROTOCOL_VERSION,
 };
-use crate::core::geom::Rect;
+use crate::core::geom::{Rect, Vec3};
 use crate::core::ids::EntityId;
 use zerocopy::IntoBytes;
 
@@ -105,6 +105,17 @@ pub enum ServerMsg<'a> {
         /// Detail for humans.
         text: &'a str,
     },
+    /// The avatar is in another space now (the answer to EnterSpace). It
+    /// comes after the last view batch of the old space; the next batch
+    /// has leaves for everything of the old space and enters of the new.
+    SpaceChanged {
+        /// The space.
+        space: u32,
+        /// Its type.
+        type_id: u32,
+        /// The avatar's position there.
+        pos: Vec3,
+    },
 }
 
 /// The 16 bytes in front of a view batch of `batch_len` bytes (frame
@@ -131,6 +142,7 @@ impl ServerMsg<'_> {
             ServerMsg::Error { .. } => kind::ERROR,
             ServerMsg::Pong { .. } => kind::PONG,
             ServerMsg::Kick { .. } => kind::KICK,
+            ServerMsg::SpaceChanged { .. } => kind::SPACE_CHANGED,
         }
     }
 
@@ -186,6 +198,20 @@ impl ServerMsg<'_> {
                 out.extend_from_slice(h.as_bytes());
                 out.extend_from_slice(text.as_bytes());
             }
+            ServerMsg::SpaceChanged {
+                space,
+                type_id,
+                pos,
+            } => out.extend_from_slice(
+                SpaceChangedBody {
+                    space: space.into(),
+                    type_id: type_id.into(),
+                    x: pos.x.into(),
+                    y: pos.y.into(),
+                    z: pos.z.into(),
+                }
+                .as_bytes(),
+            ),
         }
         frame::end(out, at);
     }
@@ -346,6 +372,18 @@ impl<'a> ServerMsg<'a> {
                 ServerMsg::Kick {
                     code: code_of(k, h.code.get())?,
                     text: text(k, "text", t, (0, TEXT_BYTES_MAX))?,
+                }
+            }
+            kind::SPACE_CHANGED => {
+                let b: SpaceChangedBody = exact(k, f.body)?;
+                ServerMsg::SpaceChanged {
+                    space: b.space.get(),
+                    type_id: b.type_id.get(),
+                    pos: Vec3 {
+                        x: b.x.get(),
+                        y: b.y.get(),
+                        z: b.z.get(),
+                    },
                 }
             }
             other => return Err(DecodeError::UnknownKind(other)),
