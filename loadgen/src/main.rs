@@ -9,6 +9,12 @@ use std::process::ExitCode;
 use clap::Parser;
 use loadgen::cli::Cli;
 
+/// mimalloc underneath the bots and the embedded server, as in `tessera`:
+/// buffers freed on another core (the mesh, the bot threads) and the large
+/// live set of thousands of sessions are where glibc's allocator is slow.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.print_server_sets {

@@ -6,18 +6,25 @@
 //! it hosts (views and AOI from `[aoi]`).
 //!
 //! # Each tick
-//! 1. Deliver what arrived: last tick's local messages, then the inbox (one
-//!    [`HostBatch`] per source shard per tick: its avatar spawns first,
-//!    then its cell and proxy messages in order).
+//! 1. Deliver what arrived: local messages left from last tick, then the
+//!    inbox (one [`HostBatch`] per source shard per tick: its avatar spawns
+//!    first, then its cell and proxy messages in order).
 //! 2. The client side (`clients.rs`): port events, frames from readable
 //!    connections (logins spawn avatars, inputs go to the proxies).
-//! 3. NPC wanderers walk (`npcs.rs`).
-//! 4. Each cell ticks against the tree; the game logic (`game.rs`) applies
-//!    what its clients asked; its outputs are routed.
-//! 5. Proxies' outputs are routed; their client data goes to the sessions,
-//!    and every session's frames of the tick are written to the port.
-//! 6. Routing: same shard -> local queue delivered next tick (FIFO), other
-//!    shard -> one batch per destination per tick, serialised once.
+//! 3. NPC wanderers walk (`npcs.rs`); proxies' outputs are routed and the
+//!    local ones delivered, so an input whose real is here is queued there
+//!    before the cells tick.
+//! 4. Each cell runs its inputs, the game logic (`game.rs`) applies what
+//!    its clients asked, then the cell publishes (syncs, views, ghost
+//!    upkeep, migrations) against the tree: a move goes out in the tick it
+//!    was applied. Its outputs are routed.
+//! 5. Local messages are delivered (view batches reach this shard's
+//!    proxies); proxies' outputs are routed; their client data goes to the
+//!    sessions, and every session's frames of the tick are written to the
+//!    port.
+//! 6. Routing: same shard -> local FIFO queue, delivered at the next phase
+//!    boundary (steps 3 and 5, or the next tick); other shard -> one batch
+//!    per destination per tick, serialised once.
 //!
 //! Proxies live on the shard whose index is encoded in the entity id
 //! ([`entity_id`]), so any shard can route `Dest::Proxy` without a directory;
@@ -174,6 +181,9 @@ pub struct CellHost {
     pub(super) balance: HostBalance,
     /// Mono-space instances (`spaces.rs`, `spaces_host.rs`).
     pub(super) spaces: HostSpaces,
+    /// Reused by `tick_cells`: the cell ids of the tick, a cell's outputs.
+    scratch_cells: Vec<CellId>,
+    scratch_outs: Vec<Outgoing>,
 }
 
 impl std::fmt::Debug for CellHost {
@@ -232,6 +242,8 @@ impl CellHost {
             port_bytes: (0, 0),
             balance,
             spaces,
+            scratch_cells: Vec::new(),
+            scratch_outs: Vec::new(),
         };
         host.spawn_npcs(config.server.npcs, &types);
         Ok(host)
@@ -322,6 +334,49 @@ impl CellHost {
         }
     }
 
+    /// Delivers the same-shard messages routed so far, in order. Called at
+    /// the phase boundaries of a tick, so a client's input, the view batch
+    /// that shows it and its way back to a proxy on this shard take one
+    /// tick, not one per hop; what a delivery makes waits for the next
+    /// boundary (deliveries never recurse).
+    fn deliver_local(&mut self, now: Time) {
+        let mut local = std::mem::take(&mut self.local);
+        for item in local.drain(..) {
+            self.deliver(now, item);
+        }
+        // Keep the queue's allocation; anything routed meanwhile goes after.
+        local.append(&mut self.local);
+        self.local = local;
+    }
+
+    /// Step 4: every cell runs its inputs, the game logic applies them, and
+    /// the cell publishes (syncs, views, ghost upkeep, migrations); the game
+    /// runs again for what the second half reported. Outputs are routed.
+    fn tick_cells(&mut self, now: Time) {
+        let mut ids = std::mem::take(&mut self.scratch_cells);
+        ids.clear();
+        ids.extend(self.cells.keys().copied());
+        let mut outs = std::mem::take(&mut self.scratch_outs);
+        for &id in &ids {
+            let cell = self.cells.get_mut(&id).expect("listed");
+            let started = self.balance.stamp();
+            cell.run_inputs(now);
+            self.game.run(now, cell);
+            match self.spaces.layout(id) {
+                Some(solo) => cell.publish(now, solo),
+                None => cell.publish(now, &self.tree),
+            }
+            self.game.run(now, cell);
+            self.balance.cell_done(id, started);
+            outs.extend(std::iter::from_fn(|| cell.poll_output()));
+            for o in outs.drain(..) {
+                self.route(WireSource::Cell(id), o);
+            }
+        }
+        self.scratch_cells = ids;
+        self.scratch_outs = outs;
+    }
+
     fn deliver(&mut self, now: Time, item: Routed) {
         if let Dest::Cell(c) = item.to {
             if !self.cells.contains_key(&c) && is_instance_cell(c) {
@@ -410,31 +465,19 @@ impl ShardApp for CellHost {
     fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox, port: &mut ClientPort) {
         self.tick += 1;
         let tick_start = self.balance.stamp();
-        let local = std::mem::take(&mut self.local);
-        for item in local {
-            self.deliver(now, item);
-        }
+        self.deliver_local(now);
         self.drain_inbox(now, inbox);
         self.port_events(now, port);
         self.read_clients(now, port);
         self.spaces_step(now, out);
         self.npc_logic(self.ctx.tick.as_secs_f64());
-        let ids: Vec<CellId> = self.cells.keys().copied().collect();
-        let mut outs = Vec::new();
-        for id in ids {
-            let cell = self.cells.get_mut(&id).expect("listed");
-            let started = self.balance.stamp();
-            match self.spaces.layout(id) {
-                Some(solo) => cell.tick(now, solo),
-                None => cell.tick(now, &self.tree),
-            }
-            self.game.run(now, cell);
-            self.balance.cell_done(id, started);
-            outs.extend(std::iter::from_fn(|| cell.poll_output()));
-            for o in outs.drain(..) {
-                self.route(WireSource::Cell(id), o);
-            }
-        }
+        // Inputs whose real is on this shard reach it before the cells tick.
+        self.drain_proxies();
+        self.deliver_local(now);
+        self.tick_cells(now);
+        // View batches and results for this shard's proxies reach their
+        // sockets in this tick.
+        self.deliver_local(now);
         self.drain_proxies();
         self.downstream();
         self.write_clients(now, port);

@@ -440,17 +440,32 @@ impl Cell {
         }
     }
 
-    /// Time passes: expire forwarding entries, run queued inputs and calls,
-    /// tick combat and route its calls, emit one sync message per changed
-    /// real, run owed catch-ups, feed the observers and send each client its
-    /// batch, and every `check_period_ms` run gap checks, ghost upkeep and
-    /// migrations against `layout`.
+    /// Time passes: [`Cell::run_inputs`], then [`Cell::publish`]. A host
+    /// whose entity logic reacts to the events of the first half (applied
+    /// inputs, combat) calls the two halves itself with that logic between
+    /// them, so what it changes goes out in this tick's syncs and views.
     pub fn tick<L: Layout + ?Sized>(&mut self, now: Time, layout: &L) {
-        self.layout_version = layout.version();
+        self.run_inputs(now);
+        self.publish(now, layout);
+    }
+
+    /// The first half of a tick: expire forwarding entries and early
+    /// messages, run queued inputs and calls of the reals (events
+    /// `InputApplied`, `CallRun`), tick combat and route its calls.
+    /// Nothing is sent to ghosts or clients yet, and no real leaves.
+    pub fn run_inputs(&mut self, now: Time) {
         self.forward.expire(now);
         self.expire_early(now);
         self.run_reals(now);
         self.run_combat(now);
+    }
+
+    /// The second half of a tick: emit one sync message per changed real,
+    /// run owed catch-ups, feed the observers and send each client its
+    /// batch, and every `check_period_ms` run gap checks, ghost upkeep and
+    /// migrations against `layout`.
+    pub fn publish<L: Layout + ?Sized>(&mut self, now: Time, layout: &L) {
+        self.layout_version = layout.version();
         self.emit_syncs(now);
         self.run_catch_ups(now);
         self.run_views();
