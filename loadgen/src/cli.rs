@@ -49,8 +49,10 @@ pub struct Cli {
     /// Any other embedded-server override, `section.key=value` (repeatable).
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
     pub sets: Vec<String>,
-    /// Bot executor threads (pinned glommio executors).
-    #[arg(long, default_value_t = 1)]
+    /// Bot executor threads (pinned glommio executors); 0 = one per
+    /// available CPU. Nothing spins, so they share the CPUs with an
+    /// embedded server's shards.
+    #[arg(long, default_value_t = 0)]
     pub threads: usize,
     /// Do not pin bot threads to CPUs.
     #[arg(long)]

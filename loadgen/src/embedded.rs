@@ -45,6 +45,7 @@ impl Embedded {
         let admin = self.server.admin_addr().map(|a| a.to_string());
         ServerStatus {
             migrations: Some(c.migrations),
+            tick_p99_window_ms: ms(&c.tick_p99_window_us),
             value: json!({"source": "embedded", "available": true, "admin": admin, "counters": c}),
         }
     }
@@ -77,7 +78,13 @@ impl Embedded {
             .map_err(|e| anyhow::anyhow!("stopping the embedded server: {e}"))?;
         Ok(ServerStatus {
             migrations: Some(c.migrations),
+            tick_p99_window_ms: ms(&c.tick_p99_window_us),
             value: json!({"source": "embedded", "available": true, "admin": admin, "counters": c}),
         })
     }
+}
+
+/// Microseconds to milliseconds.
+fn ms(us: &[u64]) -> Vec<f64> {
+    us.iter().map(|&u| u as f64 / 1000.0).collect()
 }

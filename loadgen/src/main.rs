@@ -62,7 +62,11 @@ fn main() -> ExitCode {
         let charts = loadgen::plot::write_all(dir, &outcome.summary.series, &outcome.latency_hist)
             .and_then(|mut files| {
                 if !outcome.tree.is_empty() {
-                    files.push(loadgen::plot_tree::write(dir, &outcome.tree)?);
+                    let ticks = loadgen::plot_tree::Ticks::of(
+                        &outcome.summary.series,
+                        outcome.summary.hottest_shard_tick.budget_ms,
+                    );
+                    files.push(loadgen::plot_tree::write(dir, &outcome.tree, &ticks)?);
                 }
                 Ok(files)
             });

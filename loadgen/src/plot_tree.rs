@@ -4,7 +4,9 @@
 //! Owns one chart: six small multiples of the tree at evenly spaced moments
 //! (each cell a rect filled by its load, outlined in its shard's colour,
 //! labelled with its id, shard and reals), above a line chart of the cell
-//! count over time. Reads snapshots only; must not touch the server.
+//! count, the hottest cell's load and the hottest shard's tick p99 (each
+//! second, against the tick budget) over time. Reads snapshots and the
+//! run's series only; must not touch the server.
 
 use std::path::{Path, PathBuf};
 
@@ -25,11 +27,37 @@ type DrawResult = Result<(), Box<dyn std::error::Error>>;
 ///
 /// # Errors
 /// If the chart cannot be drawn.
-pub fn write(dir: &Path, tree: &[(f64, TreeSnapshot)]) -> anyhow::Result<PathBuf> {
+pub fn write(dir: &Path, tree: &[(f64, TreeSnapshot)], ticks: &Ticks) -> anyhow::Result<PathBuf> {
     register_font();
     let file = dir.join("tree.png");
-    draw(&file, tree).map_err(|e| anyhow::anyhow!("drawing tree.png: {e}"))?;
+    draw(&file, tree, ticks).map_err(|e| anyhow::anyhow!("drawing tree.png: {e}"))?;
     Ok(file)
+}
+
+/// The hottest shard's tick work over the run, for the bottom chart.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Ticks {
+    /// `(seconds, the hottest shard's tick p99 that second, ms)`.
+    pub hottest_ms: Vec<(f64, f64)>,
+    /// The tick budget, ms (0: not drawn).
+    pub budget_ms: f64,
+}
+
+impl Ticks {
+    /// From the run's series and the tick budget.
+    pub fn of(series: &[crate::report::Sample], budget_ms: f64) -> Ticks {
+        let hottest_ms = series
+            .iter()
+            .filter_map(|s| {
+                let h = s.shard_tick_p99_ms.iter().copied().reduce(f64::max)?;
+                Some((s.t_s, h))
+            })
+            .collect();
+        Ticks {
+            hottest_ms,
+            budget_ms,
+        }
+    }
 }
 
 /// The snapshots shown: `PANELS` evenly spaced over the run, the last
@@ -52,7 +80,7 @@ fn heat(load: f64, max: f64) -> RGBColor {
     RGBColor(255, g, g)
 }
 
-fn draw(file: &Path, tree: &[(f64, TreeSnapshot)]) -> DrawResult {
+fn draw(file: &Path, tree: &[(f64, TreeSnapshot)], ticks: &Ticks) -> DrawResult {
     let root = BitMapBackend::new(file, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
     let (top, bottom) = root.split_vertically(850);
@@ -65,7 +93,7 @@ fn draw(file: &Path, tree: &[(f64, TreeSnapshot)]) -> DrawResult {
         let (t, snap) = &tree[i];
         panel_chart(panel, *t, snap, max_load)?;
     }
-    count_chart(&bottom, tree)?;
+    count_chart(&bottom, tree, ticks)?;
     root.present()?;
     Ok(())
 }
@@ -141,21 +169,28 @@ where
 fn count_chart<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     tree: &[(f64, TreeSnapshot)],
+    ticks: &Ticks,
 ) -> DrawResult
 where
     DB::ErrorType: 'static,
 {
     let t_max = tree.last().map_or(1.0, |(t, _)| t.max(1.0));
     let n_max = tree.iter().map(|(_, s)| s.leaves.len()).max().unwrap_or(1) as f64;
+    let tick_max = ticks
+        .hottest_ms
+        .iter()
+        .map(|p| p.1 / 10.0)
+        .fold(0.0, f64::max);
     let mut chart = ChartBuilder::on(area)
         .caption(
-            "cells (black) and hottest cell load x10 (red) over time",
+            "cells (black), hottest cell load x10 (red), hottest shard tick p99 in 10 ms \
+             (blue) and the tick budget (grey) over time",
             (FONT, 18),
         )
         .margin(10)
         .x_label_area_size(30)
         .y_label_area_size(40)
-        .build_cartesian_2d(0.0..t_max, 0.0..(n_max + 1.0).max(10.0))?;
+        .build_cartesian_2d(0.0..t_max, 0.0..(n_max + 1.0).max(10.0).max(tick_max * 1.1))?;
     chart
         .configure_mesh()
         .x_desc("seconds")
@@ -170,6 +205,21 @@ where
         )
     });
     chart.draw_series(LineSeries::new(hot, RED.stroke_width(2)))?;
+    let in_run = |&&(t, _): &&(f64, f64)| t <= t_max;
+    let tick = ticks
+        .hottest_ms
+        .iter()
+        .filter(in_run)
+        .map(|&(t, ms)| (t, ms / 10.0));
+    chart.draw_series(LineSeries::new(tick, BLUE.stroke_width(2)))?;
+    if ticks.budget_ms > 0.0 {
+        let b = ticks.budget_ms / 10.0;
+        let grey = RGBColor(140, 140, 140);
+        chart.draw_series(LineSeries::new(
+            [(0.0, b), (t_max, b)],
+            grey.stroke_width(2),
+        ))?;
+    }
     Ok(())
 }
 

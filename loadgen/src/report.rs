@@ -30,10 +30,22 @@ pub struct Sample {
     pub ack_rtt_ms: Percentiles,
     /// Server migrations so far (if known).
     pub migrations: Option<u64>,
+    /// Each shard's tick work p99 over its last metrics window (about this
+    /// second), ms; empty if the server does not say.
+    pub shard_tick_p99_ms: Vec<f64>,
     /// Client-side cell crossings this second.
     pub crossings: u64,
     /// Violations so far.
     pub violations: u64,
+}
+
+/// What the server said of itself at the end of one second.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerSecond {
+    /// Migrations so far (if known).
+    pub migrations: Option<u64>,
+    /// Each shard's tick work p99 over its last metrics window, ms.
+    pub shard_tick_p99_ms: Vec<f64>,
 }
 
 /// Merges the threads' reports (see the module doc).
@@ -47,6 +59,9 @@ pub struct Collector {
     pub steady_s: f64,
     /// Sum over the steady seconds of the bots connected (bot-seconds).
     pub steady_bot_s: f64,
+    /// Per steady second, the hottest shard's tick p99 of its last metrics
+    /// window, ms (seconds the server said nothing of are left out).
+    pub steady_hottest_tick_ms: Vec<f64>,
     /// Most bots connected at once.
     pub connected_max: u64,
     /// The series.
@@ -61,7 +76,7 @@ impl Collector {
         t_s: f64,
         second: &Interval,
         steady: bool,
-        migrations: Option<u64>,
+        server: ServerSecond,
     ) -> &Sample {
         self.total.add(second);
         let connected = self.total.counters.connected();
@@ -70,6 +85,9 @@ impl Collector {
             self.steady.add(second);
             self.steady_s += 1.0;
             self.steady_bot_s += connected as f64;
+            if let Some(h) = server.shard_tick_p99_ms.iter().copied().reduce(f64::max) {
+                self.steady_hottest_tick_ms.push(h);
+            }
         }
         let c = &second.counters;
         self.series.push(Sample {
@@ -79,7 +97,8 @@ impl Collector {
             bytes_in_per_s: c.bytes_in,
             latency_ms: Percentiles::of(&second.hists.update_latency),
             ack_rtt_ms: Percentiles::of(&second.hists.ack_rtt),
-            migrations,
+            migrations: server.migrations,
+            shard_tick_p99_ms: server.shard_tick_p99_ms,
             crossings: c.crossings,
             violations: self.total.counters.violations,
         });
@@ -193,10 +212,74 @@ pub struct Summary {
     pub load_avg: Value,
     /// The server's own figures (embedded counters or remote `/metrics`).
     pub server: Value,
+    /// The hottest shard's tick work p99, one value per steady second.
+    pub hottest_shard_tick: ShardTicks,
     /// Thresholds asked for and whether they passed.
     pub thresholds: Value,
     /// The series, one sample per second.
     pub series: Vec<Sample>,
+}
+
+/// The hottest shard's tick work, second by second (each shard's p99 over
+/// its last metrics window; the hottest of them), against the budget.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ShardTicks {
+    /// `runtime.tick_budget_ms` (0 if unknown).
+    pub budget_ms: f64,
+    /// Steady seconds with a value.
+    pub seconds: u64,
+    /// Of those, seconds whose hottest shard passed the budget.
+    pub seconds_over_budget: u64,
+    /// Median, 90th percentile and maximum over the seconds, ms.
+    pub p50_ms: f64,
+    /// See `p50_ms`.
+    pub p90_ms: f64,
+    /// See `p50_ms`.
+    pub max_ms: f64,
+    /// The same over the last quarter of the steady window.
+    pub last_quarter_p50_ms: f64,
+    /// See `last_quarter_p50_ms`.
+    pub last_quarter_max_ms: f64,
+}
+
+impl ShardTicks {
+    /// Figures of `per_second` (the hottest shard's p99 each second, ms).
+    pub fn of(per_second: &[f64], budget_ms: f64) -> ShardTicks {
+        let rank = |v: &[f64], q: f64| -> f64 {
+            let mut v = v.to_vec();
+            v.sort_by(f64::total_cmp);
+            v.get(((v.len() as f64 - 1.0) * q).round() as usize)
+                .copied()
+                .unwrap_or(0.0)
+        };
+        let last = &per_second[per_second.len() - per_second.len() / 4..];
+        ShardTicks {
+            budget_ms,
+            seconds: per_second.len() as u64,
+            seconds_over_budget: per_second.iter().filter(|&&t| t > budget_ms).count() as u64,
+            p50_ms: rank(per_second, 0.5),
+            p90_ms: rank(per_second, 0.9),
+            max_ms: rank(per_second, 1.0),
+            last_quarter_p50_ms: rank(last, 0.5),
+            last_quarter_max_ms: rank(last, 1.0),
+        }
+    }
+}
+
+/// A warning when the bots sent well under the move rate asked for (the
+/// bot threads could not keep up, so the run put less load on the server
+/// than its settings say), else `None`. The spaces scenario pauses moves
+/// on purpose and is not judged.
+pub fn move_shortfall(s: &Summary) -> Option<String> {
+    let asked = s.settings.get("move_hz")?.as_f64()?;
+    let spaces = s.settings.get("scenario").and_then(Value::as_str) == Some("spaces");
+    let moved = s.per_bot_per_s.moves;
+    (!spaces && s.duration_s > 0.0 && moved < 0.9 * asked).then(|| {
+        format!(
+            "bots moved {moved:.1} times a second of the {asked:.1} asked: the bot threads \
+             could not keep up, so the server saw less load than asked (more --threads, fewer bots)"
+        )
+    })
 }
 
 /// The summary table.
@@ -234,6 +317,9 @@ pub fn summary_table(s: &Summary) -> String {
             s.per_bot_per_s.leaves
         ),
     );
+    if let Some(short) = move_shortfall(s) {
+        row("NOTE", short);
+    }
     row("entities in view (avg)", format!("{:.1}", s.in_view_avg));
     row(
         "updates timed",
@@ -256,6 +342,24 @@ pub fn summary_table(s: &Summary) -> String {
             s.counters.hits_refused
         ),
     );
+    let t = &s.hottest_shard_tick;
+    if t.seconds > 0 {
+        row(
+            "hottest shard tick p99/s",
+            format!(
+                "p50 {:.1}  p90 {:.1}  max {:.1} ms; over the {:.0} ms budget {} of {} s; \
+                 last quarter p50 {:.1}  max {:.1} ms",
+                t.p50_ms,
+                t.p90_ms,
+                t.max_ms,
+                t.budget_ms,
+                t.seconds_over_budget,
+                t.seconds,
+                t.last_quarter_p50_ms,
+                t.last_quarter_max_ms
+            ),
+        );
+    }
     if !s.counters.errors.is_empty() {
         row("errors from server", format!("{:?}", s.counters.errors));
     }
@@ -296,12 +400,20 @@ mod tests {
         let mut first = Interval::default();
         first.counters.connects = 10;
         first.counters.updates = 1_000;
-        c.push_second(1.0, &first, false, None);
+        c.push_second(1.0, &first, false, ServerSecond::default());
         let mut second = Interval::default();
         second.counters.updates = 500;
         second.counters.bytes_in = 20_000;
         record(&mut second.hists.update_latency, 12_000);
-        let s = c.push_second(2.0, &second, true, Some(4));
+        let s = c.push_second(
+            2.0,
+            &second,
+            true,
+            ServerSecond {
+                migrations: Some(4),
+                shard_tick_p99_ms: vec![12.5, 3.0],
+            },
+        );
         assert_eq!(
             (s.connected, s.updates_per_s, s.migrations),
             (10, 500, Some(4))
@@ -309,9 +421,24 @@ mod tests {
         assert_eq!(s.latency_ms.count, 1);
         assert_eq!(c.steady_s, 1.0);
         assert_eq!(c.steady_bot_s, 10.0);
+        assert_eq!(
+            c.steady_hottest_tick_ms,
+            vec![12.5],
+            "the hottest shard, steady seconds only"
+        );
         let r = Rates::of(&c.steady.counters, c.steady_bot_s);
         assert_eq!((r.updates, r.bytes_in), (50.0, 2_000.0));
         assert_eq!(c.total.counters.updates, 1_500);
         assert!(live_line(&c.series[1], 10).contains("10/10"));
+    }
+
+    #[test]
+    fn shard_ticks_count_the_seconds_over_budget() {
+        let per_s = [10.0, 50.0, 30.0, 45.0, 20.0, 12.0, 11.0, 9.0];
+        let t = ShardTicks::of(&per_s, 40.0);
+        assert_eq!((t.seconds, t.seconds_over_budget), (8, 2));
+        assert_eq!((t.max_ms, t.p50_ms), (50.0, 20.0));
+        assert_eq!((t.last_quarter_p50_ms, t.last_quarter_max_ms), (11.0, 11.0));
+        assert_eq!(ShardTicks::of(&[], 40.0).seconds, 0);
     }
 }

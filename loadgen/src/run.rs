@@ -23,7 +23,7 @@ use crate::driver::{self, Clock, Plan};
 use crate::embedded::Embedded;
 use crate::latency::MoveBook;
 use crate::measure::{Interval, Percentiles};
-use crate::report::{self, Collector, Rates, Summary};
+use crate::report::{self, Collector, Rates, ServerSecond, ShardTicks, Summary};
 use crate::scenario::{self, CellMap, Scenario, ScenarioParams};
 use crate::server::Server;
 
@@ -126,6 +126,14 @@ pub const HOTSPOT_BALANCE: [&str; 5] = [
     "balance.merge_reports_min=8",
 ];
 
+/// Bot threads for `--threads` (0 = one per available CPU).
+fn bot_threads(asked: usize) -> usize {
+    match asked {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
 /// Shards the config asks for (0 = one per CPU).
 fn shard_count(config: &Config) -> u16 {
     match config.runtime.shards {
@@ -165,16 +173,29 @@ pub fn scenario_params(cli: &Cli, config: &Config) -> anyhow::Result<(ScenarioPa
     Ok((params, CellMap::new(leaves, config.cell.migrate_margin_m)))
 }
 
-/// Raises the open-files limit to its hard limit; returns the new limit.
-fn raise_nofile() -> u64 {
+/// Raises the open-files limit to `want` (past the hard limit too where
+/// the process may, e.g. as root with CAP_SYS_RESOURCE), else to the hard
+/// limit; returns the limit in force.
+fn raise_nofile(want: u64) -> u64 {
     let mut r = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // SAFETY: r is a valid rlimit to fill / read.
+    // SAFETY: r is a valid rlimit for getrlimit/setrlimit to read and fill;
+    // a refused setrlimit changes nothing. Exercised by every loadgen run
+    // (loadgen/tests/embedded_run.rs and the CI smoke).
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
             return 1024;
+        }
+        if want > r.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: want as libc::rlim_t,
+                rlim_max: want as libc::rlim_t,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return want;
+            }
         }
         r.rlim_cur = r.rlim_max;
         libc::setrlimit(libc::RLIMIT_NOFILE, &r);
@@ -196,13 +217,12 @@ fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
 /// If the config is invalid, the server cannot start or be reached, or the
 /// bot threads cannot start.
 pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
-    anyhow::ensure!(cli.threads >= 1, "--threads must be at least 1");
     anyhow::ensure!(cli.move_hz > 0.0, "--move-hz must be positive");
     let config = server_config(cli)?;
     let (scenario, cells) = scenario_params(cli, &config)?;
-    let nofile = raise_nofile();
     let per_bot = if cli.server.is_some() { 1 } else { 2 };
     let needed = u64::from(cli.bots) * per_bot + 256;
+    let nofile = raise_nofile(needed);
     anyhow::ensure!(
         needed <= nofile,
         "{} bots need about {needed} open files here (limit {nofile}); \
@@ -222,7 +242,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
     let plan = Arc::new(Plan {
         addr: server.client_addr(),
         bots: cli.bots,
-        threads: cli.threads,
+        threads: bot_threads(cli.threads),
         pin: !cli.no_pin,
         ramp: cli.ramp,
         stop_moves_at,
@@ -276,7 +296,8 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
             }
         }
     }
-    let mut summary = summarize(cli, &plan, &looped, final_status.value);
+    let budget_ms = config.runtime.tick_budget_ms as f64;
+    let mut summary = summarize(cli, &plan, &looped, final_status.value, budget_ms);
     summary.load_avg = json!({"start": load_start, "end": report::load_avg()});
     let failures = check(cli, &summary);
     summary.thresholds = json!({
@@ -355,9 +376,15 @@ fn main_loop(
                 out.cpu = Some((a, b));
             }
         }
-        let sample = out
-            .collector
-            .push_second(t_s, &second, steady, status.migrations);
+        let sample = out.collector.push_second(
+            t_s,
+            &second,
+            steady,
+            ServerSecond {
+                migrations: status.migrations,
+                shard_tick_p99_ms: status.tick_p99_window_ms,
+            },
+        );
         if t_s <= ramp_s + 1.0 && !bar.is_hidden() && !bar.is_finished() {
             bar.set_position(sample.connected);
             bar.set_message(format!("t={t_s:.0}s"));
@@ -384,7 +411,13 @@ fn pct(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
 }
 
 /// The run's figures from what the loop gathered.
-pub fn summarize(cli: &Cli, plan: &Plan, l: &Looped, server: serde_json::Value) -> Summary {
+pub fn summarize(
+    cli: &Cli,
+    plan: &Plan,
+    l: &Looped,
+    server: serde_json::Value,
+    tick_budget_ms: f64,
+) -> Summary {
     let c = &l.collector;
     let steady = &c.steady;
     let rates = Rates::of(&steady.counters, c.steady_bot_s);
@@ -402,7 +435,7 @@ pub fn summarize(cli: &Cli, plan: &Plan, l: &Looped, server: serde_json::Value) 
     };
     Summary {
         settings: json!({
-            "scenario": cli.scenario, "bots": cli.bots, "threads": cli.threads,
+            "scenario": cli.scenario, "bots": cli.bots, "threads": plan.threads,
             "ramp_s": cli.ramp.as_secs_f64(), "duration_s": cli.duration.as_secs_f64(),
             "move_hz": cli.move_hz, "speed_mps": cli.speed, "attack_rate": cli.attack_rate,
             "space_rate": cli.space_rate,
@@ -445,6 +478,7 @@ pub fn summarize(cli: &Cli, plan: &Plan, l: &Looped, server: serde_json::Value) 
         cpu_pct,
         load_avg: json!(null),
         server,
+        hottest_shard_tick: ShardTicks::of(&c.steady_hottest_tick_ms, tick_budget_ms),
         thresholds: json!(null),
         series: c.series.clone(),
     }
@@ -545,7 +579,13 @@ mod tests {
             read_bytes: 1024,
             name_prefix: "b".to_owned(),
         };
-        let s = summarize(&a, &plan, &Looped::default(), json!({"source": "embedded"}));
+        let s = summarize(
+            &a,
+            &plan,
+            &Looped::default(),
+            json!({"source": "embedded"}),
+            40.0,
+        );
         let v = serde_json::to_value(&s).expect("serialises");
         for key in [
             "bots_connected",

@@ -18,6 +18,9 @@ use crate::remote;
 pub struct ServerStatus {
     /// Reals migrated so far (all shards), if known.
     pub migrations: Option<u64>,
+    /// Each shard's tick work p99 over its last metrics window, ms (empty
+    /// if unknown).
+    pub tick_p99_window_ms: Vec<f64>,
     /// Every figure, for the JSON report.
     pub value: Value,
 }
@@ -89,6 +92,7 @@ fn remote_status(admin: Option<&str>) -> ServerStatus {
     let Some(admin) = admin else {
         return ServerStatus {
             migrations: None,
+            tick_p99_window_ms: Vec::new(),
             value: json!({"source": "remote", "available": false,
                           "why": "no --server-admin given"}),
         };
@@ -103,10 +107,12 @@ fn remote_status(admin: Option<&str>) -> ServerStatus {
                     "host_migrations_total",
                 ],
             ),
+            tick_p99_window_ms: Vec::new(),
             value: json!({"source": "remote", "available": true, "admin": admin, "metrics": m}),
         },
         Err(e) => ServerStatus {
             migrations: None,
+            tick_p99_window_ms: Vec::new(),
             value: json!({"source": "remote", "available": false, "admin": admin,
                           "why": e.to_string()}),
         },

@@ -189,9 +189,13 @@ pub enum Level {
     ClientInboundHeld,
     /// Bytes queued for clients, not yet written.
     ClientSendQueued,
+    /// The 99th percentile of tick work over the last metrics window
+    /// (`runtime.metrics_publish_ticks` ticks), µs: how this shard is doing
+    /// now, where the tick histogram holds the whole run.
+    TickP99WindowUs,
 }
 
-pub(crate) const LEVELS: [(Level, &str, &str); 6] = [
+pub(crate) const LEVELS: [(Level, &str, &str); 7] = [
     (
         Level::OutboxHeld,
         "outbox_held",
@@ -221,5 +225,10 @@ pub(crate) const LEVELS: [(Level, &str, &str); 6] = [
         Level::ClientSendQueued,
         "client_send_queued_bytes",
         "Bytes queued for clients, unwritten",
+    ),
+    (
+        Level::TickP99WindowUs,
+        "tick_p99_window_us",
+        "Tick work 99th percentile over the last metrics window, microseconds",
     ),
 ];

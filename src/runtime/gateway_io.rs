@@ -53,11 +53,41 @@ const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(1);
 /// How often shutdown checks whether every connection has closed.
 const CLOSE_POLL: Duration = Duration::from_millis(1);
 
-/// Binds a listener on the current executor (SO_REUSEPORT is set by
-/// glommio); returns it with the address it resolved to.
+/// Pending connections the kernel queues per listener (it clamps this to
+/// `net.core.somaxconn`); glommio's own `bind` uses 1,024, short for a
+/// ramp of thousands of clients.
+const LISTEN_BACKLOG: i32 = 4096;
+
+/// Binds a listener on the current executor; returns it with the address
+/// it resolved to. SO_REUSEPORT: every shard listens on the address and
+/// the kernel spreads connections. SO_REUSEADDR: the connections accepted
+/// here inherit it, so after a stop their TIME_WAIT remains do not fail a
+/// restarted server's start-up check (`launch::gateway_addr`; glommio's
+/// `TcpListener::bind` sets only SO_REUSEPORT, and a restart right after a
+/// run failed with "address in use" for a minute); a live listener still
+/// fails that check.
 pub(crate) fn bind(addr: SocketAddr) -> io::Result<(TcpListener, SocketAddr)> {
-    let listener = TcpListener::bind(addr).map_err(io::Error::from)?;
-    let local = listener.local_addr().map_err(io::Error::from)?;
+    use socket2::{Domain, Protocol, Socket, Type};
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let domain = if addr.is_ipv6() {
+        Domain::IPV6
+    } else {
+        Domain::IPV4
+    };
+    let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    let local = socket
+        .local_addr()?
+        .as_socket()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not an IP socket"))?;
+    // SAFETY: `into_raw_fd` gives up a bound, listening TCP socket that
+    // nothing else owns; glommio's listener takes ownership of the fd (and
+    // closes it). Exercised by every gateway test and by
+    // `a_restarted_listener_binds_over_time_wait` below.
+    let listener = unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) };
     Ok((listener, local))
 }
 
@@ -335,5 +365,41 @@ impl Drop for ConnTask {
     /// A task dropped unfinished (the executor ending) still frees its slot.
     fn drop(&mut self) {
         self.release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn a_restarted_listener_binds_over_time_wait() {
+        let ex = glommio::LocalExecutorBuilder::default()
+            .make()
+            .expect("executor");
+        ex.run(async {
+            let (listener, addr) = bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+            let mut client = std::net::TcpStream::connect(addr).expect("connect");
+            let accepted = listener.accept().await.expect("accept");
+            // The server closes first: its side of the connection goes to
+            // TIME_WAIT on the listening port.
+            drop(accepted);
+            let mut buf = [0u8; 1];
+            assert_eq!(client.read(&mut buf).expect("eof"), 0);
+            drop(client);
+            drop(listener);
+            // A restart: the start-up check (`launch::gateway_addr`, a plain
+            // std bind with SO_REUSEADDR) conflicts with TIME_WAIT sockets
+            // whose listener lacked SO_REUSEADDR; then the shard's bind.
+            let check = std::net::TcpListener::bind(addr);
+            assert!(check.is_ok(), "start-up check after a restart: {check:?}");
+            drop(check);
+            let (_live, again) = bind(addr).expect("the port binds again at once");
+            assert_eq!(again, addr);
+            // A live listener still fails the check: no second server
+            // silently shares the port through SO_REUSEPORT.
+            assert!(std::net::TcpListener::bind(addr).is_err());
+        });
     }
 }

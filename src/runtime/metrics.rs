@@ -220,6 +220,12 @@ impl LocalHists {
     pub(crate) fn record(&mut self, h: Hist, value: u64) {
         self.hists[h as usize].saturating_record(value.min(HIST_MAX));
     }
+
+    /// The value at quantile `q` of what `h` recorded since it was last
+    /// published (0 if nothing).
+    pub(crate) fn quantile(&self, h: Hist, q: f64) -> u64 {
+        self.hists[h as usize].value_at_quantile(q)
+    }
 }
 
 /// Renders the metrics of `shards` as OpenMetrics text (which Prometheus
@@ -408,5 +414,29 @@ mod tests {
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }
+    }
+
+    #[test]
+    fn the_local_window_holds_only_what_was_not_published_yet() {
+        let a = ShardStats::new(ShardId::local(0));
+        let mut local = LocalHists::new();
+        local.record(Hist::Tick, 90_000);
+        assert!(a.try_publish(&mut local));
+        assert_eq!(local.quantile(Hist::Tick, 0.99), 0, "reset by the publish");
+        for us in [1_000, 2_000, 3_000] {
+            local.record(Hist::Tick, us);
+        }
+        let p99 = local.quantile(Hist::Tick, 0.99);
+        assert!((2_990..=3_010).contains(&p99), "window p99 {p99}");
+        assert!(
+            a.quantile(Hist::Tick, 0.99) >= 89_000,
+            "the run keeps the old one"
+        );
+        a.set(Level::TickP99WindowUs, p99);
+        let text = render(&[Arc::new(a)]);
+        assert!(
+            text.contains("tick_p99_window_us"),
+            "the window is exported:\n{text}"
+        );
     }
 }

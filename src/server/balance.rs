@@ -23,7 +23,7 @@
 //! cells; must not touch sockets or executors.
 
 use crate::config::Config;
-use crate::core::cell::{Cell, CellParams};
+use crate::core::cell::{Cell, CellParams, Counters as CellCounters};
 use crate::core::entity::TypeRegistry;
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId, ShardId, SpaceId};
@@ -211,6 +211,8 @@ pub struct HostBalance {
     types: Arc<TypeRegistry>,
     crowd: Option<(Vec3, f64)>,
     counters: BalanceCounters,
+    /// The counters of this shard's cells dropped after a merge.
+    dropped_cells: CellCounters,
     sink: Option<SnapshotSink>,
 }
 
@@ -271,6 +273,7 @@ impl HostBalance {
                 )
             }),
             counters: BalanceCounters::default(),
+            dropped_cells: CellCounters::default(),
             sink: None,
         }
     }
@@ -508,19 +511,29 @@ impl HostBalance {
         }
     }
 
+    /// The summed counters of the cells this shard dropped after merges.
+    pub fn dropped_cell_counters(&self) -> &CellCounters {
+        &self.dropped_cells
+    }
+
     /// Drops retired cells of this shard once empty (or kept too long), and
     /// forgets old routing entries.
     fn drop_retired(&mut self, now: Time, cells: &mut BTreeMap<CellId, Cell>) {
         let me = self.ctx.shard;
         let mut dropped = 0;
+        let gone = &mut self.dropped_cells;
         self.retired.retain(|c, (s, since)| {
             let old = now >= *since + RETIRED_KEEP;
             if *s == me {
                 let empty = cells
                     .get(c)
                     .is_none_or(|cell| cell.is_empty() && cell.forwarding_entries() == 0);
-                if (empty || old) && cells.remove(c).is_some() {
+                if !(empty || old) {
+                    return !old;
+                }
+                if let Some(cell) = cells.remove(c) {
                     dropped += 1;
+                    gone.absorb(cell.counters());
                 }
             }
             !old

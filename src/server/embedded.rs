@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use crate::config::Config;
-use crate::runtime::{AppMetric, Count, Hist, Runtime, RuntimeError, RuntimeHandle, ShardStats};
+use crate::runtime::{
+    AppMetric, Count, Hist, Level, Runtime, RuntimeError, RuntimeHandle, ShardStats,
+};
 use crate::wire::client::ErrorCode;
 
 use super::balance::SnapshotSink;
@@ -53,6 +55,12 @@ pub struct ServerCounters {
     pub merges: u64,
     /// Boundary moves (balance).
     pub rebalances: u64,
+    /// AOI enters sent to clients.
+    pub aoi_enters: u64,
+    /// AOI leaves sent to clients.
+    pub aoi_leaves: u64,
+    /// Entity versions sent to clients as updates.
+    pub view_updates: u64,
     /// Cell and proxy messages sent to another shard.
     pub cross_shard_messages: u64,
     /// Bytes received from clients.
@@ -67,6 +75,9 @@ pub struct ServerCounters {
     pub tick_p99_us: Vec<u64>,
     /// Tick work, maximum, µs, per shard.
     pub tick_max_us: Vec<u64>,
+    /// Tick work, 99th percentile over the last metrics window (about a
+    /// second), µs, per shard: how each shard is doing now.
+    pub tick_p99_window_us: Vec<u64>,
     /// Client connections ended, by reason (`Disconnect::name`).
     pub disconnects: BTreeMap<String, u64>,
     /// Client messages refused, by rule (`ErrorCode::rule`).
@@ -213,6 +224,9 @@ pub fn counters_of(stats: &[std::sync::Arc<ShardStats>]) -> ServerCounters {
         splits: sum("host_splits"),
         merges: sum("host_merges"),
         rebalances: sum("host_rebalances"),
+        aoi_enters: sum("host_aoi_enters"),
+        aoi_leaves: sum("host_aoi_leaves"),
+        view_updates: sum("host_view_updates"),
         cross_shard_messages: sum("host_remote_messages"),
         bytes_in: sum("gateway_bytes_in"),
         bytes_out: sum("gateway_bytes_out"),
@@ -229,6 +243,7 @@ pub fn counters_of(stats: &[std::sync::Arc<ShardStats>]) -> ServerCounters {
         c.tick_p50_us.push(s.quantile(Hist::Tick, 0.5));
         c.tick_p99_us.push(s.quantile(Hist::Tick, 0.99));
         c.tick_max_us.push(s.quantile(Hist::Tick, 1.0));
+        c.tick_p99_window_us.push(s.level(Level::TickP99WindowUs));
     }
     for d in Disconnect::ALL {
         let n = sum(d.metric());

@@ -1,8 +1,10 @@
 //! The game logic of client inputs, run at the avatar's real.
 //!
-//! Owns [`Game`]: after each `Cell::tick` the host hands it the cell; it
-//! drains the cell's events and applies what clients asked (the relay
-//! formats are in `relay.rs`):
+//! Owns [`Game`]: the host hands it the cell between `Cell::run_inputs`
+//! and `Cell::publish` (so what it applies goes out in this tick's syncs
+//! and views, before the migration check), and once more after `publish`
+//! for what that half reported; it drains the cell's events and applies
+//! what clients asked (the relay formats are in `relay.rs`):
 //!
 //! - **Move**: the real walks there (a move older than the last applied
 //!   input is stale: positions are absolute, the newer one wins).
@@ -23,13 +25,15 @@
 //! with the highest client seq processed) leave as **one** downstream
 //! message, once per tick at most.
 //!
-//! # Effects after an offload
-//! A cell reports applied inputs from inside `tick`, and the same tick may
-//! offload the real. Like the simulator's entity logic, the effect is then
-//! deferred to the new real: re-sent as a game call (forwarded like any
-//! real-bound message, behind the `Onload`), applied there when it runs.
-//! Client data the real can no longer send (results, acks) travels the
-//! same way.
+//! # Effects after the real left
+//! An event can name an entity whose real is no longer here: an input
+//! queued behind a space hop applied in the same run (`Cell::transfer`), or
+//! any event of a host that runs the whole `Cell::tick` before the game (as
+//! the simulator does), where the tick's migration check may offload the
+//! real. The effect is then deferred to the new real: re-sent as a game
+//! call (forwarded like any real-bound message, behind the `Onload`),
+//! applied there when it runs. Client data the real can no longer send
+//! (results, acks) travels the same way.
 //!
 //! Must not touch sockets, sessions or the routing of messages.
 

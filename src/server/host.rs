@@ -297,10 +297,19 @@ impl CellHost {
 
     /// Migrations out of this shard's cells so far.
     pub fn migrations(&self) -> u64 {
-        self.cells
-            .values()
-            .map(|c| c.counters().migrations_out)
-            .sum()
+        self.cell_counters().migrations_out
+    }
+
+    /// The counters of every cell this shard hosts or hosted: the live
+    /// cells' and those of cells dropped after a merge or an instance's
+    /// end, so the host's exported counters never run backwards.
+    pub fn cell_counters(&self) -> crate::core::cell::Counters {
+        let mut total = self.balance.dropped_cell_counters().clone();
+        total.absorb(&self.spaces.dropped_cells);
+        for c in self.cells.values() {
+            total.absorb(c.counters());
+        }
+        total
     }
 
     fn shard_of(&self, to: Dest) -> Option<ShardId> {
@@ -509,30 +518,64 @@ impl ShardApp for CellHost {
     }
 
     fn export_metrics(&self, sink: &mut MetricSink) {
-        sink.counter(
-            "host_migrations",
-            "reals migrated out of this shard's cells",
-            self.migrations(),
-        );
-        let forwards = self.cells.values().map(|c| c.counters().forwards).sum();
-        sink.counter(
-            "host_forwards",
-            "messages forwarded to a moved real",
-            forwards,
-        );
-        let sum = |f: fn(&crate::core::cell::Counters) -> u64| {
-            self.cells.values().map(|c| f(c.counters())).sum::<u64>()
-        };
-        sink.counter(
-            "host_migrations_held",
-            "checks that held a real handed over under a newer tree than this shard's",
-            sum(|k| k.migrations_held),
-        );
-        sink.counter(
-            "host_early_held",
-            "real-bound messages held until their entity arrived",
-            sum(|k| k.early_held),
-        );
+        let k = self.cell_counters();
+        let cells = [
+            (
+                "host_migrations",
+                "reals migrated out of this shard's cells",
+                k.migrations_out,
+            ),
+            (
+                "host_forwards",
+                "messages forwarded to a moved real",
+                k.forwards,
+            ),
+            (
+                "host_migrations_held",
+                "checks that held a real handed over under a newer tree than this shard's",
+                k.migrations_held,
+            ),
+            (
+                "host_early_held",
+                "real-bound messages held until their entity arrived",
+                k.early_held,
+            ),
+            (
+                "host_aoi_enters",
+                "AOI enters sent to clients",
+                k.view_enters,
+            ),
+            (
+                "host_aoi_leaves",
+                "AOI leaves sent to clients",
+                k.view_leaves,
+            ),
+            (
+                "host_view_updates",
+                "entity versions sent to clients as updates",
+                k.view_updates,
+            ),
+            (
+                "host_view_resyncs",
+                "resync snapshots sent to clients",
+                k.view_resyncs,
+            ),
+            (
+                "host_view_batches",
+                "client view batches (one per observer per tick with news)",
+                k.view_batches,
+            ),
+            (
+                "host_view_bytes",
+                "bytes in client view batches",
+                k.view_bytes,
+            ),
+            ("host_ghosts_created", "CreateGhost sent", k.ghosts_created),
+            ("host_ghosts_deleted", "DeleteGhost sent", k.ghosts_deleted),
+        ];
+        for (name, help, value) in cells {
+            sink.counter(name, help, value);
+        }
         sink.gauge("host_reals", "reals hosted", self.reals() as u64);
         sink.gauge("host_ghosts", "ghosts hosted", self.ghosts() as u64);
         sink.counter(

@@ -179,6 +179,8 @@ pub struct HostSpaces {
     pub(super) views: ViewParams,
     pub(super) types: Arc<TypeRegistry>,
     pub(super) counters: SpaceCounters,
+    /// The summed counters of the instance cells this shard dropped.
+    pub(super) dropped_cells: crate::core::cell::Counters,
 }
 
 impl std::fmt::Debug for HostSpaces {
@@ -242,6 +244,7 @@ impl HostSpaces {
             views: super::host::view_params(config),
             types,
             counters: SpaceCounters::default(),
+            dropped_cells: crate::core::cell::Counters::default(),
         }
     }
 
@@ -345,7 +348,9 @@ impl HostSpaces {
             let (c, since) = self.retired[i];
             let empty = cells.get(&c).is_none_or(|x| x.is_empty());
             if empty || now >= since + RETIRED_KEEP {
-                cells.remove(&c);
+                if let Some(cell) = cells.remove(&c) {
+                    self.dropped_cells.absorb(cell.counters());
+                }
                 self.layouts.remove(&c);
                 self.known.remove(&c);
                 self.counters.cells_dropped += 1;

@@ -97,6 +97,18 @@ fn a_walker_crosses_between_shards_while_others_watch_without_gaps() {
     assert_eq!((deferred, lost), (0, 0), "deferred, lost");
     assert_eq!(inputs, 84, "every move applied once");
     assert_eq!(violations(&h), 0, "client view rules hold");
+    // The cells' AOI counters (exported as host_aoi_enters/leaves) count
+    // exactly what the clients received, across the walker's migrations.
+    let sent = |f: fn(&crate::core::cell::Counters) -> u64| -> u64 {
+        h.hosts.iter().map(|x| f(&x.cell_counters())).sum()
+    };
+    let seen = |f: fn(&crate::client::SessionCounters) -> u64| -> u64 {
+        h.clients.iter().map(|c| f(c.session.counters())).sum()
+    };
+    assert!(seen(|k| k.enters) >= 2, "watchers saw the walker enter");
+    assert_eq!(sent(|k| k.view_enters), seen(|k| k.enters), "enters");
+    assert_eq!(sent(|k| k.view_leaves), seen(|k| k.leaves), "leaves");
+    assert_eq!(sent(|k| k.view_updates), seen(|k| k.updates), "updates");
     assert!(gaps.iter().all(|&g| g <= 4), "longest gaps {gaps:?} ticks");
     let s = &h.clients[walker].session;
     assert_eq!(s.last_acked(), s.next_seq() - 1, "every move acknowledged");
@@ -289,4 +301,45 @@ fn a_slow_reader_is_cut_off_and_the_others_carry_on() {
         assert_eq!(h.clients[c].session.violation_count(), 0);
     }
     assert_eq!(shown(&h, other, es), None);
+}
+
+#[test]
+fn a_merge_drops_a_cell_and_the_host_counters_keep_its_counts() {
+    // Two cells on two shards, tiny loads: the space service merges them
+    // and the drained cell is dropped. What its shard counted in it
+    // (migrations above all) must stay in the exported totals.
+    let mut h = Harness::new(&test_config(&["balance.merge_reports_min=1"]));
+    let walker = h.connect(1, "walker");
+    let watcher = h.connect(0, "watcher");
+    h.run(10);
+    let mut gaps = [0u64; 1];
+    walk(&mut h, walker, 100.0, &[watcher], &mut gaps);
+    walk(&mut h, walker, 140.0, &[watcher], &mut gaps);
+    let cells_at_start: usize = h.hosts.iter().map(|x| x.cells().count()).sum();
+    let mut last = 0;
+    for _ in 0..600 {
+        h.step();
+        let now: u64 = h.hosts.iter().map(|x| x.migrations()).sum();
+        assert!(
+            now >= last,
+            "host migrations ran backwards: {last} -> {now}"
+        );
+        last = now;
+    }
+    let cells_at_end: usize = h.hosts.iter().map(|x| x.cells().count()).sum();
+    let dropped: u64 = h
+        .hosts
+        .iter()
+        .map(|x| x.balance().counters().cells_dropped)
+        .sum();
+    assert!(dropped >= 1, "no merged cell was dropped");
+    assert!(
+        cells_at_end < cells_at_start,
+        "a merged cell was dropped ({cells_at_start} -> {cells_at_end})"
+    );
+    assert!(
+        last >= 2,
+        "the walker's migrations are still counted ({last})"
+    );
+    assert_eq!(violations(&h), 0);
 }

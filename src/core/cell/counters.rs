@@ -138,6 +138,14 @@ pub struct Counters {
     pub view_batches: u64,
     /// Bytes in those batches.
     pub view_bytes: u64,
+    /// AOI enters sent to this cell's clients (observers' enter events).
+    pub view_enters: u64,
+    /// AOI leaves sent to this cell's clients.
+    pub view_leaves: u64,
+    /// Versions delivered to this cell's clients as updates.
+    pub view_updates: u64,
+    /// Resync snapshots sent to this cell's clients.
+    pub view_resyncs: u64,
     /// Observer blobs that did not decode on onload (a fresh view started).
     pub observer_blob_errors: u64,
     /// Combat states that did not decode on onload (a fresh one started).
@@ -157,6 +165,78 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// Adds `other`'s counts to these (high-water marks take the larger):
+    /// a host keeps the counters of cells it dropped, so what it exports
+    /// never runs backwards.
+    pub fn absorb(&mut self, other: &Counters) {
+        let Counters {
+            migrations_out: _,
+            migrations_in: _,
+            transfers_out: _,
+            forwards: _,
+            migrations_held: _,
+            early_held: _,
+            reorder_buffered_max: _,
+            sync_cache_len_max: _,
+            ghosts_created: _,
+            ghosts_deleted: _,
+            ghost_create_timeouts: _,
+            syncs_built: _,
+            syncs_applied: _,
+            resync_requests: _,
+            resyncs_sent: _,
+            inputs_applied: _,
+            calls_run: _,
+            view_batches: _,
+            view_bytes: _,
+            view_enters: _,
+            view_leaves: _,
+            view_updates: _,
+            view_resyncs: _,
+            observer_blob_errors: _,
+            combat_state_errors: _,
+            aoi_refused: _,
+            hits_tried: _,
+            combat_calls: _,
+            bad_combat_calls: _,
+            reals_destroyed: _,
+            drops: _,
+        } = other;
+        self.migrations_out += other.migrations_out;
+        self.migrations_in += other.migrations_in;
+        self.transfers_out += other.transfers_out;
+        self.forwards += other.forwards;
+        self.migrations_held += other.migrations_held;
+        self.early_held += other.early_held;
+        self.reorder_buffered_max = self.reorder_buffered_max.max(other.reorder_buffered_max);
+        self.sync_cache_len_max = self.sync_cache_len_max.max(other.sync_cache_len_max);
+        self.ghosts_created += other.ghosts_created;
+        self.ghosts_deleted += other.ghosts_deleted;
+        self.ghost_create_timeouts += other.ghost_create_timeouts;
+        self.syncs_built += other.syncs_built;
+        self.syncs_applied += other.syncs_applied;
+        self.resync_requests += other.resync_requests;
+        self.resyncs_sent += other.resyncs_sent;
+        self.inputs_applied += other.inputs_applied;
+        self.calls_run += other.calls_run;
+        self.view_batches += other.view_batches;
+        self.view_bytes += other.view_bytes;
+        self.view_enters += other.view_enters;
+        self.view_leaves += other.view_leaves;
+        self.view_updates += other.view_updates;
+        self.view_resyncs += other.view_resyncs;
+        self.observer_blob_errors += other.observer_blob_errors;
+        self.combat_state_errors += other.combat_state_errors;
+        self.aoi_refused += other.aoi_refused;
+        self.hits_tried += other.hits_tried;
+        self.combat_calls += other.combat_calls;
+        self.bad_combat_calls += other.bad_combat_calls;
+        self.reals_destroyed += other.reals_destroyed;
+        for (a, b) in self.drops.iter_mut().zip(other.drops) {
+            *a += b;
+        }
+    }
+
     /// Drops for one reason.
     pub fn dropped(&self, reason: DropReason) -> u64 {
         self.drops[reason.index()]

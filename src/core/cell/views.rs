@@ -38,7 +38,7 @@ use crate::core::aoi::{AoiEvent, AoiIndex, AreaId, EventKind, GridAoi};
 use crate::core::entity::{Audience, Entity, Fill, SyncCache, SyncKind, SyncMsg};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
-use crate::core::view::{Observer, ObserverHost};
+use crate::core::view::{Observer, ObserverHost, ObserverStats};
 
 use super::machine::Cell;
 use super::params::CellParamsError;
@@ -54,6 +54,9 @@ pub(super) struct Watch {
     /// Entities forced into a migrated-in area for its first update (what
     /// the client already shows), unforced right after it.
     pub forced: Vec<EntityId>,
+    /// The observer's stats as of its last flush here (its stats travel
+    /// with it; the cell counts only what it did here).
+    pub counted: ObserverStats,
 }
 
 /// A message a local copy released (or a copy replaced) since the last view
@@ -253,11 +256,13 @@ impl Cell {
                 forced.push(e);
             }
         }
+        let counted = *observer.stats();
         self.views.insert(Watch {
             owner: id,
             observer,
             area,
             forced,
+            counted,
         });
     }
 
@@ -268,9 +273,8 @@ impl Cell {
         let Some((slot, mut w)) = self.views.take(id) else {
             return Vec::new();
         };
-        let batch = w.observer.flush(&self.entities);
-        if !batch.is_empty() {
-            let data: Arc<[u8]> = Arc::from(batch);
+        let batch = flush_counted(&mut w, &self.entities, &mut self.counters);
+        if let Some(data) = batch {
             self.send_batch(id, data);
         }
         let mut blob = Vec::new();
@@ -295,9 +299,8 @@ impl Cell {
         let Some(w) = self.views.watches[slot as usize].as_mut() else {
             return;
         };
-        let batch = w.observer.flush(&self.entities);
-        if !batch.is_empty() {
-            let data: Arc<[u8]> = Arc::from(batch);
+        let batch = flush_counted(w, &self.entities, &mut self.counters);
+        if let Some(data) = batch {
             self.send_batch(id, data);
         }
     }
@@ -325,9 +328,8 @@ impl Cell {
         self.views.interest = interest;
         let mut batches = std::mem::take(&mut self.views.batches);
         for w in self.views.watches.iter_mut().flatten() {
-            let b = w.observer.flush(&self.entities);
-            if !b.is_empty() {
-                batches.push((w.owner, Arc::from(b)));
+            if let Some(b) = flush_counted(w, &self.entities, &mut self.counters) {
+                batches.push((w.owner, b));
             }
         }
         for (owner, data) in batches.drain(..) {
@@ -445,4 +447,24 @@ impl Cell {
             self.views.watchers.values().map(Vec::len).sum::<usize>()
         );
     }
+}
+
+/// Flushes `w`'s observer: its batch of the tick (`None` if it has no
+/// news), with what it sent since its last flush here added to `counters`.
+fn flush_counted(
+    w: &mut Watch,
+    entities: &EntityTable,
+    counters: &mut super::counters::Counters,
+) -> Option<Arc<[u8]>> {
+    let batch = w.observer.flush(entities);
+    let data = (!batch.is_empty()).then(|| Arc::from(batch));
+    let (now, was) = (*w.observer.stats(), w.counted);
+    w.counted = now;
+    // Saturating: a fresh observer (a blob that did not decode) starts its
+    // stats again from zero.
+    counters.view_enters += now.enters.saturating_sub(was.enters);
+    counters.view_leaves += now.leaves.saturating_sub(was.leaves);
+    counters.view_updates += now.delivered.saturating_sub(was.delivered);
+    counters.view_resyncs += now.resyncs.saturating_sub(was.resyncs);
+    data
 }
