@@ -13,7 +13,8 @@
 # process when one process may not open the files bots and server need
 # (2 per bot: `ulimit -Hn`), or always with SEPARATE=1. Opt-in (about 6 minutes for the default
 # matrix); not part of CI. Needs python3 for the table. Reports land in
-# $OUT (default target/scale); the table goes to stdout.
+# $OUT (default target/scale); the table goes to stdout. RUN=0 only prints
+# the table of the reports already in $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BOTS=${BOTS:-"1000 2000 5000 10000"}
@@ -24,7 +25,7 @@ EXTRA=${EXTRA:-"--set balance.enabled=false"}
 LISTEN=${LISTEN:-127.0.0.1:7411}
 ADMIN=${ADMIN:-127.0.0.1:9411}
 mkdir -p "$OUT"
-cargo build --release --locked --bin loadgen --bin tessera >/dev/null
+[ "${RUN:-1}" = 0 ] || cargo build --release --locked --bin loadgen --bin tessera >/dev/null
 hard=$(ulimit -Hn)
 
 # One run with the server in its own process: $1 bots, $2 shards, $3 ramp,
@@ -54,6 +55,7 @@ separate() {
 }
 
 for bots in $BOTS; do
+  [ "${RUN:-1}" = 0 ] && break
   for shards in $SHARDS; do
     ramp=5s
     [ "$bots" -ge 5000 ] && ramp=10s
@@ -79,14 +81,14 @@ rest = sys.argv[2:]
 cut = rest.index("--")
 bots, shards = rest[:cut], rest[cut + 1:]
 print("| bots | shards | server | connected | update latency p50 / p99 / max (ms) | ack RTT p50 / p99 (ms) "
-      "| updates /bot/s | bytes /bot/s | in view | migrations/s | violations | server CPU (% core) "
+      "| moves sent /bot/s | updates /bot/s | bytes /bot/s | in view | migrations/s | violations | server CPU (% core) "
       "| loadgen CPU | tick p50/p99 per shard (ms) | stalls | disconnects |")
-print("|" + "---|" * 16)
+print("|" + "---|" * 17)
 for b in bots:
     for s in shards:
         p = os.path.join(out, f"b{b}_s{s}.json")
         if not os.path.exists(p):
-            print(f"| {b} | {s} | | (no report) |" + " |" * 12)
+            print(f"| {b} | {s} | | (no report) |" + " |" * 13)
             continue
         r = json.load(open(p))
         u, a, srv = r["update_latency_ms"], r["ack_rtt_ms"], r["server"]
@@ -101,7 +103,8 @@ for b in bots:
         cpu = r.get("cpu_pct") or {}
         print(f"| {b} | {s} | {srv.get('source', '?')} | {r['bots_connected']} "
               f"| {u['p50']:.0f} / {u['p99']:.0f} / {u['max']:.0f} "
-              f"| {a['p50']:.0f} / {a['p99']:.0f} | {r['updates_per_bot_per_s']:.1f} "
+              f"| {a['p50']:.0f} / {a['p99']:.0f} | {r['per_bot_per_s']['moves']:.1f} "
+              f"| {r['updates_per_bot_per_s']:.1f} "
               f"| {r['bytes_per_bot_per_s']:.0f} | {r['in_view_avg']:.0f} | {r['migrations_per_s']:.1f} "
               f"| {r['violations']} | {cpu.get('server', 0):.0f} | {cpu.get('loadgen', 0):.0f} "
               f"| {ticks or 'n/a'} | {stalls} | {disc or 0} |")

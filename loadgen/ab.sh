@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Before/after for a server change: the same loadgen against two `tessera`
+# binaries in turn (A, B, A, B, ...), each a fresh process on its own port,
+# so both see the same machine state and the same bots.
+#
+#   git worktree add /tmp/base <commit>
+#   (cd /tmp/base && CARGO_TARGET_DIR=/tmp/base-target cargo build --release --bin tessera)
+#   cargo build --release --bin tessera --bin loadgen
+#   bash loadgen/ab.sh /tmp/base-target/release/tessera target/release/tessera
+#
+# BOTS (1000), SHARDS ("2 1"), ROUNDS (2), DURATION (20s), EXTRA (fixed
+# layout: "--set balance.enabled=false"). One JSON report per run in $OUT
+# (target/ab) and one line each. Opt-in; not part of CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+A=${1:?usage: ab.sh TESSERA_A TESSERA_B}
+B=${2:?usage: ab.sh TESSERA_A TESSERA_B}
+BOTS=${BOTS:-1000}
+SHARDS=${SHARDS:-"2 1"}
+ROUNDS=${ROUNDS:-2}
+DURATION=${DURATION:-20s}
+EXTRA=${EXTRA:-"--set balance.enabled=false"}
+OUT=${OUT:-target/ab}
+LG=./target/release/loadgen
+mkdir -p "$OUT"
+port=7430
+for shards in $SHARDS; do
+  # shellcheck disable=SC2086
+  sets=$($LG --bots "$BOTS" $EXTRA --print-server-sets)
+  for round in $(seq "$ROUNDS"); do
+    for which in A B; do
+      bin=$A
+      [ "$which" = B ] && bin=$B
+      port=$((port + 1))
+      name="${which}_s${shards}_r${round}"
+      eval "exec $bin $sets $EXTRA --set runtime.shards=$shards \
+        --listen 127.0.0.1:$port --admin 127.0.0.1:$((port + 1000))" >"$OUT/$name.server.log" 2>&1 &
+      pid=$!
+      sleep 1
+      if ! kill -0 "$pid" 2>/dev/null; then
+        echo "$name: the server did not start (see $OUT/$name.server.log)" >&2
+        continue
+      fi
+      eval "$LG --bots $BOTS --threads 2 --duration $DURATION --ramp 5s \
+        --server 127.0.0.1:$port --server-admin 127.0.0.1:$((port + 1000)) \
+        --server-pid $pid $sets $EXTRA --json $OUT/$name.json" >"$OUT/$name.log" 2>&1 || true
+      kill -TERM "$pid" 2>/dev/null || true
+      wait "$pid" || true
+      python3 - "$OUT/$name.json" "$name" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+u, a, cpu = r["update_latency_ms"], r["ack_rtt_ms"], r.get("cpu_pct") or {}
+print(f"{sys.argv[2]:<10} update p50 {u['p50']:6.1f} p99 {u['p99']:6.1f}  ack p50 {a['p50']:6.1f} "
+      f"p99 {a['p99']:6.1f} ms  updates/bot/s {r['updates_per_bot_per_s']:6.1f}  "
+      f"server CPU {cpu.get('server', 0):5.1f} %  violations {r['violations']}")
+PY
+    done
+  done
+done
