@@ -19,6 +19,14 @@ pub const REPLY_BYTES_MAX: usize = 8 << 20;
 /// If the address does not resolve, the connection fails or times out, or
 /// the reply is not a 200.
 pub fn scrape(admin: &str, timeout: Duration) -> anyhow::Result<BTreeMap<String, f64>> {
+    Ok(parse_metrics(&scrape_text(admin, timeout)?))
+}
+
+/// Fetches `http://{admin}/metrics`: the OpenMetrics text.
+///
+/// # Errors
+/// As [`scrape`].
+pub fn scrape_text(admin: &str, timeout: Duration) -> anyhow::Result<String> {
     let addr = admin
         .to_socket_addrs()?
         .next()
@@ -40,7 +48,23 @@ pub fn scrape(admin: &str, timeout: Duration) -> anyhow::Result<BTreeMap<String,
         let status = head.lines().next().unwrap_or_default();
         anyhow::bail!("{admin}/metrics answered {status}");
     }
-    Ok(parse_metrics(body))
+    Ok(body.to_owned())
+}
+
+/// Every sample of metric `name` (one per label set, e.g. per shard), in
+/// the order the text lists them.
+pub fn samples(text: &str, name: &str) -> Vec<f64> {
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix(name)?;
+            let value = match rest.strip_prefix('{') {
+                Some(r) => r.rsplit_once('}')?.1,
+                None if rest.starts_with(' ') => rest,
+                None => return None,
+            };
+            value.split_whitespace().next()?.parse().ok()
+        })
+        .collect()
 }
 
 /// Sums each sample line `name{labels} value` by name (comments, `# EOF`
@@ -102,5 +126,18 @@ mod tests {
         let addr = l.local_addr().expect("addr").to_string();
         drop(l);
         assert!(scrape(&addr, Duration::from_millis(300)).is_err());
+    }
+
+    #[test]
+    fn samples_are_listed_per_label_set() {
+        let text = "# TYPE tessera_shard_tick_p99_window_us gauge\n\
+                    tessera_shard_tick_p99_window_us{shard=\"0\"} 1500\n\
+                    tessera_shard_tick_p99_window_us{shard=\"1\"} 42000\n\
+                    tessera_shard_tick_p99_window_us_other 7\n";
+        assert_eq!(
+            samples(text, "tessera_shard_tick_p99_window_us"),
+            vec![1500.0, 42000.0]
+        );
+        assert!(samples(text, "absent").is_empty());
     }
 }

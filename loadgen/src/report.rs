@@ -163,7 +163,7 @@ impl Rates {
 }
 
 /// Every figure of a run (the `--json` report).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Summary {
     /// The run's settings.
     pub settings: Value,
@@ -430,6 +430,23 @@ mod tests {
         assert_eq!((r.updates, r.bytes_in), (50.0, 2_000.0));
         assert_eq!(c.total.counters.updates, 1_500);
         assert!(live_line(&c.series[1], 10).contains("10/10"));
+    }
+
+    #[test]
+    fn a_move_rate_shortfall_is_noted_except_for_spaces() {
+        let mut s = Summary {
+            settings: serde_json::json!({"move_hz": 10.0, "scenario": "random-walk"}),
+            duration_s: 20.0,
+            ..Summary::default()
+        };
+        s.per_bot_per_s.moves = 9.5;
+        assert_eq!(move_shortfall(&s), None, "within 10 %");
+        s.per_bot_per_s.moves = 4.8;
+        let note = move_shortfall(&s).expect("noted");
+        assert!(note.contains("4.8") && note.contains("10.0"), "{note}");
+        assert!(summary_table(&s).contains("NOTE"));
+        s.settings = serde_json::json!({"move_hz": 10.0, "scenario": "spaces"});
+        assert_eq!(move_shortfall(&s), None, "spaces pauses moves on purpose");
     }
 
     #[test]

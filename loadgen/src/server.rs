@@ -97,24 +97,31 @@ fn remote_status(admin: Option<&str>) -> ServerStatus {
                           "why": "no --server-admin given"}),
         };
     };
-    match remote::scrape(admin, SCRAPE_TIMEOUT) {
-        Ok(m) => ServerStatus {
-            migrations: remote::pick(
-                &m,
-                &[
-                    "tessera_app_host_migrations_total",
-                    "tessera_app_host_migrations",
-                    "host_migrations_total",
-                ],
-            ),
-            tick_p99_window_ms: Vec::new(),
-            value: json!({"source": "remote", "available": true, "admin": admin, "metrics": m}),
-        },
+    match remote::scrape_text(admin, SCRAPE_TIMEOUT) {
+        Ok(text) => remote_figures(admin, &text),
         Err(e) => ServerStatus {
             migrations: None,
             tick_p99_window_ms: Vec::new(),
             value: json!({"source": "remote", "available": false, "admin": admin,
                           "why": e.to_string()}),
         },
+    }
+}
+
+/// The figures of a remote server's `/metrics` text.
+fn remote_figures(admin: &str, text: &str) -> ServerStatus {
+    let m = remote::parse_metrics(text);
+    let window_us = remote::samples(text, "tessera_shard_tick_p99_window_us");
+    ServerStatus {
+        migrations: remote::pick(
+            &m,
+            &[
+                "tessera_app_host_migrations_total",
+                "tessera_app_host_migrations",
+                "host_migrations_total",
+            ],
+        ),
+        tick_p99_window_ms: window_us.iter().map(|us| us / 1000.0).collect(),
+        value: json!({"source": "remote", "available": true, "admin": admin, "metrics": m}),
     }
 }
