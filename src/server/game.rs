@@ -28,9 +28,9 @@
 //! # Effects after the real left
 //! An event can name an entity whose real is no longer here: an input
 //! queued behind a space hop applied in the same run (`Cell::transfer`), or
-//! any event of a host that runs the whole `Cell::tick` before the game (as
-//! the simulator does), where the tick's migration check may offload the
-//! real. The effect is then deferred to the new real: re-sent as a game
+//! any event of a host that runs the whole `Cell::tick` before the game,
+//! where the tick's migration check may offload the real (the server and
+//! the simulator both run the game between the two halves instead). The effect is then deferred to the new real: re-sent as a game
 //! call (forwarded like any real-bound message, behind the `Onload`),
 //! applied there when it runs. Client data the real can no longer send
 //! (results, acks) travels the same way.

@@ -402,6 +402,14 @@ impl World {
         ShardId::local((c.0 % u32::from(self.options.shards)) as u16)
     }
 
+    /// Whether cell `c` runs this step: its shard is not stalled, and a
+    /// split's new cell runs once its shard has applied the split.
+    fn cell_runs(&self, now: Time, c: CellId) -> bool {
+        let shard = self.cell_shard(c);
+        !self.net.is_stalled(Endpoint::Shard(shard), now)
+            && self.replicas.knows(&self.layout, shard, c)
+    }
+
     /// The shard hosting the proxy of `e`.
     pub fn proxy_shard(&self, e: EntityId) -> ShardId {
         ShardId::local((e.0 % u64::from(self.options.shards)) as u16)
@@ -427,18 +435,23 @@ impl World {
             self.clients_act(now);
         }
         self.deliver(now);
-        for c in 0..self.cells.len() {
-            let id = CellId(c as u32);
-            let shard = self.cell_shard(id);
-            // A split's new cell runs once its shard has applied the split.
-            if !self.net.is_stalled(Endpoint::Shard(shard), now)
-                && self.replicas.knows(&self.layout, shard, id)
-            {
-                let layout = self.replicas.layout(&self.layout, shard);
-                self.cells[c].tick(now, layout);
-                if let Some(b) = &mut self.balance {
-                    b.charge_cell(CellId(c as u32), self.cells[c].entity_count());
-                }
+        // As the server's host does: every running cell runs its inputs,
+        // the entity logic applies them (the reals are all still here),
+        // then every cell publishes (syncs, views, migrations) and the
+        // logic sees what that half reported.
+        let running: Vec<usize> = (0..self.cells.len())
+            .filter(|&c| self.cell_runs(now, CellId(c as u32)))
+            .collect();
+        for &c in &running {
+            self.cells[c].run_inputs(now);
+        }
+        self.drain_events(now);
+        for &c in &running {
+            let shard = self.cell_shard(CellId(c as u32));
+            let layout = self.replicas.layout(&self.layout, shard);
+            self.cells[c].publish(now, layout);
+            if let Some(b) = &mut self.balance {
+                b.charge_cell(CellId(c as u32), self.cells[c].entity_count());
             }
         }
         self.drain_events(now);
