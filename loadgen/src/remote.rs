@@ -1,8 +1,9 @@
 //! A remote server's own counters, scraped from its admin `/metrics`.
 //!
 //! Owns a minimal HTTP/1.1 GET over a std socket (one request, bounded
-//! reply, timeouts) and a parser of the OpenMetrics text that sums every
-//! sample of a metric over its labels (the shards). No HTTP client crate:
+//! reply, timeouts) and parsers of the OpenMetrics text: one sums every
+//! sample of a metric over its labels (the shards), one lists a metric's
+//! samples per label set (per shard). No HTTP client crate:
 //! the admin endpoint is plain text on loopback or a LAN.
 
 use std::collections::BTreeMap;
@@ -13,19 +14,12 @@ use std::time::Duration;
 /// Largest `/metrics` reply read.
 pub const REPLY_BYTES_MAX: usize = 8 << 20;
 
-/// Fetches `http://{admin}/metrics` and sums each metric over its labels.
+/// Fetches `http://{admin}/metrics`: the OpenMetrics text ([`parse_metrics`]
+/// sums it by metric, [`samples`] lists one metric per label set).
 ///
 /// # Errors
 /// If the address does not resolve, the connection fails or times out, or
 /// the reply is not a 200.
-pub fn scrape(admin: &str, timeout: Duration) -> anyhow::Result<BTreeMap<String, f64>> {
-    Ok(parse_metrics(&scrape_text(admin, timeout)?))
-}
-
-/// Fetches `http://{admin}/metrics`: the OpenMetrics text.
-///
-/// # Errors
-/// As [`scrape`].
 pub fn scrape_text(admin: &str, timeout: Duration) -> anyhow::Result<String> {
     let addr = admin
         .to_socket_addrs()?
@@ -125,7 +119,7 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = l.local_addr().expect("addr").to_string();
         drop(l);
-        assert!(scrape(&addr, Duration::from_millis(300)).is_err());
+        assert!(scrape_text(&addr, Duration::from_millis(300)).is_err());
     }
 
     #[test]

@@ -524,13 +524,12 @@ impl HostBalance {
         let gone = &mut self.dropped_cells;
         self.retired.retain(|c, (s, since)| {
             let old = now >= *since + RETIRED_KEEP;
-            if *s == me {
-                let empty = cells
+            let empty = || {
+                cells
                     .get(c)
-                    .is_none_or(|cell| cell.is_empty() && cell.forwarding_entries() == 0);
-                if !(empty || old) {
-                    return !old;
-                }
+                    .is_none_or(|cell| cell.is_empty() && cell.forwarding_entries() == 0)
+            };
+            if *s == me && (old || empty()) {
                 if let Some(cell) = cells.remove(c) {
                     dropped += 1;
                     gone.absorb(cell.counters());

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::core::cell::{Cell, CellParams, SoloLayout, ViewParams};
+use crate::core::cell::{Cell, CellParams, Counters as CellCounters, SoloLayout, ViewParams};
 use crate::core::entity::TypeRegistry;
 use crate::core::geom::Rect;
 use crate::core::ids::{CellId, EntityId, ShardId, SpaceId};
@@ -180,7 +180,7 @@ pub struct HostSpaces {
     pub(super) types: Arc<TypeRegistry>,
     pub(super) counters: SpaceCounters,
     /// The summed counters of the instance cells this shard dropped.
-    pub(super) dropped_cells: crate::core::cell::Counters,
+    pub(super) dropped_cells: CellCounters,
 }
 
 impl std::fmt::Debug for HostSpaces {
@@ -244,7 +244,7 @@ impl HostSpaces {
             views: super::host::view_params(config),
             types,
             counters: SpaceCounters::default(),
-            dropped_cells: crate::core::cell::Counters::default(),
+            dropped_cells: CellCounters::default(),
         }
     }
 

@@ -169,6 +169,8 @@ impl Counters {
     /// a host keeps the counters of cells it dropped, so what it exports
     /// never runs backwards.
     pub fn absorb(&mut self, other: &Counters) {
+        // Names every field: a counter added to `Counters` does not compile
+        // until it is absorbed below too.
         let Counters {
             migrations_out: _,
             migrations_in: _,
