@@ -40,6 +40,7 @@ use tessera::core::proxy::{Proxy, ProxyParams};
 use tessera::core::time::Time;
 use tessera::core::view::{
     BatchReader, ClientEvent, ClientView, ClientViewParams, Handle, ObserverParams,
+    POSITION_RESOLUTION_M,
 };
 
 mod common;
@@ -416,7 +417,12 @@ impl World {
                     Some(s) => {
                         assert!(d <= LEAVE_M + 1e-9, "{e} shows {x} at {d} m");
                         assert_eq!(s.version, v, "{e}: version of {x}");
-                        assert_eq!(s.replica.core().pos, real.core().pos, "{e}: pos of {x}");
+                        // The wire carries centimetres (PROTOCOL.md 6.2).
+                        let off = s.replica.core().pos.dist_xz(real.core().pos);
+                        assert!(
+                            off <= POSITION_RESOLUTION_M,
+                            "{e}: pos of {x} off by {off} m"
+                        );
                         assert_eq!(prop(&s.replica, "hp"), prop(real, "hp"), "{e}: hp of {x}");
                         assert_eq!(prop(&s.replica, "level"), prop(real, "level"));
                         shown_total += 1;

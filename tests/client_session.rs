@@ -11,7 +11,7 @@ use tessera::core::entity::{Audience, Entity, TypeRegistry, AVATAR};
 use tessera::core::geom::{Rect, Vec3};
 use tessera::core::ids::EntityId;
 use tessera::core::time::Time;
-use tessera::core::view::{encode_event, ClientEvent};
+use tessera::core::view::{encode_event, ClientEvent, Movement};
 use tessera::wire::client::{
     split_frame, CallOutcome, ClientMsg, ErrorCode, RefuseReason, ServerMsg, Welcome,
 };
@@ -90,13 +90,12 @@ fn enter_move_leave() -> Vec<u8> {
         },
         ClientEvent::Move {
             handle: 1,
-            version: 4,
-            pos: Vec3 {
-                x: 4.0,
-                y: 0.0,
-                z: 1.0,
+            version_low: 4,
+            mv: Movement {
+                absolute: false,
+                d: [100, 0, 0],
+                yaw: 20,
             },
-            yaw: 0.5,
         },
         ClientEvent::Leave { handle: 1 },
     ];
@@ -114,7 +113,7 @@ fn live_session(hooks: &mut Hooks) -> ClientSession {
     let (f, n) = split_frame(&sent, 4096).expect("ok").expect("hello");
     assert_eq!(
         ClientMsg::decode(&f),
-        Ok(ClientMsg::Hello { version: 2 }),
+        Ok(ClientMsg::Hello { version: 3 }),
         "first frame is Hello"
     );
     let (f, _) = split_frame(&sent[n..], 4096).expect("ok").expect("login");
@@ -210,7 +209,7 @@ fn view_batches_feed_the_checking_view_and_the_hooks() {
         ]
     );
     assert_eq!(hooks.updates[1].pos.map(|p| p.x), Some(4.0));
-    assert_eq!(hooks.updates[1].version, Some(4));
+    assert_eq!(hooks.updates[1].version_low, Some(4));
     assert_eq!(hooks.updates[1].received_at, Time(500));
     assert_eq!(s.last_tick(), Some(8));
     // The same batch again: a leave of a left handle, a move after leave...
@@ -222,9 +221,12 @@ fn view_batches_feed_the_checking_view_and_the_hooks() {
         &mut bad,
         &ClientEvent::Move {
             handle: 9,
-            version: 1,
-            pos: Vec3::default(),
-            yaw: 0.0,
+            version_low: 1,
+            mv: Movement {
+                absolute: true,
+                d: [0, 0, 0],
+                yaw: 0,
+            },
         },
     );
     let bytes = frames(&[ServerMsg::ViewBatch {

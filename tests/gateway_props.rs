@@ -154,7 +154,7 @@ fn run(ops: &[Op], strikes_max: u32) -> Result<(), TestCaseError> {
     let mut s = Session::new(params, avatar);
     let mut now = Time::from_millis(1000);
     let mut input = Vec::new();
-    ClientMsg::Hello { version: 2 }.encode(&mut input);
+    ClientMsg::Hello { version: 3 }.encode(&mut input);
     ClientMsg::Login {
         name: "p",
         token: None,

@@ -110,7 +110,7 @@ fn each_rule_refuses_with_its_code_then_abuse_is_kicked() {
     let seen = c.until(Duration::from_secs(3), |s| *s == Seen::Ack(8));
     assert_eq!(seen.last(), Some(&Seen::Ack(8)), "{seen:?}");
     // The 8th refusal (strikes max 7) kicks.
-    c.send(&ClientMsg::Hello { version: 2 });
+    c.send(&ClientMsg::Hello { version: 3 });
     let seen = c.until(Duration::from_secs(3), |s| matches!(s, Seen::Kick(_)));
     assert_eq!(
         seen.last(),

@@ -441,8 +441,16 @@ impl Session {
             expected.insert(id);
             let s = self.cv.find(id).unwrap_or_else(|| panic!("{id} not shown"));
             assert_eq!(s.version, em.version(), "{id} version");
-            assert_eq!(s.replica.core().pos, e.core().pos, "{id} pos");
-            assert_eq!(s.replica.core().yaw.to_bits(), e.core().yaw.to_bits());
+            // The wire carries centimetres and 256ths of a turn.
+            let (p, q) = (s.replica.core().pos, e.core().pos);
+            let half = POSITION_RESOLUTION_M / 2.0 + 1e-9;
+            assert!(
+                (p.x - q.x).abs() <= half && (p.y - q.y).abs() <= half && (p.z - q.z).abs() <= half,
+                "{id} pos {p:?} vs {q:?}"
+            );
+            let turn = std::f32::consts::TAU;
+            let d = (s.replica.core().yaw - e.core().yaw).rem_euclid(turn);
+            assert!(d.min(turn - d) <= turn / 512.0 + 1e-4, "{id} yaw");
             assert_eq!(
                 s.replica.props().values(),
                 &e.props().filtered(Audience::OtherClients)[..],
@@ -587,6 +595,14 @@ fn moving(x: f64) -> TickPlan {
     }
 }
 
+fn hp(v: i64) -> TickPlan {
+    TickPlan {
+        changes: vec![(1, Change::Hp(v))],
+        migrate: false,
+        refresh: false,
+    }
+}
+
 #[test]
 fn a_skipped_version_is_caught_by_the_client_view() {
     let (mut w, mut s) = mover();
@@ -594,18 +610,25 @@ fn a_skipped_version_is_caught_by_the_client_view() {
         s.tick(&mut w, &moving(f64::from(i)), false);
     }
     assert_eq!(s.cv.violation_count(), 0);
-    // A broken observer: this tick's update of entity 2 is lost.
+    // A broken observer: this tick's property change of entity 2 is lost.
     let mut cv = s.cv.clone();
-    let batch = s.tick(&mut w, &moving(5.0), false);
+    let batch = s.tick(&mut w, &hp(50), false);
     let mut kept = Vec::new();
     for ev in BatchReader::new(&batch) {
         let ev = ev.expect("decodes");
-        if !matches!(ev, ClientEvent::Move { .. }) {
+        if !matches!(
+            ev,
+            ClientEvent::Props { .. } | ClientEvent::MoveProps { .. }
+        ) {
             encode_event(&mut kept, &ev);
         }
     }
-    assert_ne!(kept.len(), batch.len(), "there was a move to drop");
-    let next = s.tick(&mut w, &moving(6.0), false);
+    assert_ne!(
+        kept.len(),
+        batch.len(),
+        "there was a property change to drop"
+    );
+    let next = s.tick(&mut w, &hp(40), false);
     assert_eq!(s.cv.violation_count(), 0, "the real observer is fine");
     // Replay: the client before the tampered tick, fed the tampered batch.
     let mut replay = cv.clone();
@@ -651,4 +674,35 @@ fn the_same_migration_with_the_blob_is_clean() {
     }
     assert_eq!(s.cv.violations(), &[]);
     s.check_converged(&w);
+}
+
+/// A lost movement breaks no client rule (coalesced movements may skip
+/// versions) but is caught against the truth: the client's position is off
+/// by the lost delta.
+#[test]
+fn a_lost_movement_is_caught_against_the_truth() {
+    let (mut w, mut s) = mover();
+    for i in 0..3 {
+        s.tick(&mut w, &moving(f64::from(i)), false);
+    }
+    let mut cv = s.cv.clone();
+    let batch = s.tick(&mut w, &moving(5.0), false);
+    let mut kept = Vec::new();
+    for ev in BatchReader::new(&batch) {
+        let ev = ev.expect("decodes");
+        if !matches!(ev, ClientEvent::Move { .. }) {
+            encode_event(&mut kept, &ev);
+        }
+    }
+    assert_ne!(kept.len(), batch.len(), "there was a move to drop");
+    let next = s.tick(&mut w, &moving(6.0), false);
+    cv.handle_batch(&kept);
+    cv.handle_batch(&next);
+    assert_eq!(cv.violation_count(), 0, "no rule can see it");
+    let (real, _) = &w.reals[&EntityId(2)];
+    let shown = cv.find(EntityId(2)).expect("shown").replica.core().pos;
+    assert!(
+        shown.dist_xz(real.core().pos) > 1.0,
+        "the client is off by the lost 3 m: {shown:?}"
+    );
 }

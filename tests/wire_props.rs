@@ -33,7 +33,7 @@ enum C {
 impl C {
     fn msg(&self) -> ClientMsg<'_> {
         match self {
-            C::Hello => ClientMsg::Hello { version: 2 },
+            C::Hello => ClientMsg::Hello { version: 3 },
             C::Login(n, t) => ClientMsg::Login {
                 name: n,
                 token: t.as_deref(),
@@ -345,12 +345,13 @@ mod doc_examples {
     use tessera::core::entity::{ArrayOp, Audience, Entity, SyncKind, TypeRegistry, Value, AVATAR};
     use tessera::core::geom::{Rect, Vec3};
     use tessera::core::ids::EntityId;
-    use tessera::core::view::{encode_event, ClientEvent};
+    use tessera::core::view::{encode_event, ClientEvent, Movement};
     use tessera::wire::client::{CallOutcome, ClientMsg, ErrorCode, ServerMsg, Welcome};
 
     /// The view batch of the example session: entity 43 (an Avatar named
     /// "Bo" with 100 hp) enters as handle 0 at version 1, moves (v2), loses
-    /// 10 hp (v3), gains a buff (v4), leaves.
+    /// 10 hp (v3), gains a buff (v4), moves twice (v5 coalesced, a key frame
+    /// at v6), leaves.
     fn batch() -> Vec<u8> {
         let reg = TypeRegistry::with_builtins();
         let ty = Arc::clone(reg.get(AVATAR).expect("avatar"));
@@ -382,18 +383,18 @@ mod doc_examples {
                 snapshot: &snap,
             },
         );
-        let moved = Vec3 {
-            x: 13.0,
-            y: 0.0,
-            z: 20.0,
-        };
+        // Moved 1 m east, facing 0.5 rad: a delta of +100 cm on x, heading
+        // byte round(0.5 / 2 pi * 256) = 20.
         encode_event(
             &mut b,
             &ClientEvent::Move {
                 handle: 0,
-                version: 2,
-                pos: moved,
-                yaw: 0.5,
+                version_low: 2,
+                mv: Movement {
+                    absolute: false,
+                    d: [100, 0, 0],
+                    yaw: 20,
+                },
             },
         );
         e.props_mut().set(idx("hp"), Value::Int(90)).expect("hp");
@@ -404,7 +405,7 @@ mod doc_examples {
             &mut b,
             &ClientEvent::Props {
                 handle: 0,
-                version: 3,
+                version_low: 3,
                 delta: &delta,
             },
         );
@@ -419,8 +420,22 @@ mod doc_examples {
             &mut b,
             &ClientEvent::Props {
                 handle: 0,
-                version: 4,
+                version_low: 4,
                 delta: &delta,
+            },
+        );
+        // Two movements later (v5 coalesced away), a key frame at
+        // (14.5, 0, 21) facing 0: version 4 + 2 = 6.
+        encode_event(
+            &mut b,
+            &ClientEvent::Move {
+                handle: 0,
+                version_low: 6,
+                mv: Movement {
+                    absolute: true,
+                    d: [1450, 0, 2100],
+                    yaw: 0,
+                },
             },
         );
         encode_event(&mut b, &ClientEvent::Leave { handle: 0 });
@@ -456,7 +471,7 @@ mod doc_examples {
         };
         let batch = batch();
         vec![
-            ("hello", c(ClientMsg::Hello { version: 2 })),
+            ("hello", c(ClientMsg::Hello { version: 3 })),
             (
                 "login",
                 c(ClientMsg::Login {
@@ -683,6 +698,6 @@ fn protocol_md_examples_match_the_encoder() {
     let c = *s.counters();
     assert_eq!(
         (c.enters, c.updates, c.leaves, c.calls_done, c.inputs_acked),
-        (1, 3, 1, 2, 1)
+        (1, 4, 1, 2, 1)
     );
 }

@@ -26,6 +26,7 @@ use tessera::sim::bots::Bot;
 use tessera::sim::rng::Rng;
 use tessera::wire::client::{CallOutcome, ErrorCode};
 
+use crate::bands::BandEdges;
 use crate::driver::ThreadCtx;
 use crate::latency::{match_update, EntityCache, MoveBook};
 use crate::measure::{record, Interval, VIOLATION_SAMPLES_MAX};
@@ -123,6 +124,10 @@ struct Hooks<'a> {
     book: &'a MoveBook,
     cache: &'a mut EntityCache,
     own: &'a mut OwnTrack,
+    /// Where the bot's own entity stands (as its view shows it), for the
+    /// distance bands.
+    me: Option<Vec3>,
+    bands: &'a BandEdges,
 }
 
 impl SessionHooks for Hooks<'_> {
@@ -131,14 +136,25 @@ impl SessionHooks for Hooks<'_> {
         match seen.kind {
             UpdateKind::Move | UpdateKind::MoveProps | UpdateKind::Props => {
                 c.updates += 1;
+                let band = match (self.me, seen.pos) {
+                    (Some(me), Some(p)) => Some(self.bands.of(me.dist_xz(p))),
+                    _ => None,
+                };
+                if let Some(b) = band {
+                    c.bands.updates[b] += 1;
+                }
                 if let (Some(e), Some(p)) = (seen.entity, seen.pos) {
                     let lat = match_update(self.book, self.cache, e, p, seen.received_at);
                     if let Some(us) = lat {
                         c.updates_timed += 1;
                         record(&mut self.iv.hists.update_latency, us);
+                        if let Some(b) = band {
+                            record(&mut self.iv.hists.bands.latency[b], us);
+                        }
                     }
                 }
             }
+            UpdateKind::Degraded => c.degraded_notices += 1,
             UpdateKind::Enter => c.enters += 1,
             UpdateKind::Leave => c.leaves += 1,
             UpdateKind::Resync => c.resyncs += 1,
@@ -303,6 +319,12 @@ impl BotConn {
         let shown = view.shown();
         iv.counters.view_size_sum += shown.len() as u64;
         iv.counters.view_size_samples += 1;
+        if let Some(me) = view.own().map(|o| o.replica.core().pos) {
+            for s in shown.values() {
+                let b = plan.bands.of(me.dist_xz(s.replica.core().pos));
+                iv.counters.bands.entity_samples[b] += 1;
+            }
+        }
         if !wants_attack(&mut self.rng, plan.attack_rate, dt) {
             return;
         }
@@ -395,11 +417,18 @@ impl BotConn {
             let mut iv = ctx.interval.borrow_mut();
             iv.counters.bytes_in += n as u64;
             let mut cache = ctx.cache.borrow_mut();
+            let me = self
+                .session
+                .view()
+                .and_then(|v| v.own())
+                .map(|o| o.replica.core().pos);
             let mut hooks = Hooks {
                 iv: &mut iv,
                 book: &ctx.book,
                 cache: &mut cache,
                 own: &mut self.own,
+                me,
+                bands: &ctx.plan.bands,
             };
             let batches = self.session.counters().batches;
             self.session.handle_bytes(now, &scratch[..n], &mut hooks);

@@ -83,6 +83,9 @@ pub struct Plan {
     /// Bots hit only targets within 0.8 x this distance (the server's
     /// `hit_range_m`).
     pub hit_range_m: f64,
+    /// Distance bands for the per-band figures (the server's `[view]`
+    /// bands).
+    pub bands: crate::bands::BandEdges,
     /// The layout used to estimate migrations client-side.
     pub cells: CellMap,
     /// How long after a cell crossing the own-stream gap counts as the

@@ -2,7 +2,8 @@
 //! mover sent it.
 //!
 //! The view protocol carries no mover timestamp, but the server applies a
-//! Move input's position exactly (bit for bit), and every bot of the run
+//! Move input's position exactly and the view carries it quantised to
+//! [`POSITION_RESOLUTION_M`] (tags are taken on that grid), and every bot of the run
 //! lives in this process on one clock. So [`MoveBook`] keeps, for each bot,
 //! a ring of the last [`RING_SLOTS`] positions it sent with their send
 //! times, and maps the bot's entity id (from its Welcome) to the bot. An
@@ -28,6 +29,9 @@ use std::sync::RwLock;
 use tessera::core::geom::Vec3;
 use tessera::core::ids::EntityId;
 use tessera::core::time::Time;
+use tessera::core::view::codec::quantise;
+#[cfg(doc)]
+use tessera::core::view::POSITION_RESOLUTION_M;
 
 /// Positions remembered per bot (6.4 s of moves at 10 Hz).
 pub const RING_SLOTS: usize = 64;
@@ -52,12 +56,13 @@ impl Default for Ring {
     }
 }
 
-/// A 64-bit tag of a ground position (never 0).
+/// A 64-bit tag of a ground position on the wire's grid (never 0): the
+/// view carries positions quantised to [`POSITION_RESOLUTION_M`], so a sent
+/// position and the one an observer decodes share the tag.
 pub fn pos_tag(pos: Vec3) -> u64 {
-    let mut h = pos.x.to_bits().wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    h ^= pos
-        .z
-        .to_bits()
+    let q = quantise(pos);
+    let mut h = (q[0] as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^= (q[2] as u64)
         .rotate_left(31)
         .wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
     h ^= h >> 29;

@@ -15,8 +15,10 @@
 //!   connection's loop over a `tessera::client::ClientSession`.
 //! - [`scenario`]: where bots go; [`latency`]: matching updates to sends;
 //!   [`measure`]: histograms and counters.
-//! - [`report`]: series, summary, JSON; [`plot`]: PNG charts.
+//! - [`report`]: series, summary, JSON; [`plot`]: PNG charts; [`bands`]:
+//!   figures per distance band.
 
+pub mod bands;
 pub mod bot;
 pub mod cli;
 pub mod cpu;

@@ -68,6 +68,9 @@ fn main() -> ExitCode {
                     );
                     files.push(loadgen::plot_tree::write(dir, &outcome.tree, &ticks)?);
                 }
+                if !outcome.summary.bands.is_empty() {
+                    files.push(loadgen::bands::chart(dir, &outcome.summary.bands)?);
+                }
                 Ok(files)
             });
         match charts {

@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::bands::{BandCounts, BandHists};
+
 /// Largest value a histogram records, µs (60 s; larger ones saturate).
 pub const HIST_MAX_US: u64 = 60_000_000;
 /// Significant figures kept by every histogram.
@@ -40,6 +42,8 @@ pub struct Hists {
     /// The largest own-stream gap within the window after a bot crossed
     /// into another cell of the layout (its migration).
     pub migration_gap: Histogram<u64>,
+    /// Update latency by distance band.
+    pub bands: BandHists,
 }
 
 impl Default for Hists {
@@ -50,6 +54,7 @@ impl Default for Hists {
             hit_rtt: new_hist(),
             own_gap: new_hist(),
             migration_gap: new_hist(),
+            bands: BandHists::default(),
         }
     }
 }
@@ -67,6 +72,7 @@ impl Hists {
         for (a, b) in pairs {
             a.add(b).expect("histograms share their bounds");
         }
+        self.bands.add(&other.bands);
     }
 }
 
@@ -129,6 +135,11 @@ pub struct Counters {
     pub view_size_sum: u64,
     /// Move ticks that sampled a view size.
     pub view_size_samples: u64,
+    /// Updates and shown entities by distance band.
+    pub bands: BandCounts,
+    /// `Degraded` notices received (the server's budget could not carry a
+    /// view).
+    pub degraded_notices: u64,
     /// Error frames by rule name, and refused hits by reason
     /// (`hit-refused:REASON`).
     pub errors: BTreeMap<String, u64>,
@@ -168,7 +179,9 @@ impl Counters {
             (&mut self.space_changes, o.space_changes),
             (&mut self.view_size_sum, o.view_size_sum),
             (&mut self.view_size_samples, o.view_size_samples),
+            (&mut self.degraded_notices, o.degraded_notices),
         ];
+        self.bands.add(&o.bands);
         for (a, b) in pairs {
             *a += b;
         }

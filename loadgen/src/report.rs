@@ -198,6 +198,12 @@ pub struct Summary {
     pub updates_per_bot_per_s: f64,
     /// Bytes received per bot per second (steady window).
     pub bytes_per_bot_per_s: f64,
+    /// By distance band (nearest first): updates per entity per second,
+    /// entities in view and update latency (steady window).
+    pub bands: Vec<crate::bands::BandFigure>,
+    /// `Degraded` notices the bots received (a budget that could not carry
+    /// a view).
+    pub degraded_notices: u64,
     /// Every per-bot rate (steady window).
     pub per_bot_per_s: Rates,
     /// Average entities in a bot's view.
@@ -321,6 +327,12 @@ pub fn summary_table(s: &Summary) -> String {
         row("NOTE", short);
     }
     row("entities in view (avg)", format!("{:.1}", s.in_view_avg));
+    for (label, text) in crate::bands::rows(&s.bands) {
+        row(&label, text);
+    }
+    if s.degraded_notices > 0 {
+        row("degraded notices", s.degraded_notices.to_string());
+    }
     row(
         "updates timed",
         format!("{:.1} %", 100.0 * s.updates_timed_fraction),

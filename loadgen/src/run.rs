@@ -27,6 +27,13 @@ use crate::report::{self, Collector, Rates, ServerSecond, ShardTicks, Summary};
 use crate::scenario::{self, CellMap, Scenario, ScenarioParams};
 use crate::server::Server;
 
+/// The distance bands of `config`'s `[view]`, the last capped at the view's
+/// leave radius.
+pub fn band_edges(config: &Config) -> crate::bands::BandEdges {
+    let edges: Vec<f64> = config.view.bands.iter().map(|b| b.to_m).collect();
+    crate::bands::BandEdges::new(&edges, config.aoi.leave_radius_m)
+}
+
 /// A finished run: its figures and the reasons it failed (empty = passed).
 #[derive(Debug)]
 pub struct Outcome {
@@ -257,6 +264,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
             0.0
         },
         hit_range_m: cli.hit_range,
+        bands: band_edges(&config),
         cells,
         migration_window: Duration::from_millis(1500),
         session: ClientSessionParams::default(),
@@ -463,6 +471,14 @@ pub fn summarize(
         migration_gap_ms: pct(&steady.hists.migration_gap),
         updates_per_bot_per_s: rates.updates,
         bytes_per_bot_per_s: rates.bytes_in,
+        bands: crate::bands::figures(
+            &plan.bands,
+            &sc.bands,
+            &steady.hists.bands,
+            plan.scenario.move_period_s(),
+            sc.view_size_samples,
+        ),
+        degraded_notices: c.total.counters.degraded_notices,
         per_bot_per_s: rates,
         in_view_avg: if sc.view_size_samples > 0 {
             sc.view_size_sum as f64 / sc.view_size_samples as f64
@@ -573,6 +589,7 @@ mod tests {
             attack_rate: 0.0,
             space_rate: 0.0,
             hit_range_m: 10.0,
+            bands: band_edges(&config),
             cells,
             migration_window: Duration::from_secs(1),
             session: ClientSessionParams::default(),

@@ -38,6 +38,8 @@ pub struct SessionCounters {
     pub resyncs: u64,
     /// Own-stream events.
     pub own_updates: u64,
+    /// `Degraded` notices (the server's budget cannot carry the view).
+    pub degraded_notices: u64,
     /// Inputs sent (Move, Hit, SetProp).
     pub inputs_sent: u64,
     /// Inputs acknowledged.
@@ -197,6 +199,8 @@ pub enum UpdateKind {
     Resync,
     /// The own stream, with its payload kind.
     Own(SyncKind),
+    /// The server's budget notice (degraded or recovered).
+    Degraded,
 }
 
 /// One view event as received, for latency measurement.
@@ -216,23 +220,35 @@ pub struct UpdateSeen {
     pub handle: Option<Handle>,
     /// The entity, if the event or the view names it.
     pub entity: Option<EntityId>,
-    /// The version carried (`None` for a leave).
+    /// The absolute version carried (enters, resyncs, own events).
     pub version: Option<u64>,
-    /// The position carried (enter, move, move+props).
+    /// The low byte of an update's new version (moves, props, own moves).
+    pub version_low: Option<u8>,
+    /// Where the event put the entity (enter, resync, the moves), as the
+    /// client resolved it.
     pub pos: Option<Vec3>,
 }
 
 impl UpdateSeen {
-    /// The record of `ev` received at `at` in the batch of `tick`.
-    pub fn of(tick: u64, at: Time, ev: &ClientEvent<'_>, entity: Option<EntityId>) -> Self {
-        let (kind, pos) = match *ev {
-            ClientEvent::Enter { pos, .. } => (UpdateKind::Enter, Some(pos)),
-            ClientEvent::Leave { .. } => (UpdateKind::Leave, None),
-            ClientEvent::Move { pos, .. } => (UpdateKind::Move, Some(pos)),
-            ClientEvent::Props { .. } => (UpdateKind::Props, None),
-            ClientEvent::MoveProps { pos, .. } => (UpdateKind::MoveProps, Some(pos)),
-            ClientEvent::Resync { .. } => (UpdateKind::Resync, None),
-            ClientEvent::Own { kind, .. } => (UpdateKind::Own(kind), None),
+    /// The record of `ev` received at `at` in the batch of `tick`, which put
+    /// its entity at `pos`.
+    pub fn of(
+        tick: u64,
+        at: Time,
+        ev: &ClientEvent<'_>,
+        entity: Option<EntityId>,
+        pos: Option<Vec3>,
+    ) -> Self {
+        let kind = match *ev {
+            ClientEvent::Enter { .. } => UpdateKind::Enter,
+            ClientEvent::Leave { .. } => UpdateKind::Leave,
+            ClientEvent::Move { .. } => UpdateKind::Move,
+            ClientEvent::Props { .. } => UpdateKind::Props,
+            ClientEvent::MoveProps { .. } => UpdateKind::MoveProps,
+            ClientEvent::Resync { .. } => UpdateKind::Resync,
+            ClientEvent::Own { kind, .. } => UpdateKind::Own(kind),
+            ClientEvent::OwnMove { .. } => UpdateKind::Own(SyncKind::Movement),
+            ClientEvent::Degraded { .. } => UpdateKind::Degraded,
         };
         UpdateSeen {
             tick,
@@ -241,6 +257,7 @@ impl UpdateSeen {
             handle: ev.handle(),
             entity,
             version: ev.version(),
+            version_low: ev.version_low(),
             pos,
         }
     }

@@ -638,7 +638,7 @@ impl Core {
         self.last_tick = Some(tick);
         let counters = &mut self.counters;
         let view = self.view.as_mut().expect("live sessions have a view");
-        view.handle_batch_inspect(batch, |ev, entity| {
+        view.handle_batch_inspect(batch, |ev, entity, pos| {
             match ev {
                 ClientEvent::Enter { .. } => counters.enters += 1,
                 ClientEvent::Leave { .. } => counters.leaves += 1,
@@ -646,9 +646,10 @@ impl Core {
                 | ClientEvent::Props { .. }
                 | ClientEvent::MoveProps { .. } => counters.updates += 1,
                 ClientEvent::Resync { .. } => counters.resyncs += 1,
-                ClientEvent::Own { .. } => counters.own_updates += 1,
+                ClientEvent::Own { .. } | ClientEvent::OwnMove { .. } => counters.own_updates += 1,
+                ClientEvent::Degraded { .. } => counters.degraded_notices += 1,
             }
-            hooks.on_update(&UpdateSeen::of(tick, now, ev, entity));
+            hooks.on_update(&UpdateSeen::of(tick, now, ev, entity, pos));
         });
     }
 }

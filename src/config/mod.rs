@@ -15,12 +15,14 @@
 mod balance;
 mod layers;
 mod sections;
+mod view;
 
 pub use balance::{BalanceConfig, SpacesConfig};
 pub use sections::{
     AdminConfig, AoiConfig, CellConfig, GatewayConfig, MeshConfig, RuntimeConfig, ServerConfig,
     SpaceConfig, SyncConfig, WorldConfig,
 };
+pub use view::{BandConfig, ViewConfig};
 
 use crate::core::cell::CellParams;
 use crate::core::space::SpaceParams;
@@ -87,6 +89,8 @@ pub struct Config {
     pub spaces: SpacesConfig,
     /// The area of interest of observers.
     pub aoi: AoiConfig,
+    /// Each client's downstream budget and view bands.
+    pub view: ViewConfig,
     /// Ghosting and migration knobs of every cell.
     pub cell: CellConfig,
     /// Property sync ordering and caching.
@@ -179,6 +183,7 @@ impl Config {
         self.aoi.validate(&self.world)?;
         sections::validate_cell(&self.world, &self.aoi, &self.cell, &self.sync)?;
         self.runtime.validate()?;
+        self.view.validate(self.runtime.tick_ms)?;
         self.mesh.validate()?;
         self.admin.validate()?;
         self.server.validate()?;

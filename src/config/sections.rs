@@ -495,6 +495,10 @@ pub struct GatewayConfig {
     pub spawn: String,
     /// Seed of the `"random"` spawn rule (each shard mixes in its index).
     pub spawn_seed: u64,
+    /// A `"random"` spawn prefers a point in a cell of the shard that
+    /// accepted the connection, so the client's proxy and its real share a
+    /// shard (no cross-shard hop each way) until the real migrates.
+    pub spawn_local: bool,
     /// Client connections one shard holds at once; more are refused.
     pub connections_max: u32,
     /// Received bytes one connection holds unconsumed before its socket is

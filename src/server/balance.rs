@@ -23,7 +23,7 @@
 //! cells; must not touch sockets or executors.
 
 use crate::config::Config;
-use crate::core::cell::{Cell, CellParams, Counters as CellCounters};
+use crate::core::cell::{Cell, Counters as CellCounters};
 use crate::core::entity::TypeRegistry;
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId, ShardId, SpaceId};
@@ -34,6 +34,7 @@ use crate::core::space::{
 };
 use crate::core::time::Time;
 use crate::runtime::{Outbox, ShardContext};
+use crate::server::cell_factory::CellFactory;
 use crate::server::host::Routed;
 use crate::wire::{Body, Envelope};
 use std::collections::BTreeMap;
@@ -207,8 +208,7 @@ pub struct HostBalance {
     reports_in: Vec<LoadReport>,
     parked: Vec<Routed>,
     retired: BTreeMap<CellId, (ShardId, Time)>,
-    cell_params: CellParams,
-    types: Arc<TypeRegistry>,
+    cells: CellFactory,
     crowd: Option<(Vec3, f64)>,
     counters: BalanceCounters,
     /// The counters of this shard's cells dropped after a merge.
@@ -264,8 +264,7 @@ impl HostBalance {
             reports_in: Vec::new(),
             parked: Vec::new(),
             retired: BTreeMap::new(),
-            cell_params: config.cell_params(),
-            types,
+            cells: CellFactory::new(config, types),
             crowd: (b.npc_crowd_radius_m > 0.0).then(|| {
                 (
                     Vec3::ground(b.npc_crowd_x_m, b.npc_crowd_z_m),
@@ -497,8 +496,7 @@ impl HostBalance {
                 new_shard,
                 ..
             } if new_shard == self.ctx.shard => {
-                let cell = Cell::new(new_cell, self.cell_params.clone(), self.types.clone())
-                    .expect("validated cell params");
+                let cell = self.cells.build(new_cell).expect("validated cell params");
                 cells.insert(new_cell, cell);
                 self.counters.cells_created += 1;
             }

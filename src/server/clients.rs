@@ -225,7 +225,13 @@ impl CellHost {
         self.clients.next_player += 1;
         let entity = entity_id(self.ctx.shard.index, n);
         let world = self.tree.world();
-        let pos = self.clients.spawn.next(&world);
+        let pos = if self.clients.params.spawn_local {
+            let (tree, me) = (&self.tree, self.ctx.shard);
+            let local = |p: crate::core::geom::Vec3| tree.shard_of(tree.cell_at(p)) == Some(me);
+            self.clients.spawn.next_where(&world, local)
+        } else {
+            self.clients.spawn.next(&world)
+        };
         let cell = self.tree.cell_at(pos);
         let spawn = Spawn {
             entity,

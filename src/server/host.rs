@@ -41,12 +41,14 @@ use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::proxy::{Proxy, ProxyParams};
 use crate::core::space::SpaceTree;
 use crate::core::time::Time;
+use crate::core::view::ObserverParams;
 use crate::runtime::{ClientPort, Inbox, MetricSink, Outbox, ShardApp, ShardContext};
 use crate::wire::Body;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use super::balance::{HostBalance, SnapshotSink, TreeSnapshot};
+use super::cell_factory::CellFactory;
 use super::clients::Clients;
 use super::game::Game;
 use super::gateway::GatewayParams;
@@ -204,15 +206,11 @@ impl CellHost {
         let tree = initial_tree(config, config.server.initial_cells, ctx.shards)?;
         let types = Arc::new(TypeRegistry::with_builtins());
         let mut cells = BTreeMap::new();
-        let views = view_params(config);
+        let factory = CellFactory::new(config, types.clone());
         for leaf in tree.leaves().filter(|l| l.shard == ctx.shard) {
-            let cell = Cell::with_views(
-                leaf.cell,
-                config.cell_params(),
-                views.clone(),
-                types.clone(),
-            )
-            .map_err(|e| HostError::Params(e.to_string()))?;
+            let cell = factory
+                .build(leaf.cell)
+                .map_err(|e| HostError::Params(e.to_string()))?;
             cells.insert(leaf.cell, cell);
         }
         let balance = HostBalance::new(config, ctx, &tree, types.clone());
@@ -634,6 +632,10 @@ pub fn view_params(config: &Config) -> ViewParams {
         radius_m: config.aoi.radius_m,
         leave_radius_m: config.aoi.leave_radius_m,
         max_interest: config.aoi.max_interest,
+        observer: ObserverParams {
+            budget: config.view.budget(config.runtime.tick_ms),
+            ..d.observer
+        },
         ..d
     }
 }

@@ -9,6 +9,7 @@
 //! `ClientPort`).
 
 pub mod balance;
+pub mod cell_factory;
 pub mod clients;
 pub mod embedded;
 pub mod game;

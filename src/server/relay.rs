@@ -20,7 +20,8 @@
 //!
 //! # Downstream (`ProxyMsg::Downstream::data`)
 //! The first byte tells what it is:
-//! - `1..=7` (a view event tag): a `core::view` batch as the cell built it;
+//! - `0x01..=0x7f` (a view event's tag byte: bit 7 clear): a `core::view`
+//!   batch as the cell built it;
 //!   the gateway writes it as a ViewBatch frame (header + these bytes).
 //! - [`DOWN_FRAMES`]: the rest is whole server frames (InputAck,
 //!   CallResult) encoded once at the real.
@@ -247,7 +248,7 @@ pub enum Down<'a> {
 /// Classifies a downstream payload; `None` for an empty or unknown one.
 pub fn decode_down(b: &[u8]) -> Option<Down<'_>> {
     match *b.first()? {
-        1..=7 => Some(Down::ViewBatch(b)),
+        1..=0x7f => Some(Down::ViewBatch(b)),
         DOWN_FRAMES => Some(Down::Frames(&b[1..])),
         DOWN_HIT_STARTED if b.len() == 17 => Some(Down::HitStarted {
             client_seq: u64_at(b, 1)?,
@@ -381,7 +382,12 @@ mod tests {
                 from: f
             })
         );
-        assert_eq!(decode_down(&[0x42]), None);
+        assert_eq!(decode_down(&[0xC2]), None);
+        assert_eq!(
+            decode_down(&[0x53, 0]),
+            Some(Down::ViewBatch(&[0x53, 0])),
+            "a view event's tag byte with flags"
+        );
         assert_eq!(decode_down(&[]), None);
     }
 }

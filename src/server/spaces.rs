@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::core::cell::{Cell, CellParams, Counters as CellCounters, SoloLayout, ViewParams};
+use crate::core::cell::{Cell, Counters as CellCounters, SoloLayout};
 use crate::core::entity::TypeRegistry;
 use crate::core::geom::Rect;
 use crate::core::ids::{CellId, EntityId, ShardId, SpaceId};
@@ -40,6 +40,7 @@ use crate::core::space::{Instances, SpaceKind};
 use crate::core::time::Time;
 use crate::runtime::ShardContext;
 use crate::server::balance::WORLD_SPACE;
+use crate::server::cell_factory::CellFactory;
 use crate::server::host::Routed;
 
 /// The envelope kind of a [`SpaceMsg`].
@@ -175,9 +176,7 @@ pub struct HostSpaces {
     /// To send at the end of the tick.
     pub(super) outgoing: Vec<(ShardId, SpaceMsg)>,
     pub(super) bounds: Rect,
-    pub(super) cell_params: CellParams,
-    pub(super) views: ViewParams,
-    pub(super) types: Arc<TypeRegistry>,
+    pub(super) cells: CellFactory,
     pub(super) counters: SpaceCounters,
     /// The summed counters of the instance cells this shard dropped.
     pub(super) dropped_cells: CellCounters,
@@ -240,9 +239,7 @@ impl HostSpaces {
             answers: Vec::new(),
             outgoing: Vec::new(),
             bounds: config.world.bounds(),
-            cell_params: config.cell_params(),
-            views: super::host::view_params(config),
-            types,
+            cells: CellFactory::new(config, types),
             counters: SpaceCounters::default(),
             dropped_cells: CellCounters::default(),
         }
@@ -324,13 +321,7 @@ impl HostSpaces {
         if e.shard != self.ctx.shard {
             return;
         }
-        let cell = Cell::with_views(
-            e.cell,
-            self.cell_params.clone(),
-            self.views.clone(),
-            self.types.clone(),
-        )
-        .expect("validated cell params");
+        let cell = self.cells.build(e.cell).expect("validated cell params");
         cells.insert(e.cell, cell);
         let layout = SoloLayout {
             cell: e.cell,

@@ -14,6 +14,9 @@ use crate::core::ids::EntityId;
 /// Starting hit points of an avatar.
 pub const AVATAR_HP: i64 = 100;
 
+/// Draws a random spawn tries for a point on the accepting shard.
+pub const SPAWN_LOCAL_TRIES: usize = 16;
+
 /// The spawn rule of one shard.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SpawnRule {
@@ -31,6 +34,22 @@ impl SpawnRule {
             "random" => SpawnRule::Random(seed ^ (u64::from(shard) << 32) ^ 0x5EED),
             _ => SpawnRule::Center,
         }
+    }
+
+    /// The next spawn point in `world` for which `local` holds, if a random
+    /// rule finds one within [`SPAWN_LOCAL_TRIES`] draws (else the last
+    /// draw): uniform over the part of the world where `local` holds.
+    pub fn next_where(&mut self, world: &Rect, local: impl Fn(Vec3) -> bool) -> Vec3 {
+        let mut p = self.next(world);
+        if matches!(self, SpawnRule::Random(_)) {
+            for _ in 1..SPAWN_LOCAL_TRIES {
+                if local(p) {
+                    break;
+                }
+                p = self.next(world);
+            }
+        }
+        p
     }
 
     /// The next spawn point in `world`.
@@ -110,6 +129,19 @@ mod tests {
             SpawnRule::new("center", 7, 1).next(&w),
             Vec3::ground(0.0, 100.0)
         );
+    }
+
+    #[test]
+    fn a_local_spawn_lands_where_asked_and_center_ignores_it() {
+        let w = Rect::new(0.0, 0.0, 100.0, 100.0);
+        let mut r = SpawnRule::new("random", 3, 0);
+        for _ in 0..200 {
+            assert!(r.next_where(&w, |p| p.x < 50.0).x < 50.0);
+        }
+        let mut c = SpawnRule::new("center", 3, 0);
+        assert_eq!(c.next_where(&w, |p| p.x < 10.0), Vec3::ground(50.0, 50.0));
+        // Nowhere local: the last draw, still in the world.
+        assert!(w.contains(r.next_where(&w, |_| false)));
     }
 
     #[test]

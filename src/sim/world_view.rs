@@ -4,7 +4,7 @@
 //!
 //! View batches share the downstream channel with the entity logic's input
 //! acks; acks start with [`ACK_TAG`](crate::sim::world_client::ACK_TAG),
-//! view batches with an event tag (1..=7), so anything that is not an ack
+//! view batches with an event tag byte (bit 7 clear), so anything that is not an ack
 //! is a view batch.
 //!
 //! Every rule a [`ClientView`] reports becomes a checker violation
@@ -26,7 +26,7 @@ use crate::sim::world::World;
 
 /// Largest position difference (m) tolerated between a shown entity and its
 /// real after healing (the wire may round).
-pub const VIEW_POS_TOLERANCE_M: f64 = 1e-3;
+pub const VIEW_POS_TOLERANCE_M: f64 = crate::core::view::POSITION_RESOLUTION_M;
 
 /// The checker's kind for a broken client-view rule.
 pub fn view_kind(rule: &Rule) -> ViolationKind {

@@ -190,7 +190,7 @@ impl RawClient {
 
     /// Hello + Login, then waits for Welcome.
     pub fn login(&mut self, name: &str) -> EntityId {
-        self.send(&ClientMsg::Hello { version: 2 });
+        self.send(&ClientMsg::Hello { version: 3 });
         self.send(&ClientMsg::Login { name, token: None });
         let seen = self.until(Duration::from_secs(5), |s| matches!(s, Seen::Welcome(_)));
         match seen.last() {

@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use crate::core::combat::{Combat, HitRefused};
+use crate::core::combat::{Combat, CombatEvent, HitRefused};
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
 
@@ -26,6 +26,10 @@ use super::counters::CellEvent;
 use super::machine::Cell;
 use super::msg::{Call, CallKind, Source, ToReal, ToRealBody};
 use super::table::{Entry, Part};
+
+/// Ticks a target stays important to its attacker's client, and an
+/// attacker to its victim's (5 s at 50 ms ticks).
+pub const IMPORTANT_TICKS: u16 = 100;
 
 /// Why [`Cell::try_hit`] refused.
 #[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
@@ -74,6 +78,11 @@ impl Cell {
         r.combat = combat;
         let seq = result?;
         self.counters.hits_tried += 1;
+        // The attacker's client sees its target move smoothly (movement
+        // priority, `view.important_factor`).
+        if let Some(w) = self.views.watch_mut(attacker) {
+            w.observer.mark_important(target, IMPORTANT_TICKS);
+        }
         Ok(seq)
     }
 
@@ -109,6 +118,12 @@ impl Cell {
                 calls.push((o.to, Arc::from(o.call)));
             }
             while let Some(event) = r.combat.poll_event() {
+                if let CombatEvent::Damaged { attacker, .. } = event {
+                    // ... and a victim's client its attacker.
+                    if let Some(w) = self.views.watch_mut(e.id) {
+                        w.observer.mark_important(attacker, IMPORTANT_TICKS);
+                    }
+                }
                 self.events.push_back(CellEvent::Combat {
                     entity: e.id,
                     event,

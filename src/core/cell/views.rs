@@ -216,6 +216,10 @@ impl ObserverHost for EntityTable {
         e.entity.encode_snapshot(audience, out);
         Some(e.version)
     }
+
+    fn copy_position(&self, entity: EntityId) -> Option<Vec3> {
+        self.get(entity).map(|e| e.entity.core().pos)
+    }
 }
 
 /// The cached message `version` of `entity`'s copy, if still cached.
@@ -273,7 +277,7 @@ impl Cell {
         let Some((slot, mut w)) = self.views.take(id) else {
             return Vec::new();
         };
-        let batch = flush_counted(&mut w, &self.entities, &mut self.counters);
+        let batch = flush_counted(false, &mut w, &self.entities, &mut self.counters);
         if let Some(data) = batch {
             self.send_batch(id, data);
         }
@@ -299,7 +303,7 @@ impl Cell {
         let Some(w) = self.views.watches[slot as usize].as_mut() else {
             return;
         };
-        let batch = flush_counted(w, &self.entities, &mut self.counters);
+        let batch = flush_counted(false, w, &self.entities, &mut self.counters);
         if let Some(data) = batch {
             self.send_batch(id, data);
         }
@@ -328,7 +332,7 @@ impl Cell {
         self.views.interest = interest;
         let mut batches = std::mem::take(&mut self.views.batches);
         for w in self.views.watches.iter_mut().flatten() {
-            if let Some(b) = flush_counted(w, &self.entities, &mut self.counters) {
+            if let Some(b) = flush_counted(true, w, &self.entities, &mut self.counters) {
                 batches.push((w.owner, b));
             }
         }
@@ -452,11 +456,16 @@ impl Cell {
 /// Flushes `w`'s observer: its batch of the tick (`None` if it has no
 /// news), with what it sent since its last flush here added to `counters`.
 fn flush_counted(
+    paced: bool,
     w: &mut Watch,
     entities: &EntityTable,
     counters: &mut super::counters::Counters,
 ) -> Option<Arc<[u8]>> {
-    let batch = w.observer.flush(entities);
+    let batch = if paced {
+        w.observer.flush_paced(entities)
+    } else {
+        w.observer.flush(entities)
+    };
     let data = (!batch.is_empty()).then(|| Arc::from(batch));
     let (now, was) = (*w.observer.stats(), w.counted);
     w.counted = now;

@@ -14,17 +14,20 @@
 //! never a panic.
 //!
 //! # Layout
-//! `u8 format (1), varint owner, varint own_version + 1 (0: none), varint
-//! next_handle, varint n`, then `n` times `varint entity (ascending), u8 state
-//! (1 live, 2 resync due), varint handle, varint last_version`.
+//! `u8 format (2), varint owner, varint own_version + 1 (0: none)`, if an
+//! own version: `3 x ivar own position (cm)`; then `varint next_handle,
+//! varint n`, then `n` times `varint entity (ascending), u8 state (1 live,
+//! 2 resync due), varint handle, varint last_version, 3 x ivar position (cm,
+//! the base of the client's next movement delta)`. The old cell sends every
+//! coalesced movement before the blob, so the client has `last_version`.
 
 use super::codec::DecodeError;
 use super::event::Handle;
 use super::observer::{Observer, ObserverParams, Slot, SlotState};
-use crate::core::entity::codec::{put_uvar, Reader};
+use crate::core::entity::codec::{put_ivar, put_uvar, Reader};
 use crate::core::ids::EntityId;
 
-const BLOB_FORMAT: u8 = 1;
+const BLOB_FORMAT: u8 = 2;
 const STATE_LIVE: u8 = 1;
 const STATE_RESYNC: u8 = 2;
 
@@ -77,6 +80,11 @@ impl Observer {
         out.push(BLOB_FORMAT);
         put_uvar(out, self.owner.0);
         put_uvar(out, self.own_version.map_or(0, |v| v + 1));
+        if self.own_version.is_some() {
+            for c in self.own_q.unwrap_or_default() {
+                put_ivar(out, c);
+            }
+        }
         put_uvar(out, u64::from(self.next_handle));
         let shown = self.slots.iter().filter(|(_, s)| s.handle.is_some());
         put_uvar(out, shown.clone().count() as u64);
@@ -87,7 +95,11 @@ impl Observer {
                 _ => STATE_LIVE,
             });
             put_uvar(out, u64::from(s.handle.expect("shown")));
-            put_uvar(out, s.last);
+            debug_assert!(s.pending.is_none(), "flushed before the blob");
+            put_uvar(out, s.sent);
+            for c in s.q {
+                put_ivar(out, c);
+            }
         }
     }
 
@@ -114,6 +126,9 @@ impl Observer {
         }
         let mut o = Observer::from_parts(owner, params);
         o.own_version = r.uvar()?.checked_sub(1);
+        if o.own_version.is_some() {
+            o.own_q = Some([r.ivar()?, r.ivar()?, r.ivar()?]);
+        }
         o.next_handle = r.len(params.view_entities_max.min(Handle::MAX as usize))? as Handle;
         let n = r.uvar()?;
         if n > params.view_entities_max as u64 {
@@ -154,14 +169,9 @@ fn read_slot(r: &mut Reader<'_>, o: &mut Observer, used: &mut [bool]) -> Result<
         _ => return Err(BlobError::Handle(handle)),
     }
     let last = r.uvar()?;
-    o.slots.insert(
-        e,
-        Slot {
-            handle: Some(handle),
-            state,
-            last,
-        },
-    );
+    let mut slot = Slot::new(Some(handle), state, last);
+    slot.q = [r.ivar()?, r.ivar()?, r.ivar()?];
+    o.slots.insert(e, slot);
     if state == SlotState::ResyncPending {
         o.queue.push_back(e);
     }

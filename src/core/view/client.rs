@@ -11,15 +11,21 @@
 //! - an update (move, props) or resync before the handle's enter;
 //! - an enter of a handle that is live (double enter), or of an entity that
 //!   is already shown under another handle;
-//! - versions not consecutive since the last snapshot (enter or resync);
+//! - a property delta that skips a version (only coalesced movements may
+//!   skip versions: a move's version may jump, a Props event's must be the
+//!   next one);
 //! - an update, resync or leave of a handle after its leave;
 //! - movement (or any update, or a resync) older than what was shown;
-//! - own stream versions not consecutive since the last own snapshot;
+//! - own stream versions not consecutive since the last own snapshot (the
+//!   own entity is never coalesced);
+//! - an own update before the own snapshot, or an own snapshot that goes
+//!   backwards (an own stream older than what was shown);
 //! - bytes that do not decode, payloads the replica rejects.
 
-use super::codec::{BatchReader, DecodeError};
-use super::event::{ClientEvent, Handle};
+use super::codec::{dequantise, quantise, yaw_of, BatchReader, DecodeError, MOVEMENT_BYTES};
+use super::event::{step_from, ClientEvent, Handle, Movement};
 use crate::core::entity::{Audience, Entity, SyncKind, TypeRegistry};
+use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -104,6 +110,8 @@ pub struct Shown {
     pub version: u64,
     /// The replica (`OtherClients` view, or `OwnClient` for the own entity).
     pub replica: Entity,
+    /// The last position given, quantised (the base of movement deltas).
+    pub q: [i64; 3],
 }
 
 /// The client's world (see the module doc).
@@ -119,6 +127,8 @@ pub struct ClientView {
     violations: Vec<Violation>,
     violation_count: u64,
     batches: u64,
+    degraded: bool,
+    degraded_notices: u64,
 }
 
 impl ClientView {
@@ -136,6 +146,8 @@ impl ClientView {
             violations: Vec::new(),
             violation_count: 0,
             batches: 0,
+            degraded: false,
+            degraded_notices: 0,
         }
     }
 
@@ -159,6 +171,17 @@ impl ClientView {
         self.by_entity.get(&entity).map(|h| &self.shown[h])
     }
 
+    /// True while the server says this client's budget cannot carry its
+    /// view (a `Degraded` event).
+    pub fn degraded(&self) -> bool {
+        self.degraded
+    }
+
+    /// `Degraded` events received (both directions).
+    pub fn degraded_notices(&self) -> u64 {
+        self.degraded_notices
+    }
+
     /// The own entity, once its snapshot arrived.
     pub fn own(&self) -> Option<&Shown> {
         self.own.as_ref()
@@ -178,18 +201,20 @@ impl ClientView {
     /// Applies one batch from the server. Never panics; every broken rule is
     /// recorded and the rest of the batch is still applied when it decodes.
     pub fn handle_batch(&mut self, batch: &[u8]) {
-        self.handle_batch_inspect(batch, |_, _| {});
+        self.handle_batch_inspect(batch, |_, _, _| {});
     }
 
-    /// As [`ClientView::handle_batch`], calling `seen(event, entity)` just
-    /// before each decoded event is applied; `entity` is the entering
-    /// entity for an enter, else the entity the handle names at that moment
-    /// (`None` for the own stream or a handle not shown). One decode pass:
-    /// the client library counts and times events here.
+    /// As [`ClientView::handle_batch`], calling `seen(event, entity, pos)`
+    /// right after each decoded event is applied; `entity` is the entering
+    /// entity for an enter, else the entity the handle named before the
+    /// event (`None` for the own stream or a handle not shown); `pos` is
+    /// where the event put the entity (enter, resync, the moves; resolved
+    /// from the delta). One decode pass: the client library counts and times
+    /// events here.
     pub fn handle_batch_inspect(
         &mut self,
         batch: &[u8],
-        mut seen: impl FnMut(&ClientEvent<'_>, Option<EntityId>),
+        mut seen: impl FnMut(&ClientEvent<'_>, Option<EntityId>, Option<Vec3>),
     ) {
         for ev in BatchReader::new(batch) {
             match ev {
@@ -201,8 +226,8 @@ impl ClientView {
                             .and_then(|h| self.shown.get(&h))
                             .map(|s| s.entity),
                     };
-                    seen(&ev, entity);
-                    self.apply(&ev);
+                    let pos = self.apply(&ev);
+                    seen(&ev, entity, pos);
                 }
                 Err(e) => self.violate(None, Rule::Decode(e)),
             }
@@ -210,7 +235,8 @@ impl ClientView {
         self.batches += 1;
     }
 
-    fn apply(&mut self, ev: &ClientEvent<'_>) {
+    /// Applies one event; the position it gave its entity, if any.
+    fn apply(&mut self, ev: &ClientEvent<'_>) -> Option<Vec3> {
         match *ev {
             ClientEvent::Enter {
                 handle,
@@ -218,18 +244,32 @@ impl ClientView {
                 type_id,
                 version,
                 snapshot,
+                pos,
                 ..
-            } => self.enter(handle, entity, type_id, version, snapshot),
-            ClientEvent::Leave { handle } => self.leave(handle),
+            } => {
+                self.enter(handle, entity, type_id, version, snapshot);
+                Some(pos)
+            }
+            ClientEvent::Leave { handle } => {
+                self.leave(handle);
+                None
+            }
             ClientEvent::Move {
-                handle, version, ..
-            } => self.update(handle, version, SyncKind::Movement, ev),
+                handle,
+                version_low,
+                mv,
+            } => self.update(handle, version_low, Some(mv), None),
             ClientEvent::Props {
-                handle, version, ..
-            } => self.update(handle, version, SyncKind::Props, ev),
+                handle,
+                version_low,
+                delta,
+            } => self.update(handle, version_low, None, Some(delta)),
             ClientEvent::MoveProps {
-                handle, version, ..
-            } => self.update(handle, version, SyncKind::MovementAndProps, ev),
+                handle,
+                version_low,
+                mv,
+                delta,
+            } => self.update(handle, version_low, Some(mv), Some(delta)),
             ClientEvent::Resync {
                 handle,
                 version,
@@ -239,7 +279,16 @@ impl ClientView {
                 version,
                 kind,
                 payload,
-            } => self.own_event(version, kind, payload),
+            } => {
+                self.own_event(version, kind, payload);
+                None
+            }
+            ClientEvent::OwnMove { version_low, mv } => self.own_move(version_low, mv),
+            ClientEvent::Degraded { on } => {
+                self.degraded = on;
+                self.degraded_notices += 1;
+                None
+            }
         }
     }
 
@@ -281,10 +330,12 @@ impl ClientView {
         }
         self.left.remove(&handle);
         self.by_entity.insert(entity, handle);
+        let q = quantise(replica.core().pos);
         let shown = Shown {
             entity,
             version,
             replica,
+            q,
         };
         self.shown.insert(handle, shown);
     }
@@ -318,50 +369,108 @@ impl ClientView {
         self.shown.get_mut(&handle)
     }
 
-    fn update(&mut self, handle: Handle, version: u64, kind: SyncKind, ev: &ClientEvent<'_>) {
-        let Some(s) = self.live(handle) else {
-            return;
-        };
+    /// A movement and/or a property delta at the version ending in `low`.
+    /// Only a movement may skip versions (the server coalesced older
+    /// movements); a delta-only event must be the next version.
+    fn update(
+        &mut self,
+        handle: Handle,
+        low: u8,
+        mv: Option<Movement>,
+        delta: Option<&[u8]>,
+    ) -> Option<Vec3> {
+        let s = self.live(handle)?;
         let shown = s.version;
-        if version != shown + 1 {
-            let rule = if version <= shown {
-                Rule::Stale {
-                    shown,
-                    got: version,
-                }
-            } else {
+        let version = match step_from(shown, low) {
+            Ok(v) => v,
+            Err(got) => {
+                self.violate(Some(handle), Rule::Stale { shown, got });
+                return None;
+            }
+        };
+        if mv.is_none() && version != shown + 1 {
+            self.violate(
+                Some(handle),
                 Rule::VersionGap {
                     expected: shown + 1,
                     got: version,
-                }
-            };
-            return self.violate(Some(handle), rule);
+                },
+            );
+            return None;
         }
         s.version = version;
-        let r = apply_update(&mut s.replica, kind, ev);
+        let mut pos = None;
+        let mut r = Ok(());
+        if let Some(mv) = mv {
+            s.q = mv.resolve(s.q);
+            let p = dequantise(s.q);
+            pos = Some(p);
+            r = apply_movement(&mut s.replica, p, yaw_of(mv.yaw));
+        }
+        if let (Ok(()), Some(d)) = (&r, delta) {
+            r = s.replica.apply_payload(SyncKind::Props, d);
+        }
         if let Err(e) = r {
             self.violate(Some(handle), Rule::BadPayload(e));
         }
+        pos
     }
 
-    fn resync(&mut self, handle: Handle, version: u64, snapshot: &[u8]) {
-        let Some(s) = self.live(handle) else {
-            return;
-        };
+    fn resync(&mut self, handle: Handle, version: u64, snapshot: &[u8]) -> Option<Vec3> {
+        let s = self.live(handle)?;
         let shown = s.version;
         if version < shown {
-            return self.violate(
+            self.violate(
                 Some(handle),
                 Rule::Stale {
                     shown,
                     got: version,
                 },
             );
+            return None;
         }
         s.version = version;
         if let Err(e) = s.replica.apply_payload(SyncKind::Snapshot, snapshot) {
             self.violate(Some(handle), Rule::BadPayload(e));
+            return None;
         }
+        let pos = s.replica.core().pos;
+        s.q = quantise(pos);
+        Some(pos)
+    }
+
+    fn own_move(&mut self, low: u8, mv: Movement) -> Option<Vec3> {
+        let Some(own) = self.own.as_mut() else {
+            self.violate(None, Rule::UpdateBeforeEnter);
+            return None;
+        };
+        let shown = own.version;
+        let version = match step_from(shown, low) {
+            Ok(v) => v,
+            Err(got) => {
+                self.violate(None, Rule::Stale { shown, got });
+                return None;
+            }
+        };
+        if version != shown + 1 {
+            let expected = own.version + 1;
+            self.violate(
+                None,
+                Rule::VersionGap {
+                    expected,
+                    got: version,
+                },
+            );
+            return None;
+        }
+        own.version = version;
+        own.q = mv.resolve(own.q);
+        let p = dequantise(own.q);
+        let r = apply_movement(&mut own.replica, p, yaw_of(mv.yaw));
+        if let Err(e) = r {
+            self.violate(None, Rule::BadPayload(e));
+        }
+        Some(p)
     }
 
     fn own_event(&mut self, version: u64, kind: SyncKind, payload: &[u8]) {
@@ -377,10 +486,28 @@ impl ClientView {
             if let Err(e) = replica.apply_payload(kind, payload) {
                 return self.violate(None, Rule::BadPayload(e));
             }
+            if let Some(shown) = self
+                .own
+                .as_ref()
+                .map(|o| o.version)
+                .filter(|&v| version < v)
+            {
+                // A snapshot resets the stream, never backwards (a stream
+                // that went back after a migration is a lost update).
+                return self.violate(
+                    None,
+                    Rule::Stale {
+                        shown,
+                        got: version,
+                    },
+                );
+            }
+            let q = quantise(replica.core().pos);
             self.own = Some(Shown {
                 entity: self.owner,
                 version,
                 replica,
+                q,
             });
             return;
         }
@@ -398,38 +525,20 @@ impl ClientView {
             );
         }
         own.version = version;
-        if let Err(e) = own.replica.apply_payload(kind, payload) {
+        let r = own.replica.apply_payload(kind, payload);
+        own.q = quantise(own.replica.core().pos);
+        if let Err(e) = r {
             self.violate(None, Rule::BadPayload(e));
         }
     }
 }
 
-fn apply_update(
-    replica: &mut Entity,
-    kind: SyncKind,
-    ev: &ClientEvent<'_>,
-) -> Result<(), DecodeError> {
-    let mut buf = [0u8; super::codec::MOVEMENT_BYTES];
-    match *ev {
-        ClientEvent::Move { pos, yaw, .. } => {
-            movement_block(&mut buf, pos, yaw);
-            replica.apply_payload(kind, &buf)
-        }
-        ClientEvent::Props { delta, .. } => replica.apply_payload(kind, delta),
-        ClientEvent::MoveProps {
-            pos, yaw, delta, ..
-        } => {
-            movement_block(&mut buf, pos, yaw);
-            replica.apply_payload(SyncKind::Movement, &buf)?;
-            replica.apply_payload(SyncKind::Props, delta)
-        }
-        _ => unreachable!("updates only"),
-    }
-}
-
-fn movement_block(buf: &mut [u8; 28], pos: crate::core::geom::Vec3, yaw: f32) {
+/// Sets a replica's position and heading through its movement payload.
+fn apply_movement(replica: &mut Entity, pos: Vec3, yaw: f32) -> Result<(), DecodeError> {
+    let mut buf = [0u8; MOVEMENT_BYTES];
     buf[0..8].copy_from_slice(&pos.x.to_le_bytes());
     buf[8..16].copy_from_slice(&pos.y.to_le_bytes());
     buf[16..24].copy_from_slice(&pos.z.to_le_bytes());
     buf[24..28].copy_from_slice(&yaw.to_le_bytes());
+    replica.apply_payload(SyncKind::Movement, &buf)
 }

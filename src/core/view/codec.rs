@@ -4,30 +4,48 @@
 //! of events, with no header (the transport frames it); the decoder
 //! ([`BatchReader`]) reads bytes from the network, so every rule the bytes
 //! can break is a typed [`DecodeError`], never a panic, and nothing is
-//! allocated. It knows nothing of observers or trackers.
+//! allocated. It knows nothing of observers or trackers; a movement delta is
+//! resolved against the receiver's last position by the client
+//! ([`super::ClientView`]), not here.
 //!
-//! # Layout (varints are LEB128, floats little-endian IEEE)
+//! # Layout (varints are LEB128, `ivar` zigzag LEB128, floats little-endian IEEE)
 //!
-//! | tag | event      | fields                                                        |
-//! |-----|------------|---------------------------------------------------------------|
-//! | 1   | Enter      | `handle, entity, version, len, snapshot[len]`                 |
-//! | 2   | Leave      | `handle`                                                      |
-//! | 3   | Move       | `handle, version, f64 x, f64 y, f64 z, f32 yaw`               |
-//! | 4   | Props      | `handle, version, len, delta[len]`                            |
-//! | 5   | MoveProps  | `handle, version, f64 x, f64 y, f64 z, f32 yaw, len, delta`   |
-//! | 6   | Resync     | `handle, version, len, snapshot[len]`                         |
-//! | 7   | Own        | `version, u8 kind (0 move, 1 props, 2 both, 3 snapshot), len, payload` |
+//! The first byte of an event is its *tag byte*: the event type in the low 4
+//! bits, flags in bits 4-6, bit 7 zero.
+//!
+//! | type | event      | fields after the tag byte                                  |
+//! |------|------------|------------------------------------------------------------|
+//! | 1    | Enter      | `handle, entity, version, len, snapshot[len]`              |
+//! | 2    | Leave      | `handle`                                                   |
+//! | 3    | Move       | `handle, u8 version_low, movement`                         |
+//! | 4    | Props      | `handle, u8 version_low, len, delta[len]`                  |
+//! | 5    | MoveProps  | `handle, u8 version_low, movement, len, delta[len]`        |
+//! | 6    | Resync     | `handle, version, len, snapshot[len]`                      |
+//! | 7    | Own        | `version, u8 kind (1 props, 2 both, 3 snapshot), len, payload` |
+//! | 8    | OwnMove    | `u8 version_low, movement`                                 |
+//! | 9    | Degraded   | `u8 on (0 or 1)`                                           |
+//!
+//! Flags: `0x10` ABS: the movement is a key frame (absolute position);
+//! `0x20` Y: the movement has a y component (absent: 0). Only Move,
+//! MoveProps and OwnMove take them; any other flag is a
+//! [`DecodeError::BadTag`]. `version_low` is the new version's low byte
+//! ([`super::event::step_from`]).
+//!
+//! `movement` is `ivar x, [ivar y], ivar z, u8 yaw`: centimetres, absolute
+//! (ABS) or the change from the last position the client was given for the
+//! same entity; yaw in 256ths of a turn. An own payload of kind 2 keeps the
+//! entity's own 28-byte movement block (`f64 x, f64 y, f64 z, f32 yaw`).
 //!
 //! A snapshot is [`crate::core::entity::Entity::encode_snapshot`]'s output:
 //! `varint type id, f64 x, f64 y, f64 z, f32 yaw, properties`; the decoder
 //! checks that header and exposes it on [`ClientEvent::Enter`], so type and
-//! position are not sent twice. Typical sizes: a move is 32-35 bytes, an
-//! empty-delta version 5-8 bytes.
+//! position are not sent twice. Typical sizes: a move within 63 cm per axis
+//! is 6 bytes (tag, handle, version byte, x, z, yaw), a coalesced one 7-9.
 
 pub use crate::core::entity::DecodeError;
 
-use super::event::{ClientEvent, Handle};
-use crate::core::entity::codec::{put_f32, put_f64, put_uvar, Reader};
+use super::event::{ClientEvent, Handle, Movement};
+use crate::core::entity::codec::{put_f32, put_f64, put_ivar, put_uvar, Reader};
 use crate::core::entity::{EntityTypeId, SyncKind};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
@@ -36,8 +54,18 @@ use crate::core::ids::EntityId;
 /// well-behaved server is far smaller, this only bounds a lying length).
 pub const EVENT_PAYLOAD_BYTES_MAX: usize = 16 << 20;
 
-/// Bytes of a movement block (`x, y, z, yaw`).
+/// Bytes of an internal movement block (`x, y, z, yaw`: sync payloads and
+/// snapshot headers, not the client wire).
 pub const MOVEMENT_BYTES: usize = 28;
+
+/// Position resolution on the client wire, metres (1 cm).
+pub const POSITION_RESOLUTION_M: f64 = 0.01;
+
+/// Quantised units per metre.
+const UNITS_PER_M: f64 = 100.0;
+
+/// Heading steps per turn (one byte).
+const YAW_STEPS: f64 = 256.0;
 
 const TAG_ENTER: u8 = 1;
 const TAG_LEAVE: u8 = 2;
@@ -46,6 +74,46 @@ const TAG_PROPS: u8 = 4;
 const TAG_MOVE_PROPS: u8 = 5;
 const TAG_RESYNC: u8 = 6;
 const TAG_OWN: u8 = 7;
+const TAG_OWN_MOVE: u8 = 8;
+const TAG_DEGRADED: u8 = 9;
+
+/// Tag flag: a key frame (absolute position).
+pub const FLAG_ABS: u8 = 0x10;
+/// Tag flag: the movement has a y component.
+pub const FLAG_Y: u8 = 0x20;
+const TYPE_MASK: u8 = 0x0f;
+
+/// A position on the wire grid (whole centimetres; out-of-range or NaN
+/// coordinates saturate, as `as` does).
+pub fn quantise(pos: Vec3) -> [i64; 3] {
+    [
+        (pos.x * UNITS_PER_M).round() as i64,
+        (pos.y * UNITS_PER_M).round() as i64,
+        (pos.z * UNITS_PER_M).round() as i64,
+    ]
+}
+
+/// The position a quantised one stands for.
+pub fn dequantise(q: [i64; 3]) -> Vec3 {
+    Vec3 {
+        x: q[0] as f64 / UNITS_PER_M,
+        y: q[1] as f64 / UNITS_PER_M,
+        z: q[2] as f64 / UNITS_PER_M,
+    }
+}
+
+/// A heading (radians) as 256ths of a turn (nearest).
+pub fn yaw_byte(yaw: f32) -> u8 {
+    let turns = f64::from(yaw) / std::f64::consts::TAU;
+    let steps = (turns * YAW_STEPS).round();
+    (steps.rem_euclid(YAW_STEPS) as u32 % 256) as u8
+}
+
+/// The heading (radians, in `[-pi, pi)`) a heading byte stands for.
+pub fn yaw_of(b: u8) -> f32 {
+    let r = f64::from(b as i8) / YAW_STEPS * std::f64::consts::TAU;
+    r as f32
+}
 
 fn kind_byte(kind: SyncKind) -> u8 {
     match kind {
@@ -71,7 +139,35 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
-fn put_movement(out: &mut Vec<u8>, pos: Vec3, yaw: f32) {
+/// Pushes an update's tag byte (with its movement's flags), handle and
+/// version byte, then its movement.
+fn put_update(out: &mut Vec<u8>, ty: u8, mv: Option<&Movement>, handle: Option<Handle>, low: u8) {
+    let mut tag = ty;
+    if let Some(mv) = mv {
+        if mv.absolute {
+            tag |= FLAG_ABS;
+        }
+        if mv.d[1] != 0 {
+            tag |= FLAG_Y;
+        }
+    }
+    out.push(tag);
+    if let Some(h) = handle {
+        put_uvar(out, u64::from(h));
+    }
+    out.push(low);
+    if let Some(mv) = mv {
+        put_ivar(out, mv.d[0]);
+        if mv.d[1] != 0 {
+            put_ivar(out, mv.d[1]);
+        }
+        put_ivar(out, mv.d[2]);
+        out.push(mv.yaw);
+    }
+}
+
+/// Appends an internal 28-byte movement block.
+pub fn put_movement(out: &mut Vec<u8>, pos: Vec3, yaw: f32) {
     put_f64(out, pos.x);
     put_f64(out, pos.y);
     put_f64(out, pos.z);
@@ -101,36 +197,26 @@ pub fn encode_event(out: &mut Vec<u8>, ev: &ClientEvent<'_>) {
         }
         ClientEvent::Move {
             handle,
-            version,
-            pos,
-            yaw,
+            version_low,
+            mv,
         } => {
-            out.push(TAG_MOVE);
-            put_uvar(out, u64::from(handle));
-            put_uvar(out, version);
-            put_movement(out, pos, yaw);
+            put_update(out, TAG_MOVE, Some(&mv), Some(handle), version_low);
         }
         ClientEvent::Props {
             handle,
-            version,
+            version_low,
             delta,
         } => {
-            out.push(TAG_PROPS);
-            put_uvar(out, u64::from(handle));
-            put_uvar(out, version);
+            put_update(out, TAG_PROPS, None, Some(handle), version_low);
             put_bytes(out, delta);
         }
         ClientEvent::MoveProps {
             handle,
-            version,
-            pos,
-            yaw,
+            version_low,
+            mv,
             delta,
         } => {
-            out.push(TAG_MOVE_PROPS);
-            put_uvar(out, u64::from(handle));
-            put_uvar(out, version);
-            put_movement(out, pos, yaw);
+            put_update(out, TAG_MOVE_PROPS, Some(&mv), Some(handle), version_low);
             put_bytes(out, delta);
         }
         ClientEvent::Resync {
@@ -148,15 +234,23 @@ pub fn encode_event(out: &mut Vec<u8>, ev: &ClientEvent<'_>) {
             kind,
             payload,
         } => {
+            debug_assert!(kind != SyncKind::Movement, "own movement is OwnMove");
             out.push(TAG_OWN);
             put_uvar(out, version);
             out.push(kind_byte(kind));
             put_bytes(out, payload);
         }
+        ClientEvent::OwnMove { version_low, mv } => {
+            put_update(out, TAG_OWN_MOVE, Some(&mv), None, version_low);
+        }
+        ClientEvent::Degraded { on } => {
+            out.push(TAG_DEGRADED);
+            out.push(u8::from(on));
+        }
     }
 }
 
-/// Reads a movement block.
+/// Reads an internal movement block.
 ///
 /// # Errors
 /// [`DecodeError::Truncated`].
@@ -190,14 +284,34 @@ fn bytes<'a>(r: &mut Reader<'a>) -> Result<&'a [u8], DecodeError> {
     r.take(n)
 }
 
+fn movement(r: &mut Reader<'_>, tag: u8) -> Result<Movement, DecodeError> {
+    let x = r.ivar()?;
+    let y = if tag & FLAG_Y != 0 { r.ivar()? } else { 0 };
+    let z = r.ivar()?;
+    Ok(Movement {
+        absolute: tag & FLAG_ABS != 0,
+        d: [x, y, z],
+        yaw: r.u8()?,
+    })
+}
+
 /// Reads one event.
 ///
 /// # Errors
-/// Any [`DecodeError`] the bytes cause (unknown tag, truncation, a bad
-/// snapshot header, oversized lengths or handles).
+/// Any [`DecodeError`] the bytes cause (unknown tag or flag, truncation, a
+/// bad snapshot header, oversized lengths or handles).
 pub fn decode_event<'a>(r: &mut Reader<'a>) -> Result<ClientEvent<'a>, DecodeError> {
     let tag = r.u8()?;
-    Ok(match tag {
+    let ty = tag & TYPE_MASK;
+    let flags = tag & !TYPE_MASK;
+    let allowed = match ty {
+        TAG_MOVE | TAG_MOVE_PROPS | TAG_OWN_MOVE => FLAG_ABS | FLAG_Y,
+        _ => 0,
+    };
+    if flags & !allowed != 0 {
+        return Err(DecodeError::BadTag(tag));
+    }
+    Ok(match ty {
         TAG_ENTER => {
             let handle = handle(r)?;
             let entity = EntityId(r.uvar()?);
@@ -216,28 +330,25 @@ pub fn decode_event<'a>(r: &mut Reader<'a>) -> Result<ClientEvent<'a>, DecodeErr
         }
         TAG_LEAVE => ClientEvent::Leave { handle: handle(r)? },
         TAG_MOVE => {
-            let (handle, version) = (handle(r)?, r.uvar()?);
-            let (pos, yaw) = read_movement(r)?;
+            let (handle, version_low) = (handle(r)?, r.u8()?);
             ClientEvent::Move {
                 handle,
-                version,
-                pos,
-                yaw,
+                version_low,
+                mv: movement(r, tag)?,
             }
         }
         TAG_PROPS => ClientEvent::Props {
             handle: handle(r)?,
-            version: r.uvar()?,
+            version_low: r.u8()?,
             delta: bytes(r)?,
         },
         TAG_MOVE_PROPS => {
-            let (handle, version) = (handle(r)?, r.uvar()?);
-            let (pos, yaw) = read_movement(r)?;
+            let (handle, version_low) = (handle(r)?, r.u8()?);
+            let mv = movement(r, tag)?;
             ClientEvent::MoveProps {
                 handle,
-                version,
-                pos,
-                yaw,
+                version_low,
+                mv,
                 delta: bytes(r)?,
             }
         }
@@ -251,12 +362,27 @@ pub fn decode_event<'a>(r: &mut Reader<'a>) -> Result<ClientEvent<'a>, DecodeErr
                 snapshot,
             }
         }
-        TAG_OWN => ClientEvent::Own {
-            version: r.uvar()?,
-            kind: kind_of(r.u8()?)?,
-            payload: bytes(r)?,
-        },
-        t => return Err(DecodeError::BadTag(t)),
+        TAG_OWN => {
+            let version = r.uvar()?;
+            let kind = match kind_of(r.u8()?)? {
+                SyncKind::Movement => return Err(DecodeError::BadTag(0)),
+                k => k,
+            };
+            ClientEvent::Own {
+                version,
+                kind,
+                payload: bytes(r)?,
+            }
+        }
+        TAG_OWN_MOVE => {
+            let version_low = r.u8()?;
+            ClientEvent::OwnMove {
+                version_low,
+                mv: movement(r, tag)?,
+            }
+        }
+        TAG_DEGRADED => ClientEvent::Degraded { on: r.bool()? },
+        _ => return Err(DecodeError::BadTag(tag)),
     })
 }
 
@@ -302,14 +428,13 @@ mod tests {
         s
     }
 
+    fn mv(absolute: bool, d: [i64; 3], yaw: u8) -> Movement {
+        Movement { absolute, d, yaw }
+    }
+
     #[test]
     fn every_event_round_trips() {
         let s = snap(1, 3.0);
-        let p = Vec3 {
-            x: 1.0,
-            y: 2.0,
-            z: 3.0,
-        };
         let evs = [
             ClientEvent::Enter {
                 handle: 7,
@@ -327,20 +452,23 @@ mod tests {
             ClientEvent::Leave { handle: 7 },
             ClientEvent::Move {
                 handle: 1,
-                version: 3,
-                pos: p,
-                yaw: -1.0,
+                version_low: 1,
+                mv: mv(false, [3, 0, -4], 200),
+            },
+            ClientEvent::Move {
+                handle: 1,
+                version_low: 4,
+                mv: mv(true, [400_000, -5, 7], 0),
             },
             ClientEvent::Props {
                 handle: 2,
-                version: 4,
+                version_low: 255,
                 delta: &[0],
             },
             ClientEvent::MoveProps {
                 handle: u32::MAX,
-                version: u64::MAX,
-                pos: p,
-                yaw: 2.0,
+                version_low: 0,
+                mv: mv(false, [i64::MIN, i64::MAX, 0], 255),
                 delta: &[1, 2, 3],
             },
             ClientEvent::Resync {
@@ -353,6 +481,11 @@ mod tests {
                 kind: SyncKind::MovementAndProps,
                 payload: &[9; 30],
             },
+            ClientEvent::OwnMove {
+                version_low: 9,
+                mv: mv(false, [1, 1, 1], 64),
+            },
+            ClientEvent::Degraded { on: true },
         ];
         let mut buf = Vec::new();
         for e in &evs {
@@ -363,8 +496,46 @@ mod tests {
             .expect("decodes");
         assert_eq!(back, evs);
         assert_eq!(back[0].handle(), Some(7));
-        assert_eq!(back[6].version(), Some(8));
+        assert_eq!(back[7].version(), Some(8));
+        assert_eq!(back[3].version_low(), Some(4));
         assert_eq!(back[1].version(), None);
+    }
+
+    #[test]
+    fn a_small_move_is_six_bytes() {
+        let mut buf = Vec::new();
+        let ev = ClientEvent::Move {
+            handle: 5,
+            version_low: 7,
+            mv: mv(false, [50, 0, -63], 17),
+        };
+        encode_event(&mut buf, &ev);
+        assert_eq!(buf, [TAG_MOVE, 5, 7, 100, 125, 17]);
+    }
+
+    #[test]
+    fn quantising_and_headings_round_trip_within_resolution() {
+        let p = Vec3 {
+            x: 1_234.567_89,
+            y: -0.004,
+            z: 0.005,
+        };
+        let back = dequantise(quantise(p));
+        assert!((back.x - p.x).abs() <= POSITION_RESOLUTION_M / 2.0 + 1e-9);
+        assert!((back.y - p.y).abs() <= POSITION_RESOLUTION_M / 2.0 + 1e-9);
+        assert!((back.z - p.z).abs() <= POSITION_RESOLUTION_M / 2.0 + 1e-9);
+        assert_eq!(quantise(dequantise([7, -3, 123_456])), [7, -3, 123_456]);
+        for b in 0..=255u8 {
+            assert_eq!(yaw_byte(yaw_of(b)), b, "heading byte {b}");
+        }
+        let step = std::f32::consts::TAU / 256.0;
+        for k in -700..700 {
+            let yaw = k as f32 * 0.01;
+            let back = yaw_of(yaw_byte(yaw));
+            let diff = (back - yaw).rem_euclid(std::f32::consts::TAU);
+            let diff = diff.min(std::f32::consts::TAU - diff);
+            assert!(diff <= step / 2.0 + 1e-4, "{yaw} -> {back}");
+        }
     }
 
     #[test]
@@ -373,8 +544,22 @@ mod tests {
             BatchReader::new(b).next().expect("one item")
         }
         assert_eq!(one(&[0]), Err(DecodeError::BadTag(0)));
-        assert_eq!(one(&[9]), Err(DecodeError::BadTag(9)));
-        assert_eq!(one(&[TAG_MOVE, 1, 1, 0]), Err(DecodeError::Truncated));
+        assert_eq!(one(&[10]), Err(DecodeError::BadTag(10)));
+        assert_eq!(one(&[TAG_MOVE, 1, 1, 1]), Err(DecodeError::Truncated));
+        assert_eq!(
+            one(&[TAG_LEAVE | FLAG_Y, 1]),
+            Err(DecodeError::BadTag(TAG_LEAVE | FLAG_Y)),
+            "a flag the type does not take"
+        );
+        assert_eq!(
+            one(&[TAG_PROPS | FLAG_ABS, 1, 0]),
+            Err(DecodeError::BadTag(TAG_PROPS | FLAG_ABS))
+        );
+        assert_eq!(
+            one(&[0x80 | TAG_MOVE, 1, 0, 0, 0]),
+            Err(DecodeError::BadTag(0x80 | TAG_MOVE))
+        );
+        assert_eq!(one(&[TAG_DEGRADED, 2]), Err(DecodeError::BadBool(2)));
         assert_eq!(
             one(&[TAG_LEAVE, 0xff, 0xff, 0xff, 0xff, 0x7f]),
             Err(DecodeError::TooLong {
@@ -391,6 +576,11 @@ mod tests {
             one(&[TAG_OWN, 1, 4, 0]),
             Err(DecodeError::BadTag(4)),
             "unknown sync kind"
+        );
+        assert_eq!(
+            one(&[TAG_OWN, 1, 0, 0]),
+            Err(DecodeError::BadTag(0)),
+            "own movement goes as OwnMove"
         );
         let mut it = BatchReader::new(&[TAG_LEAVE, 1, 0, TAG_LEAVE, 2]);
         assert_eq!(it.next(), Some(Ok(ClientEvent::Leave { handle: 1 })));

@@ -24,8 +24,51 @@ use crate::core::ids::EntityId;
 /// A per-observer client id for an entity in view.
 pub type Handle = u32;
 
+/// A movement on the wire, in the units of [`super::codec`]: positions in
+/// whole centimetres ([`super::codec::POSITION_RESOLUTION_M`]), the heading
+/// in 256ths of a turn.
+///
+/// `absolute`: `d` is the position itself (a key frame); otherwise `d` is
+/// the change from the last position this client was given for the same
+/// entity (its enter or resync snapshot's, quantised, or the last movement
+/// applied). Integer arithmetic on both sides: no drift over any chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Movement {
+    /// A key frame (`d` is the position), else a delta.
+    pub absolute: bool,
+    /// x, y, z in centimetres (position or change).
+    pub d: [i64; 3],
+    /// Heading, 256ths of a turn (0 = +x, counter-clockwise).
+    pub yaw: u8,
+}
+
+impl Movement {
+    /// The quantised position after this movement, from `last`.
+    pub fn resolve(&self, last: [i64; 3]) -> [i64; 3] {
+        if self.absolute {
+            self.d
+        } else {
+            [
+                last[0].wrapping_add(self.d[0]),
+                last[1].wrapping_add(self.d[1]),
+                last[2].wrapping_add(self.d[2]),
+            ]
+        }
+    }
+}
+
 /// One view event; byte slices borrow from the batch (decode) or from the
 /// producer (encode).
+///
+/// Updates carry the low byte of the entity's new version
+/// (`version_low`), read in serial-number arithmetic against the version the
+/// client shows ([`step_from`]): 1 to 127 ahead is the new version, 0 or
+/// 128 to 255 ahead is an update older than (or equal to) what is shown. A
+/// step over 1 skips only movement-only versions (coalesced: the newest
+/// position replaces older ones); property deltas are never skipped (a
+/// [`ClientEvent::Props`] has step 1, a coalesced movement before a delta is
+/// merged into one [`ClientEvent::MoveProps`]). A lost property event, or a
+/// server that skipped one, is thus a step over 1 on a Props: caught.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ClientEvent<'a> {
     /// The entity entered the view: create it from `snapshot` (its
@@ -53,37 +96,35 @@ pub enum ClientEvent<'a> {
         /// The handle.
         handle: Handle,
     },
-    /// Movement only (version `version`).
+    /// Movement only: the newest position.
     Move {
         /// The handle.
         handle: Handle,
-        /// Exactly the shown version + 1.
-        version: u64,
-        /// New position.
-        pos: Vec3,
-        /// New heading.
-        yaw: f32,
+        /// The new version's low byte (over one step: only movement-only
+        /// versions were skipped).
+        version_low: u8,
+        /// The new position and heading.
+        mv: Movement,
     },
-    /// Property delta only (version `version`; may be an empty delta when
-    /// the change was invisible to other clients: the version still counts).
+    /// Property delta only (may be an empty delta when the change was
+    /// invisible to other clients: the version still counts).
     Props {
         /// The handle.
         handle: Handle,
-        /// Exactly the shown version + 1.
-        version: u64,
+        /// The new version's low byte (one step from a correct server).
+        version_low: u8,
         /// An `OtherClients` property delta.
         delta: &'a [u8],
     },
-    /// Movement and property delta of one version.
+    /// Movement and property delta of one version (or a coalesced movement
+    /// merged with the delta that followed it).
     MoveProps {
         /// The handle.
         handle: Handle,
-        /// Exactly the shown version + 1.
-        version: u64,
-        /// New position.
-        pos: Vec3,
-        /// New heading.
-        yaw: f32,
+        /// The new version's low byte.
+        version_low: u8,
+        /// The new position and heading.
+        mv: Movement,
         /// An `OtherClients` property delta.
         delta: &'a [u8],
     },
@@ -98,7 +139,8 @@ pub enum ClientEvent<'a> {
         snapshot: &'a [u8],
     },
     /// The observer's own entity as its own client sees it: a payload of
-    /// `kind` for audience `OwnClient` (a snapshot resets the stream).
+    /// `kind` for audience `OwnClient` (a snapshot resets the stream), at an
+    /// absolute version.
     Own {
         /// The version (consecutive after the last own snapshot).
         version: u64,
@@ -107,10 +149,27 @@ pub enum ClientEvent<'a> {
         /// The payload.
         payload: &'a [u8],
     },
+    /// The own entity moved (a movement-only version, never coalesced),
+    /// position relative to the last own position.
+    OwnMove {
+        /// The new version's low byte (one step from a correct server).
+        version_low: u8,
+        /// The new position and heading.
+        mv: Movement,
+    },
+    /// The client's downstream budget cannot carry its view: far entities
+    /// are updated less often than their band's minimum until a
+    /// `Degraded { on: false }` (enters, leaves, own updates, property
+    /// changes and acknowledgements are still never dropped).
+    Degraded {
+        /// True from now on degraded, false recovered.
+        on: bool,
+    },
 }
 
 impl ClientEvent<'_> {
-    /// The handle the event is about (`None` for [`ClientEvent::Own`]).
+    /// The handle the event is about (`None` for the own stream and
+    /// [`ClientEvent::Degraded`]).
     pub fn handle(&self) -> Option<Handle> {
         match *self {
             ClientEvent::Enter { handle, .. }
@@ -119,20 +178,64 @@ impl ClientEvent<'_> {
             | ClientEvent::Props { handle, .. }
             | ClientEvent::MoveProps { handle, .. }
             | ClientEvent::Resync { handle, .. } => Some(handle),
-            ClientEvent::Own { .. } => None,
+            ClientEvent::Own { .. }
+            | ClientEvent::OwnMove { .. }
+            | ClientEvent::Degraded { .. } => None,
         }
     }
 
-    /// The version the event carries (`None` for a leave).
+    /// The absolute version the event carries (enters, resyncs and the own
+    /// stream's absolute events).
     pub fn version(&self) -> Option<u64> {
         match *self {
             ClientEvent::Enter { version, .. }
-            | ClientEvent::Move { version, .. }
-            | ClientEvent::Props { version, .. }
-            | ClientEvent::MoveProps { version, .. }
             | ClientEvent::Resync { version, .. }
             | ClientEvent::Own { version, .. } => Some(version),
-            ClientEvent::Leave { .. } => None,
+            _ => None,
         }
+    }
+
+    /// The version low byte of an update (`None` for absolute events).
+    pub fn version_low(&self) -> Option<u8> {
+        match *self {
+            ClientEvent::Move { version_low, .. }
+            | ClientEvent::Props { version_low, .. }
+            | ClientEvent::MoveProps { version_low, .. }
+            | ClientEvent::OwnMove { version_low, .. } => Some(version_low),
+            _ => None,
+        }
+    }
+}
+
+/// The version an update with low byte `low` brings to a stream that shows
+/// `shown`: `Ok` for 1 to [`STEP_MAX`] versions ahead, `Err(version)` for an
+/// update older than or equal to `shown` (its low byte 0 or 128 to 255
+/// ahead: the version it stands for).
+pub fn step_from(shown: u64, low: u8) -> Result<u64, u64> {
+    let d = low.wrapping_sub(shown as u8);
+    if d == 0 || u64::from(d) > STEP_MAX {
+        Err(shown.saturating_sub(u64::from(d.wrapping_neg())))
+    } else {
+        Ok(shown + u64::from(d))
+    }
+}
+
+/// Most versions one update may advance (the observer sends a coalesced
+/// movement well before it would reach this).
+pub const STEP_MAX: u64 = 127;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_bytes_read_as_serial_numbers() {
+        assert_eq!(step_from(10, 11), Ok(11));
+        assert_eq!(step_from(250, 5), Ok(261), "wraps the byte");
+        assert_eq!(step_from(10, 10 + 127), Ok(137));
+        assert_eq!(step_from(10, 10), Err(10), "equal is stale");
+        assert_eq!(step_from(10, 9), Err(9), "one back");
+        assert_eq!(step_from(300, 300u64.wrapping_add(128) as u8), Err(172));
+        assert_eq!(step_from(3, 250), Err(0), "older than the stream's start");
     }
 }

@@ -7,6 +7,7 @@
 //! entity table; nothing here mutates a copy.
 
 use crate::core::entity::{Audience, Entity, SyncCache, SyncCacheParams};
+use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use std::collections::BTreeMap;
 
@@ -31,6 +32,10 @@ pub trait ObserverHost {
     /// `None` (nothing appended) if there is no copy.
     fn copy_snapshot(&self, entity: EntityId, audience: Audience, out: &mut Vec<u8>)
         -> Option<u64>;
+
+    /// Where the local copy of `entity` stands (the observer's own entity
+    /// included: distances for the budget's bands are measured from it).
+    fn copy_position(&self, entity: EntityId) -> Option<Vec3>;
 }
 
 /// One local copy: state, version and cache (tests and simulator).
@@ -73,5 +78,9 @@ impl ObserverHost for BTreeMap<EntityId, LocalCopy> {
         let c = self.get(&entity)?;
         c.entity.encode_snapshot(audience, out);
         Some(c.version)
+    }
+
+    fn copy_position(&self, entity: EntityId) -> Option<Vec3> {
+        self.get(&entity).map(|c| c.entity.core().pos)
     }
 }

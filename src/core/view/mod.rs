@@ -8,7 +8,9 @@
 //! - [`codec`]: their compact byte layout, the untrusted [`BatchReader`].
 //! - [`host`]: [`ObserverHost`], what the observer reads from its cell.
 //! - [`observer`]: [`Observer`], one client's view: handles, tracker,
-//!   per-tick batch.
+//!   coalesced movements, per-tick batch.
+//! - [`budget`]: the client's downstream budget, distance bands and
+//!   movement priority.
 //! - [`carry`]: the observer's migration blob (`Onload::observer`).
 //! - [`client`]: [`ClientView`], the client side that checks every rule.
 //!
@@ -51,7 +53,8 @@
 //!    `handle_view(host, &interest)` with the area's whole interest set
 //!    (`AoiIndex::interest`); feeding that update's enter events as well is
 //!    harmless (an enter of a shown entity only heals it).
-//! 5. `let batch = observer.flush(host)`; if not empty,
+//! 5. `let batch = observer.flush_paced(host)` (once per tick; `flush`
+//!    sends everything, for the last batch before a migration); if not empty,
 //!    `cell.send_to_client(E, Arc::from(batch))`.
 //!
 //! Optionally call [`Observer::refresh`] before `flush` (pulls every shown
@@ -66,6 +69,7 @@
 //! entity (its versions stay stale) until the copy passes the client's
 //! version; never resync backwards.
 
+pub mod budget;
 pub mod carry;
 pub mod client;
 pub mod codec;
@@ -73,10 +77,11 @@ pub mod event;
 pub mod host;
 pub mod observer;
 
+pub use budget::{Band, BudgetParams};
 pub use carry::BlobError;
 pub use client::{ClientView, ClientViewParams, Rule, Shown, Violation};
-pub use codec::{decode_event, encode_event, BatchReader, DecodeError};
-pub use event::{ClientEvent, Handle};
+pub use codec::{decode_event, encode_event, BatchReader, DecodeError, POSITION_RESOLUTION_M};
+pub use event::{step_from, ClientEvent, Handle, Movement};
 pub use host::{LocalCopy, ObserverHost};
 pub use observer::{Observer, ObserverParams, ObserverStats};
 

@@ -26,17 +26,32 @@
 //!   in the new cell. A copy *behind* what the client saw (a lagging ghost)
 //!   is held: its versions stay stale until it passes the client's version.
 
-use super::codec::{encode_event, read_movement, DecodeError};
-use super::event::{ClientEvent, Handle};
+use super::budget::{weight, BudgetParams, Pacer};
+use super::codec::{encode_event, quantise, read_movement, snapshot_header, yaw_byte};
+use super::event::{ClientEvent, Handle, Movement, STEP_MAX};
 use super::host::ObserverHost;
 use crate::core::aoi::EventKind;
 use crate::core::entity::codec::Reader;
 use crate::core::entity::{Audience, Delivery, Fill, SyncKind, SyncMsg};
+use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use std::collections::{BTreeMap, VecDeque};
 
+/// Versions a pending movement may cover before it is sent whatever the
+/// budget (well inside the wire's step of at most 127).
+const COALESCE_VERSIONS_MAX: u64 = 100;
+
+/// Most entities marked important at once per observer.
+pub const IMPORTANT_MAX: usize = 64;
+
+/// An `OtherClients` property delta that changes nothing (no property).
+const EMPTY_DELTA: [u8; 1] = [0];
+
+/// A delta larger than this (centimetres, any axis) goes as a key frame.
+const DELTA_MAX_CM: i64 = 1 << 24;
+
 /// Bounds of an [`Observer`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ObserverParams {
     /// Most entities in view (handles in use, tracker size, snapshot queue).
     /// Default 1024 (match the AOI area's `max_interest`).
@@ -45,6 +60,9 @@ pub struct ObserverParams {
     /// resyncs wait for the next tick (at least one snapshot is sent per
     /// tick so none starves); updates are never deferred. Default 64 KiB.
     pub batch_bytes_max: usize,
+    /// The client's downstream budget and distance bands (config `[view]`),
+    /// applied by [`Observer::flush_paced`].
+    pub budget: BudgetParams,
 }
 
 impl Default for ObserverParams {
@@ -52,8 +70,16 @@ impl Default for ObserverParams {
         ObserverParams {
             view_entities_max: 1024,
             batch_bytes_max: 64 * 1024,
+            budget: BudgetParams::default(),
         }
     }
+}
+
+/// The newest movement of an entity not yet sent to the client.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Pending {
+    pub(super) pos: Vec3,
+    pub(super) yaw: f32,
 }
 
 /// Where one entity of the view stands.
@@ -68,12 +94,43 @@ pub(super) enum SlotState {
 }
 
 /// One entity of the view.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Slot {
     pub(super) handle: Option<Handle>,
     pub(super) state: SlotState,
-    /// The last version the client has (meaningful once it has a handle).
+    /// The last version taken from the entity's stream (meaningful once it
+    /// has a handle): the client has it, or a coalesced movement holds it.
     pub(super) last: u64,
+    /// The version the client shows (`<= last`; below it only while a
+    /// movement is pending).
+    pub(super) sent: u64,
+    /// The last position given to the client, quantised (the base of the
+    /// next movement delta).
+    pub(super) q: [i64; 3],
+    /// A movement taken from the stream and not sent yet (the newest).
+    pub(super) pending: Option<Pending>,
+    /// Movement priority grown each tick (see `budget`).
+    pub(super) prio: f32,
+    /// Ticks since a movement of this entity was last sent.
+    pub(super) age: u16,
+    /// Movements sent since the last key frame.
+    pub(super) since_key: u16,
+}
+
+impl Slot {
+    pub(super) fn new(handle: Option<Handle>, state: SlotState, last: u64) -> Slot {
+        Slot {
+            handle,
+            state,
+            last,
+            sent: last,
+            q: [0; 3],
+            pending: None,
+            prio: 0.0,
+            age: 0,
+            since_key: 0,
+        }
+    }
 }
 
 /// Counters of what the observer did (monotonic).
@@ -83,7 +140,7 @@ pub struct ObserverStats {
     pub enters: u64,
     /// Leave events sent.
     pub leaves: u64,
-    /// Versions delivered as updates.
+    /// Update events sent (a coalesced movement counts once).
     pub delivered: u64,
     /// Versions dropped as already delivered (duplicates, lagging copies).
     pub stale: u64,
@@ -99,6 +156,10 @@ pub struct ObserverStats {
     pub bad_payloads: u64,
     /// Enters refused because `view_entities_max` entities are in view.
     pub refused: u64,
+    /// Movement versions replaced by a newer one before they were sent.
+    pub coalesced: u64,
+    /// Times the client was told it is degraded.
+    pub degraded: u64,
 }
 
 /// One avatar's client view (see the module doc).
@@ -116,9 +177,19 @@ pub struct Observer {
     /// True from a migration until [`Observer::handle_view`].
     pub(super) needs_view: bool,
     pub(super) stats: ObserverStats,
+    /// The last own position given to the client (`None` until its own
+    /// snapshot).
+    pub(super) own_q: Option<[i64; 3]>,
+    pub(super) own_since_key: u16,
+    pacer: Pacer,
+    /// Entities the game marked important, with the ticks left.
+    important: Vec<(EntityId, u16)>,
+    /// Whether the own entity changed this tick (an acknowledgement is due).
+    own_changed: bool,
     batch: Vec<u8>,
     flushed: bool,
     snap: Vec<u8>,
+    scratch: Vec<(f32, EntityId)>,
 }
 
 impl Observer {
@@ -139,9 +210,15 @@ impl Observer {
             own_version: None,
             needs_view: false,
             stats: ObserverStats::default(),
+            own_q: None,
+            own_since_key: 0,
+            pacer: Pacer::default(),
+            important: Vec::new(),
+            own_changed: false,
             batch: Vec::new(),
             flushed: false,
             snap: Vec::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -264,12 +341,8 @@ impl Observer {
             self.stats.refused += 1;
             return;
         }
-        let slot = Slot {
-            handle: None,
-            state: SlotState::EnterPending,
-            last: 0,
-        };
-        self.slots.insert(entity, slot);
+        self.slots
+            .insert(entity, Slot::new(None, SlotState::EnterPending, 0));
         self.queue.push_back(entity);
     }
 
@@ -352,6 +425,9 @@ impl Observer {
         if let Some(slot) = self.slots.get_mut(&entity) {
             if slot.state == SlotState::Live {
                 slot.state = SlotState::ResyncPending;
+                if slot.pending.take().is_some() {
+                    self.stats.coalesced += 1;
+                }
                 self.queue.push_back(entity);
             }
         }
@@ -374,7 +450,6 @@ impl Observer {
             Some(s) if s.state == SlotState::Live => s,
             _ => return,
         };
-        let handle = slot.handle.expect("live slots have handles");
         let last = slot.last;
         if kind == SyncKind::Snapshot {
             if version > last {
@@ -386,7 +461,7 @@ impl Observer {
         }
         if version == last + 1 {
             slot.last = version;
-            self.emit_with(handle, entity, version, kind, others);
+            self.emit_update(entity, version, kind, others);
         } else if version <= last {
             self.stats.stale += 1;
         } else {
@@ -404,33 +479,116 @@ impl Observer {
         }
     }
 
-    /// Encodes one delivered version; on a bad payload, schedules a resync
-    /// and returns false.
+    /// Takes one delivered version (already the slot's `last`): a movement
+    /// is held as the pending one (sent at the flush, coalesced with any
+    /// newer), a property change goes out now, merged with the pending
+    /// movement if any. On a bad payload, schedules a resync and returns
+    /// false.
     fn emit_update(&mut self, entity: EntityId, version: u64, kind: SyncKind, p: &[u8]) -> bool {
-        let handle = self.slots[&entity].handle.expect("live slots have handles");
-        self.emit_with(handle, entity, version, kind, p)
+        let mut r = Reader::new(p);
+        let moved = match kind {
+            SyncKind::Movement => read_movement(&mut r).and_then(|m| r.finish().map(|()| m)),
+            SyncKind::MovementAndProps => read_movement(&mut r),
+            SyncKind::Props => Ok((Vec3::default(), 0.0)),
+            SyncKind::Snapshot => unreachable!("snapshots are resyncs"),
+        };
+        let Ok((pos, yaw)) = moved else {
+            self.stats.bad_payloads += 1;
+            self.want_resync(entity);
+            return false;
+        };
+        // A property change other clients cannot see (an empty delta) moves
+        // nothing on this client: it coalesces like a movement.
+        let kind = if kind == SyncKind::MovementAndProps
+            && p.get(super::codec::MOVEMENT_BYTES..) == Some(&EMPTY_DELTA[..])
+        {
+            SyncKind::Movement
+        } else {
+            kind
+        };
+        let slot = self.slots.get_mut(&entity).expect("delivered to a slot");
+        let handle = slot.handle.expect("live slots have handles");
+        if kind == SyncKind::Movement {
+            if slot.pending.replace(Pending { pos, yaw }).is_some() {
+                self.stats.coalesced += 1;
+            }
+            return true;
+        }
+        self.stats.delivered += 1;
+        debug_assert!(
+            version - slot.sent <= STEP_MAX,
+            "a step the wire cannot carry"
+        );
+        let version_low = version as u8;
+        let delta = if kind == SyncKind::Props {
+            p
+        } else {
+            &p[super::codec::MOVEMENT_BYTES..]
+        };
+        let mv = match (kind, slot.pending.take()) {
+            (SyncKind::MovementAndProps, _) => {
+                Some(movement_to(slot, &self.params.budget, pos, yaw))
+            }
+            (_, Some(pd)) => Some(movement_to(slot, &self.params.budget, pd.pos, pd.yaw)),
+            _ => None,
+        };
+        slot.sent = version;
+        let ev = match mv {
+            Some(mv) => {
+                slot.prio = 0.0;
+                slot.age = 0;
+                ClientEvent::MoveProps {
+                    handle,
+                    version_low,
+                    mv,
+                    delta,
+                }
+            }
+            None => ClientEvent::Props {
+                handle,
+                version_low,
+                delta,
+            },
+        };
+        encode_event(&mut self.batch, &ev);
+        true
     }
 
-    /// [`Observer::emit_update`] with the handle already looked up.
-    fn emit_with(
-        &mut self,
-        handle: Handle,
-        entity: EntityId,
-        version: u64,
-        kind: SyncKind,
-        p: &[u8],
-    ) -> bool {
-        match update_event(handle, version, kind, p) {
-            Ok(ev) => {
-                encode_event(&mut self.batch, &ev);
-                self.stats.delivered += 1;
-                true
-            }
-            Err(_) => {
-                self.stats.bad_payloads += 1;
-                self.want_resync(entity);
-                false
-            }
+    /// Sends `entity`'s pending movement now.
+    fn send_pending(&mut self, entity: EntityId) {
+        let Some(slot) = self.slots.get_mut(&entity) else {
+            return;
+        };
+        let (Some(pd), Some(handle)) = (slot.pending.take(), slot.handle) else {
+            return;
+        };
+        let step = slot.last - slot.sent;
+        debug_assert!(
+            (1..=STEP_MAX).contains(&step),
+            "a pending movement is ahead of the client, within a step"
+        );
+        let version_low = slot.last as u8;
+        let mv = movement_to(slot, &self.params.budget, pd.pos, pd.yaw);
+        slot.sent = slot.last;
+        slot.prio = 0.0;
+        slot.age = 0;
+        let ev = ClientEvent::Move {
+            handle,
+            version_low,
+            mv,
+        };
+        encode_event(&mut self.batch, &ev);
+        self.stats.delivered += 1;
+    }
+
+    /// Marks `entity` important for `ticks` ticks (the client's target, an
+    /// attacker): its movements gain priority `important_factor` times as
+    /// fast.
+    pub fn mark_important(&mut self, entity: EntityId, ticks: u16) {
+        match self.important.iter().position(|(e, _)| *e == entity) {
+            Some(i) => self.important[i].1 = self.important[i].1.max(ticks),
+            None if self.important.len() < IMPORTANT_MAX => self.important.push((entity, ticks)),
+            None => {}
         }
     }
 
@@ -441,12 +599,11 @@ impl Observer {
         self.start();
         match self.own_version {
             Some(v) if version == v + 1 && kind != SyncKind::Snapshot => {
-                let ev = ClientEvent::Own {
-                    version,
-                    kind,
-                    payload,
-                };
-                encode_event(&mut self.batch, &ev);
+                self.own_changed = true;
+                if !self.emit_own(version, kind, payload) {
+                    self.own_version = None;
+                    return;
+                }
                 self.own_version = Some(version);
             }
             Some(v) if version <= v => self.stats.stale += 1,
@@ -464,11 +621,106 @@ impl Observer {
         }
     }
 
-    /// Ends the tick: sends the own snapshot if due, then due enters and
-    /// resyncs (oldest first, within `batch_bytes_max`), and returns the
-    /// batch for the client (empty if nothing happened). The next `handle_*`
-    /// starts a new batch (the buffer is reused).
+    /// Ends the tick without a budget: the own snapshot if due, due enters
+    /// and resyncs (oldest first, within `batch_bytes_max`), then every
+    /// pending movement; returns the batch for the client (empty if nothing
+    /// happened). Used where everything must leave now (before the
+    /// observer's migration blob) and when the budget is off. The next
+    /// `handle_*` starts a new batch (the buffer is reused).
     pub fn flush<H: ObserverHost + ?Sized>(&mut self, host: &H) -> &[u8] {
+        self.flush_snapshots(host, f64::INFINITY);
+        let pending: Vec<EntityId> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.pending.is_some())
+            .map(|(&e, _)| e)
+            .collect();
+        for e in pending {
+            self.send_pending(e);
+        }
+        self.end_flush()
+    }
+
+    /// Ends the tick within the client's budget (`params.budget`; without a
+    /// limit this is [`Observer::flush`]): what never bends goes out and is
+    /// charged, then pending movements by band minimum rate and priority
+    /// while the budget lasts (see `budget`). Call once per tick.
+    pub fn flush_paced<H: ObserverHost + ?Sized>(&mut self, host: &H) -> &[u8] {
+        let p = self.params.budget;
+        if !p.limited() {
+            return self.flush(host);
+        }
+        self.pacer.refill(&p);
+        let room = self.pacer.tokens();
+        self.flush_snapshots(host, room);
+        let fixed = self.batch.len()
+            + if self.own_changed {
+                usize::from(p.ack_bytes)
+            } else {
+                0
+            };
+        self.pacer.charge(&p, fixed);
+        let me = host.copy_position(self.owner);
+        let degraded = self.pacer.degraded();
+        let mut due = Vec::new();
+        std::mem::swap(&mut due, &mut self.scratch);
+        due.clear();
+        for (&e, slot) in self.slots.iter_mut() {
+            if slot.state != SlotState::Live {
+                continue;
+            }
+            slot.age = slot.age.saturating_add(1);
+            let Some(pd) = slot.pending else { continue };
+            let dist = me.map_or(0.0, |m| m.dist_xz(pd.pos));
+            let band = p.band_of(dist);
+            let mut w = weight(dist);
+            if self.important.iter().any(|(i, _)| *i == e) {
+                w *= p.important_factor;
+            }
+            slot.prio += w;
+            // A movement coalescing nearly a version byte's range goes out
+            // whatever the budget (the wire's step is at most 256).
+            let must = band == 0
+                || (!degraded && slot.age >= p.interval_ticks(band))
+                || slot.last - slot.sent >= COALESCE_VERSIONS_MAX;
+            // Due ones first (infinite priority), then by priority.
+            due.push((if must { f32::INFINITY } else { slot.prio }, e));
+        }
+        due.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        for &(prio, e) in &due {
+            if prio.is_finite() && self.pacer.tokens() <= 0.0 {
+                break;
+            }
+            let before = self.batch.len();
+            self.send_pending(e);
+            self.pacer.charge(&p, self.batch.len() - before);
+        }
+        self.scratch = due;
+        if !self.batch.is_empty() {
+            self.pacer.charge(&p, usize::from(p.frame_bytes));
+        }
+        if let Some(on) = self.pacer.end_tick(&p) {
+            if on {
+                self.stats.degraded += 1;
+            }
+            encode_event(&mut self.batch, &ClientEvent::Degraded { on });
+        }
+        self.important.retain_mut(|(_, t)| {
+            *t = t.saturating_sub(1);
+            *t > 0
+        });
+        self.end_flush()
+    }
+
+    /// True while the client is told it is degraded.
+    pub fn degraded(&self) -> bool {
+        self.pacer.degraded()
+    }
+
+    /// The own snapshot if due, then due enters and resyncs, oldest first,
+    /// while the batch stays within `batch_bytes_max` and `room` bytes (the
+    /// budget's balance); at least one per tick, so none starves.
+    fn flush_snapshots<H: ObserverHost + ?Sized>(&mut self, host: &H, room: f64) {
         self.start();
         if self.own_version.is_none() {
             self.snap.clear();
@@ -480,11 +732,17 @@ impl Observer {
                 };
                 encode_event(&mut self.batch, &ev);
                 self.own_version = Some(v);
+                self.own_q = snapshot_header(&self.snap)
+                    .ok()
+                    .map(|(_, p, _)| quantise(p));
+                self.own_since_key = 0;
             }
         }
         let mut sent = 0usize;
         for _ in 0..self.queue.len() {
-            if sent > 0 && self.batch.len() >= self.params.batch_bytes_max {
+            let full =
+                self.batch.len() >= self.params.batch_bytes_max || self.batch.len() as f64 >= room;
+            if sent > 0 && full {
                 self.stats.deferred += self.queue.len() as u64;
                 break;
             }
@@ -493,10 +751,50 @@ impl Observer {
             };
             sent += usize::from(self.send_snapshot(host, e));
         }
+    }
+
+    fn end_flush(&mut self) -> &[u8] {
         self.flushed = true;
+        self.own_changed = false;
         #[cfg(any(test, feature = "verify"))]
         self.verify();
         &self.batch
+    }
+
+    /// Encodes one own change (not a snapshot); false if the payload is bad
+    /// (an own snapshot is then sent instead).
+    fn emit_own(&mut self, version: u64, kind: SyncKind, payload: &[u8]) -> bool {
+        let mut r = Reader::new(payload);
+        match kind {
+            SyncKind::Movement => {
+                let Ok((pos, yaw)) = read_movement(&mut r) else {
+                    return false;
+                };
+                let Some(last) = self.own_q else {
+                    return false;
+                };
+                let (mv, q) =
+                    movement_from(last, &mut self.own_since_key, &self.params.budget, pos, yaw);
+                self.own_q = Some(q);
+                let version_low = version as u8;
+                encode_event(&mut self.batch, &ClientEvent::OwnMove { version_low, mv });
+            }
+            _ => {
+                if kind == SyncKind::MovementAndProps {
+                    let Ok((pos, _)) = read_movement(&mut r) else {
+                        return false;
+                    };
+                    self.own_q = Some(quantise(pos));
+                }
+                let ev = ClientEvent::Own {
+                    version,
+                    kind,
+                    payload,
+                };
+                encode_event(&mut self.batch, &ev);
+            }
+        }
+        true
     }
 
     /// Sends the due snapshot of `entity`; true if one was sent.
@@ -530,7 +828,13 @@ impl Observer {
                     snapshot: &self.snap,
                 };
                 encode_event(&mut self.batch, &ev);
-                self.slots.get_mut(&entity).expect("present").last = version;
+                let q = snapshot_header(&self.snap).map_or([0; 3], |(_, p, _)| quantise(p));
+                let s = self.slots.get_mut(&entity).expect("present");
+                s.last = version;
+                s.sent = version;
+                s.q = q;
+                s.pending = None;
+                s.since_key = 0;
                 self.stats.resyncs += 1;
             }
             SlotState::Live => return false,
@@ -550,6 +854,9 @@ impl Observer {
         let slot = self.slots.get_mut(&entity).expect("present");
         slot.handle = Some(handle);
         slot.last = version;
+        slot.sent = version;
+        slot.q = quantise(pos);
+        slot.since_key = 0;
         let ev = ClientEvent::Enter {
             handle,
             entity,
@@ -578,6 +885,12 @@ impl Observer {
         assert!(handles.iter().all(|&h| h < self.next_handle));
         for (e, s) in &self.slots {
             assert_eq!(s.handle.is_some(), s.state != SlotState::EnterPending);
+            assert!(s.sent <= s.last, "{e}: client ahead of the stream");
+            assert_eq!(
+                s.pending.is_some(),
+                s.sent < s.last && s.state == SlotState::Live,
+                "{e}: a pending movement is exactly what the client lacks"
+            );
             let queued = self.queue.iter().filter(|&&q| q == *e).count();
             assert_eq!(queued, usize::from(s.state != SlotState::Live), "{e} queue");
         }
@@ -592,43 +905,37 @@ impl Observer {
     }
 }
 
-/// The client event for one delivered version.
-///
-/// # Errors
-/// [`DecodeError`] if a movement block is missing.
-fn update_event(
-    handle: Handle,
-    version: u64,
-    kind: SyncKind,
-    p: &[u8],
-) -> Result<ClientEvent<'_>, DecodeError> {
-    let mut r = Reader::new(p);
-    Ok(match kind {
-        SyncKind::Movement => {
-            let (pos, yaw) = read_movement(&mut r)?;
-            r.finish()?;
-            ClientEvent::Move {
-                handle,
-                version,
-                pos,
-                yaw,
-            }
-        }
-        SyncKind::Props => ClientEvent::Props {
-            handle,
-            version,
-            delta: p,
-        },
-        SyncKind::MovementAndProps => {
-            let (pos, yaw) = read_movement(&mut r)?;
-            ClientEvent::MoveProps {
-                handle,
-                version,
-                pos,
-                yaw,
-                delta: &p[super::codec::MOVEMENT_BYTES..],
-            }
-        }
-        SyncKind::Snapshot => unreachable!("snapshots are resyncs"),
-    })
+/// The wire movement to `pos` for the client of `slot` (a delta from its
+/// last position, or a key frame every `keyframe_every` movements and for
+/// jumps too large for a delta); updates the slot's base.
+fn movement_to(slot: &mut Slot, p: &BudgetParams, pos: Vec3, yaw: f32) -> Movement {
+    let (mv, q) = movement_from(slot.q, &mut slot.since_key, p, pos, yaw);
+    slot.q = q;
+    mv
+}
+
+fn movement_from(
+    last: [i64; 3],
+    since_key: &mut u16,
+    p: &BudgetParams,
+    pos: Vec3,
+    yaw: f32,
+) -> (Movement, [i64; 3]) {
+    let q = quantise(pos);
+    let d = [
+        q[0].wrapping_sub(last[0]),
+        q[1].wrapping_sub(last[1]),
+        q[2].wrapping_sub(last[2]),
+    ];
+    *since_key = since_key.saturating_add(1);
+    let absolute = *since_key >= p.keyframe_every || d.iter().any(|c| c.abs() > DELTA_MAX_CM);
+    if absolute {
+        *since_key = 0;
+    }
+    let mv = Movement {
+        absolute,
+        d: if absolute { q } else { d },
+        yaw: yaw_byte(yaw),
+    };
+    (mv, q)
 }

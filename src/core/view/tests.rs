@@ -272,21 +272,21 @@ fn bad_blobs_are_typed_errors() {
         Some(BlobError::Format(9))
     );
     assert!(matches!(
-        Observer::decode_blob(OWNER, p, &[1, 2, 0, 0, 0]),
+        Observer::decode_blob(OWNER, p, &[2, 2, 0, 0, 0]),
         Err(BlobError::Owner { .. })
     ));
     // Two entities sharing handle 0.
-    let dup = [1, 1, 0, 1, 2, 5, 1, 0, 0, 6, 1, 0, 0];
+    let dup = [2, 1, 0, 1, 2, 5, 1, 0, 0, 0, 0, 0, 6, 1, 0, 0, 0, 0, 0];
     assert_eq!(
         Observer::decode_blob(OWNER, p, &dup).err(),
         Some(BlobError::Handle(0))
     );
-    let unordered = [1, 1, 0, 2, 2, 6, 1, 0, 0, 5, 1, 1, 0];
+    let unordered = [2, 1, 0, 2, 2, 6, 1, 0, 0, 0, 0, 0, 5, 1, 1, 0, 0, 0, 0];
     assert_eq!(
         Observer::decode_blob(OWNER, p, &unordered).err(),
         Some(BlobError::Order(EntityId(5)))
     );
-    let ok = [1, 1, 0, 2, 2, 5, 1, 1, 3, 6, 2, 0, 0];
+    let ok = [2, 1, 0, 2, 2, 5, 1, 1, 3, 0, 0, 0, 6, 2, 0, 0, 0, 0, 0];
     let o = Observer::decode_blob(OWNER, p, &ok).expect("valid");
     assert_eq!(o.handle_of(EntityId(5)), Some(1));
     assert_eq!(o.client_version(EntityId(5)), Some(3));
@@ -307,11 +307,24 @@ fn the_client_view_names_every_broken_rule() {
         version: v,
         snapshot: &snap,
     };
-    let mv = |h, v| ClientEvent::Move {
+    let mv = |h, version_low| ClientEvent::Move {
+        handle: h,
+        version_low,
+        mv: Movement {
+            absolute: false,
+            d: [1, 0, 1],
+            yaw: 0,
+        },
+    };
+    let props = |h, version_low| ClientEvent::Props {
+        handle: h,
+        version_low,
+        delta: &[0],
+    };
+    let resync = |h, v| ClientEvent::Resync {
         handle: h,
         version: v,
-        pos: Vec3::default(),
-        yaw: 0.0,
+        snapshot: &snap,
     };
     let cases: Vec<(Vec<ClientEvent<'_>>, Rule)> = vec![
         (vec![mv(0, 1)], Rule::UpdateBeforeEnter),
@@ -321,15 +334,15 @@ fn the_client_view_names_every_broken_rule() {
             Rule::EntityTwice { other: 0 },
         ),
         (
-            vec![enter(0, 3), mv(0, 5)],
+            vec![enter(0, 3), props(0, 5)],
             Rule::VersionGap {
                 expected: 4,
                 got: 5,
             },
         ),
         (
-            vec![enter(0, 3), mv(0, 3)],
-            Rule::Stale { shown: 3, got: 3 },
+            vec![enter(0, 3), mv(0, 5), resync(0, 4)],
+            Rule::Stale { shown: 5, got: 4 },
         ),
         (
             vec![enter(0, 3), ClientEvent::Leave { handle: 0 }, mv(0, 4)],
@@ -353,4 +366,82 @@ fn the_client_view_names_every_broken_rule() {
         cv.violations()[0].rule,
         Rule::Decode(DecodeError::BadTag(42))
     );
+}
+
+/// Entities moving every tick at 5 m and 40 m from the owner: the budget
+/// keeps the near ones at their band's rate, thins the far ones, and the
+/// client still ends exactly where the server is.
+#[test]
+fn a_budget_paces_far_movements_and_keeps_near_ones() {
+    let near: Vec<EntityId> = (100..105).map(EntityId).collect();
+    let far: Vec<EntityId> = (200..240).map(EntityId).collect();
+    let mut ids = vec![OWNER];
+    ids.extend(&near);
+    ids.extend(&far);
+    let mut w = World::new(&ids);
+    let mut host = BTreeMap::new();
+    host.insert(OWNER, w.owner_copy());
+    let base = |e: EntityId| if e.0 < 200 { 5.0 } else { 40.0 };
+    for &e in near.iter().chain(&far) {
+        w.step(e, base(e), None);
+        host.insert(e, w.ghost(e, SyncCacheParams::default()));
+    }
+    let params = ObserverParams::default();
+    let budget = params.budget;
+    let mut o = Observer::new(OWNER, params);
+    let mut cv = client(&w);
+    for &e in near.iter().chain(&far) {
+        o.handle_aoi(&host, e, EventKind::Enter);
+    }
+    cv.handle_batch(o.flush(&host));
+    let ticks = 200u64;
+    let mut bytes = 0usize;
+    let mut versions: BTreeMap<EntityId, u64> = BTreeMap::new();
+    let mut updates: BTreeMap<EntityId, u64> = BTreeMap::new();
+    for t in 0..ticks {
+        for &e in near.iter().chain(&far) {
+            let (m, _) = w.step(e, base(e) + (t % 7 + 1) as f64 * 0.3, None);
+            apply(&mut host, w.now, &m);
+            o.handle_sync(&host, e, m.version, m.kind, m.others_payload());
+        }
+        let batch = o.flush_paced(&host).to_vec();
+        bytes += batch.len() + usize::from(budget.frame_bytes);
+        cv.handle_batch(&batch);
+        for &e in near.iter().chain(&far) {
+            let v = cv.find(e).expect("shown").version;
+            if versions.insert(e, v).is_some_and(|old| old != v) {
+                *updates.entry(e).or_default() += 1;
+            }
+        }
+    }
+    assert_eq!(cv.violations(), &[]);
+    let secs = ticks as f64 * f64::from(budget.tick_ms) / 1000.0;
+    let rate = |set: &[EntityId]| {
+        set.iter()
+            .map(|e| updates.get(e).copied().unwrap_or(0))
+            .sum::<u64>() as f64
+            / set.len() as f64
+            / secs
+    };
+    let (near_hz, far_hz) = (rate(&near), rate(&far));
+    assert!(near_hz >= 9.5, "near band at {near_hz:.1} Hz");
+    assert!(far_hz >= 1.9, "far band at {far_hz:.1} Hz");
+    assert!(far_hz < near_hz, "far {far_hz:.1} Hz, near {near_hz:.1} Hz");
+    let per_s = bytes as f64 / secs;
+    assert!(
+        per_s <= f64::from(budget.bytes_per_s) * 1.1,
+        "{per_s:.0} B/s over a {} B/s budget",
+        budget.bytes_per_s
+    );
+    // Everything pending goes out with a full flush: the client is exact.
+    cv.handle_batch(o.flush(&host));
+    for (&e, c) in &host {
+        if e == OWNER {
+            continue;
+        }
+        let s = cv.find(e).expect("shown");
+        assert_eq!(s.version, c.version, "{e}");
+        let d = s.replica.core().pos.dist_xz(c.entity.core().pos);
+        assert!(d <= POSITION_RESOLUTION_M, "{e} off by {d}");
+    }
 }

@@ -48,6 +48,9 @@ pub struct GatewayParams {
     pub tick_ms: u32,
     /// The world's bounds (moves outside are `bad-value`).
     pub world: Rect,
+    /// Random spawns prefer a cell of the accepting shard
+    /// (`gateway.spawn_local`). Default true.
+    pub spawn_local: bool,
 }
 
 impl Default for GatewayParams {
@@ -61,6 +64,7 @@ impl Default for GatewayParams {
             hits_pending_max: 64,
             tick_ms: 50,
             world: Rect::new(0.0, 0.0, 4096.0, 4096.0),
+            spawn_local: true,
         }
     }
 }
@@ -77,6 +81,7 @@ impl GatewayParams {
             hits_pending_max: 64,
             tick_ms: u32::try_from(c.runtime.tick_ms).unwrap_or(u32::MAX),
             world: c.world.bounds(),
+            spawn_local: c.gateway.spawn_local,
         }
     }
 }

@@ -173,7 +173,7 @@ fn raw_rule_breaks_unknown_kind_bad_sequence_second_hello() {
     let mut p = Pair::new();
     let mut raw = Vec::new();
     raw.extend_from_slice(&[0, 0, 0, 0, 0x09, 0x00, 0, 0]); // kind 9: unknown
-    ClientMsg::Hello { version: 2 }.encode(&mut raw);
+    ClientMsg::Hello { version: 3 }.encode(&mut raw);
     let mv = |seq| ClientMsg::Move {
         seq,
         client_time_us: 0,

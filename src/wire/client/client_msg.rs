@@ -362,15 +362,15 @@ mod tests {
     #[test]
     fn hello_checks_magic_then_version() {
         let mut b = Vec::new();
-        ClientMsg::Hello { version: 2 }.encode(&mut b);
-        assert_eq!(one(&b), Ok(ClientMsg::Hello { version: 2 }));
-        let mut v2 = b.clone();
-        v2[12] = 3;
-        v2.extend_from_slice(&[0; 4]);
-        v2[0] = 12;
+        ClientMsg::Hello { version: 3 }.encode(&mut b);
+        assert_eq!(one(&b), Ok(ClientMsg::Hello { version: 3 }));
+        let mut v4 = b.clone();
+        v4[12] = 4;
+        v4.extend_from_slice(&[0; 4]);
+        v4[0] = 12;
         assert_eq!(
-            one(&v2),
-            Err(DecodeError::VersionMismatch { got: 3, want: 2 })
+            one(&v4),
+            Err(DecodeError::VersionMismatch { got: 4, want: 3 })
         );
         let mut bad = b.clone();
         bad[8] = b'X';

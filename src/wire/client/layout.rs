@@ -15,8 +15,9 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 /// The first 4 bytes of a Hello body.
 pub const MAGIC: [u8; 4] = *b"TSRA";
 /// The protocol version this code speaks (2: spaces, EnterSpace and
-/// SpaceChanged).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// SpaceChanged; 3: compact view movements with version steps, OwnMove and
+/// Degraded).
+pub const PROTOCOL_VERSION: u16 = 3;
 /// Bytes of a frame header.
 pub const HEADER_BYTES: usize = 8;
 /// `own_handle` value of a Welcome when the own entity has no view handle.

@@ -1,0 +1,118 @@
+//! The `[view]` section: each client's downstream budget and the distance
+//! bands of its view (issue 12; BigWorld's per-client bandwidth scheme).
+//!
+//! Owns [`ViewConfig`] and its rules; builds the core's
+//! [`BudgetParams`](crate::core::view::BudgetParams). Holds no state.
+
+use super::{invalid, ConfigError};
+use crate::core::view::budget::{Band, BudgetParams, BANDS_MAX};
+use serde::{Deserialize, Serialize};
+
+/// One distance band of `[view]`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BandConfig {
+    /// Entities up to this far (ground metres) belong to the band.
+    pub to_m: f64,
+    /// A moving entity of the band is refreshed at least this often (Hz).
+    pub min_hz: f64,
+}
+
+/// Each client's downstream budget and view bands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ViewConfig {
+    /// Downstream bytes per second per client (0 = no limit).
+    pub client_bytes_per_s_max: u32,
+    /// Bytes a client may receive at once above its rate (the bucket).
+    pub client_burst_bytes: u32,
+    /// A key frame (absolute position) every this many movements of one
+    /// entity to one client.
+    pub keyframe_every: u16,
+    /// Entities the game marks important (target, attackers) gain movement
+    /// priority this many times as fast.
+    pub important_factor: f64,
+    /// Distance bands, nearest first (1 to 4); the last also covers
+    /// everything beyond it.
+    pub bands: Vec<BandConfig>,
+}
+
+impl ViewConfig {
+    /// The observers' budget knobs at a `tick_ms` tick.
+    pub fn budget(&self, tick_ms: u64) -> BudgetParams {
+        let d = BudgetParams::default();
+        let mut bands = [Band {
+            to_m: f32::MAX,
+            min_hz: 0.0,
+        }; BANDS_MAX];
+        for (b, c) in bands.iter_mut().zip(&self.bands) {
+            *b = Band {
+                to_m: c.to_m as f32,
+                min_hz: c.min_hz as f32,
+            };
+        }
+        BudgetParams {
+            bytes_per_s: self.client_bytes_per_s_max,
+            burst_bytes: self.client_burst_bytes,
+            tick_ms: u32::try_from(tick_ms).unwrap_or(u32::MAX),
+            bands,
+            band_count: self.bands.len().min(BANDS_MAX) as u8,
+            keyframe_every: self.keyframe_every,
+            important_factor: self.important_factor as f32,
+            ..d
+        }
+    }
+
+    pub(crate) fn validate(&self, tick_ms: u64) -> Result<(), ConfigError> {
+        if self.bands.is_empty() || self.bands.len() > BANDS_MAX {
+            return Err(invalid(
+                "view.bands",
+                self.bands.len(),
+                format!("between 1 and {BANDS_MAX} bands"),
+            ));
+        }
+        for (i, b) in self.bands.iter().enumerate() {
+            if !(b.to_m.is_finite() && b.to_m > 0.0) {
+                return Err(invalid(
+                    format!("view.bands[{i}].to_m"),
+                    b.to_m,
+                    "must be a finite number > 0",
+                ));
+            }
+            if !(b.min_hz.is_finite() && b.min_hz >= 0.0) {
+                return Err(invalid(
+                    format!("view.bands[{i}].min_hz"),
+                    b.min_hz,
+                    "must be a finite number >= 0",
+                ));
+            }
+            if i > 0 && self.bands[i - 1].to_m >= b.to_m {
+                return Err(invalid(
+                    format!("view.bands[{i}].to_m"),
+                    b.to_m,
+                    "bands must be in increasing to_m",
+                ));
+            }
+        }
+        if self.client_bytes_per_s_max > 0 && self.client_burst_bytes == 0 {
+            return Err(invalid(
+                "view.client_burst_bytes",
+                0,
+                "must be > 0 when client_bytes_per_s_max is set",
+            ));
+        }
+        if self.keyframe_every == 0 {
+            return Err(invalid("view.keyframe_every", 0, "must be >= 1"));
+        }
+        if !(self.important_factor.is_finite() && self.important_factor >= 1.0) {
+            return Err(invalid(
+                "view.important_factor",
+                self.important_factor,
+                "must be a finite number >= 1",
+            ));
+        }
+        self.budget(tick_ms)
+            .validate()
+            .map_err(|(key, rule)| invalid(key, "?", rule))
+    }
+}

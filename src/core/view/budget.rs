@@ -1,0 +1,286 @@
+//! One client's downstream budget and the priority of its movements
+//! (BigWorld's per-client bandwidth scheme, with distance bands).
+//!
+//! Owns [`BudgetParams`] (the `[view]` knobs an observer needs), [`Band`]
+//! and [`Pacer`], a token bucket in bytes refilled once per tick. Holds no
+//! view state: the observer asks which band a distance falls in, how often
+//! that band must be refreshed and how much it may still spend, and tells
+//! the pacer what it spent. Nothing here knows of handles or the wire.
+//!
+//! # The scheme
+//! Every tick the bucket gains `bytes_per_s * tick` bytes, up to
+//! `burst_bytes`. What must never bend (enters, leaves, resyncs, property
+//! changes, the own entity, the batch frame and the input acknowledgement)
+//! is charged whatever the balance, so the bucket may go into debt. Then
+//! coalesced movements are sent: first the nearest band's (never held: the
+//! entities a player interacts with stay smooth) and those whose band's
+//! minimum rate is due (not in degraded mode), then the rest by
+//! priority (grown each tick by [`weight`], reset when sent) while the
+//! balance lasts. A client whose bucket stays in debt beyond one burst for
+//! [`DEGRADE_TICKS`] ticks is *degraded* (told by a `Degraded` event): far
+//! bands lose their minimum rate until the bucket has been positive for
+//! [`RECOVER_TICKS`] ticks.
+
+/// Most distance bands.
+pub const BANDS_MAX: usize = 4;
+
+/// Consecutive ticks in debt beyond one burst before a client is degraded
+/// (1 s at 50 ms ticks: the burst of enters at a login or a teleport is
+/// not an overload).
+pub const DEGRADE_TICKS: u16 = 20;
+
+/// Consecutive ticks with a positive balance before it recovers (0.5 s at
+/// 50 ms ticks).
+pub const RECOVER_TICKS: u16 = 10;
+
+/// The deepest debt, in bursts: what a burst of never-bend events costs
+/// beyond it is forgiven, so a client recovers within about a second of
+/// the burst (2 bursts at 2,500 B/s: 0.8 s).
+pub const DEBT_BURSTS_MAX: f64 = 2.0;
+
+/// One distance band: entities up to `to_m` away are refreshed at least
+/// `min_hz` times a second (when they move).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Band {
+    /// Upper distance of the band (ground metres).
+    pub to_m: f32,
+    /// Least refresh rate of a moving entity in the band.
+    pub min_hz: f32,
+}
+
+/// The budget knobs of one observer (config `[view]`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BudgetParams {
+    /// Downstream bytes per second per client; 0 = no limit (every movement
+    /// goes out in the tick it arrives).
+    pub bytes_per_s: u32,
+    /// Most bytes the bucket holds (the burst).
+    pub burst_bytes: u32,
+    /// The tick period the observer is flushed at.
+    pub tick_ms: u32,
+    /// Distance bands, nearest first; entities beyond the last band use it.
+    pub bands: [Band; BANDS_MAX],
+    /// Bands in use (1..=[`BANDS_MAX`]).
+    pub band_count: u8,
+    /// A key frame (absolute position) every this many movements of one
+    /// entity to one client.
+    pub keyframe_every: u16,
+    /// Bytes the transport adds per batch (ViewBatch frame header and tick).
+    pub frame_bytes: u16,
+    /// Bytes charged for the input acknowledgement of a tick in which the
+    /// own entity changed (one InputAck frame).
+    pub ack_bytes: u16,
+    /// Priority factor of entities the game marked important.
+    pub important_factor: f32,
+}
+
+impl Default for BudgetParams {
+    fn default() -> Self {
+        let band = |to_m, min_hz| Band { to_m, min_hz };
+        BudgetParams {
+            bytes_per_s: 2_500,
+            burst_bytes: 1_000,
+            tick_ms: 50,
+            bands: [
+                band(15.0, 10.0),
+                band(30.0, 5.0),
+                band(1.0e6, 2.0),
+                band(1.0e6, 2.0),
+            ],
+            band_count: 3,
+            keyframe_every: 64,
+            frame_bytes: 16,
+            ack_bytes: 16,
+            important_factor: 4.0,
+        }
+    }
+}
+
+impl BudgetParams {
+    /// True when the budget paces anything.
+    pub fn limited(&self) -> bool {
+        self.bytes_per_s > 0
+    }
+
+    /// The band of an entity `dist_m` away (the last band beyond it).
+    pub fn band_of(&self, dist_m: f64) -> usize {
+        let n = usize::from(self.band_count.clamp(1, BANDS_MAX as u8));
+        self.bands[..n]
+            .iter()
+            .position(|b| dist_m <= f64::from(b.to_m))
+            .unwrap_or(n - 1)
+    }
+
+    /// Ticks between two refreshes at `band`'s minimum rate (at least 1).
+    pub fn interval_ticks(&self, band: usize) -> u16 {
+        let hz = f64::from(self.bands[band].min_hz);
+        if hz.is_nan() || hz <= 0.0 {
+            return u16::MAX;
+        }
+        let ticks = 1000.0 / hz / f64::from(self.tick_ms.max(1));
+        // A little slack so a mover whose updates land one tick late is
+        // still refreshed at its own rate.
+        (ticks.round() as u16).max(1)
+    }
+
+    /// Checks the knobs, naming the first bad one.
+    ///
+    /// # Errors
+    /// `(key, reason)`.
+    pub fn validate(&self) -> Result<(), (&'static str, &'static str)> {
+        let n = usize::from(self.band_count);
+        if !(1..=BANDS_MAX).contains(&n) {
+            return Err(("view.bands", "between 1 and 4 bands"));
+        }
+        let bands = &self.bands[..n];
+        if bands.iter().any(|b| {
+            !(b.to_m.is_finite() && b.to_m > 0.0 && b.min_hz.is_finite() && b.min_hz >= 0.0)
+        }) {
+            return Err(("view.bands", "to_m must be finite and > 0, min_hz >= 0"));
+        }
+        if bands.windows(2).any(|w| w[0].to_m >= w[1].to_m) {
+            return Err(("view.bands", "to_m must increase"));
+        }
+        if self.limited() && self.burst_bytes == 0 {
+            return Err(("view.client_burst_bytes", "must be > 0"));
+        }
+        if self.keyframe_every == 0 {
+            return Err(("view.keyframe_every", "must be > 0"));
+        }
+        if self.tick_ms == 0 {
+            return Err(("runtime.tick_ms", "must be > 0"));
+        }
+        if !(self.important_factor.is_finite() && self.important_factor >= 1.0) {
+            return Err(("view.important_factor", "must be finite and >= 1"));
+        }
+        Ok(())
+    }
+}
+
+/// Priority an entity `dist_m` away gains per tick: 1 at 0-5 m, falling as
+/// 5 / distance (so a 45 m entity gains a ninth of a near one's).
+pub fn weight(dist_m: f64) -> f32 {
+    (5.0 / dist_m.max(5.0)) as f32
+}
+
+/// One client's token bucket (see the module doc).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Pacer {
+    tokens: f64,
+    degraded: bool,
+    over_ticks: u16,
+    ok_ticks: u16,
+}
+
+impl Pacer {
+    /// Adds one tick's bytes (capped at the burst).
+    pub fn refill(&mut self, p: &BudgetParams) {
+        let gain = f64::from(p.bytes_per_s) * f64::from(p.tick_ms) / 1000.0;
+        self.tokens = (self.tokens + gain).min(f64::from(p.burst_bytes));
+    }
+
+    /// Spends `bytes` (may go into debt; the debt is bounded so a long
+    /// overload does not starve the client for ever after).
+    pub fn charge(&mut self, p: &BudgetParams, bytes: usize) {
+        let floor = -DEBT_BURSTS_MAX * f64::from(p.burst_bytes);
+        self.tokens = (self.tokens - bytes as f64).max(floor);
+    }
+
+    /// The balance, bytes.
+    pub fn tokens(&self) -> f64 {
+        self.tokens
+    }
+
+    /// True while degraded.
+    pub fn degraded(&self) -> bool {
+        self.degraded
+    }
+
+    /// Ends a tick: `Some(on)` when the degraded state changes.
+    pub fn end_tick(&mut self, p: &BudgetParams) -> Option<bool> {
+        if self.tokens < -f64::from(p.burst_bytes) {
+            self.over_ticks = self.over_ticks.saturating_add(1);
+            self.ok_ticks = 0;
+        } else if self.tokens > 0.0 {
+            self.ok_ticks = self.ok_ticks.saturating_add(1);
+            self.over_ticks = 0;
+        }
+        if !self.degraded && self.over_ticks >= DEGRADE_TICKS {
+            self.degraded = true;
+            return Some(true);
+        }
+        if self.degraded && self.ok_ticks >= RECOVER_TICKS {
+            self.degraded = false;
+            return Some(false);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bands_and_intervals_follow_the_knobs() {
+        let p = BudgetParams::default();
+        assert_eq!(p.band_of(0.0), 0);
+        assert_eq!(p.band_of(15.0), 0);
+        assert_eq!(p.band_of(15.1), 1);
+        assert_eq!(p.band_of(44.0), 2);
+        assert_eq!(p.band_of(1.0e9), 2, "beyond the last band: the last");
+        assert_eq!(p.interval_ticks(0), 2, "10 Hz at 50 ms ticks");
+        assert_eq!(p.interval_ticks(2), 10, "2 Hz");
+        assert!(weight(1.0) > weight(20.0));
+        p.validate().expect("defaults validate");
+    }
+
+    #[test]
+    fn bad_knobs_are_named() {
+        let mut p = BudgetParams::default();
+        p.bands[1].to_m = 10.0;
+        assert_eq!(p.validate().unwrap_err().0, "view.bands");
+        let p = BudgetParams {
+            band_count: 0,
+            ..BudgetParams::default()
+        };
+        assert_eq!(p.validate().unwrap_err().0, "view.bands");
+        let p = BudgetParams {
+            burst_bytes: 0,
+            ..BudgetParams::default()
+        };
+        assert_eq!(p.validate().unwrap_err().0, "view.client_burst_bytes");
+        let p = BudgetParams {
+            keyframe_every: 0,
+            ..BudgetParams::default()
+        };
+        assert_eq!(p.validate().unwrap_err().0, "view.keyframe_every");
+    }
+
+    #[test]
+    fn the_bucket_refills_to_the_burst_and_degrades_under_debt() {
+        let p = BudgetParams::default();
+        let mut b = Pacer::default();
+        for _ in 0..100 {
+            b.refill(&p);
+        }
+        assert_eq!(b.tokens(), f64::from(p.burst_bytes));
+        let mut changes = Vec::new();
+        for _ in 0..2 * DEGRADE_TICKS {
+            b.refill(&p);
+            b.charge(&p, 3_000);
+            changes.extend(b.end_tick(&p));
+        }
+        assert_eq!(changes, [true], "degraded once");
+        assert!(b.degraded());
+        assert!(
+            b.tokens() >= -DEBT_BURSTS_MAX * f64::from(p.burst_bytes),
+            "debt bounded"
+        );
+        for _ in 0..200 {
+            b.refill(&p);
+            changes.extend(b.end_tick(&p));
+        }
+        assert_eq!(changes, [true, false], "recovers once the bucket refills");
+    }
+}
