@@ -11,7 +11,7 @@
 //! # Layout (varints are LEB128, `ivar` zigzag LEB128, floats little-endian IEEE)
 //!
 //! The first byte of an event is its *tag byte*: the event type in the low 4
-//! bits, flags in bits 4-6, bit 7 zero.
+//! bits, flags in bits 4-5, bits 6 and 7 zero.
 //!
 //! | type | event      | fields after the tag byte                                  |
 //! |------|------------|------------------------------------------------------------|
