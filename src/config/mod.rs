@@ -19,7 +19,7 @@ mod sections;
 pub use balance::{BalanceConfig, SpacesConfig};
 pub use sections::{
     AdminConfig, AoiConfig, CellConfig, GatewayConfig, MeshConfig, RuntimeConfig, ServerConfig,
-    SpaceConfig, SyncConfig, WorldConfig,
+    SpaceConfig, SyncConfig, TestingConfig, WorldConfig,
 };
 
 use crate::core::cell::CellParams;
@@ -101,6 +101,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// The client TCP gateway.
     pub gateway: GatewayConfig,
+    /// Test hooks: faults injected on purpose (default none).
+    pub testing: TestingConfig,
 }
 
 impl Default for Config {
@@ -182,7 +184,8 @@ impl Config {
         self.mesh.validate()?;
         self.admin.validate()?;
         self.server.validate()?;
-        self.gateway.validate()
+        self.gateway.validate()?;
+        self.testing.validate()
     }
 }
 
@@ -283,6 +286,22 @@ mod tests {
                 "{text}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn faults_are_named_checked_and_refused_unless_allowed() {
+        let config = Config::default();
+        assert_eq!(config.testing.fault(), crate::core::fault::Fault::None);
+        assert!(config.testing.check_allowed(false).is_ok());
+        let config = Config::load(None, &["testing.fault=\"drop-leave\"".into()]).expect("valid");
+        assert_eq!(config.testing.fault(), crate::core::fault::Fault::DropLeave);
+        let err = config.testing.check_allowed(false).unwrap_err();
+        assert_eq!(key_of(&err), "testing.fault", "{err}");
+        assert!(err.to_string().contains("--allow-faults"), "{err}");
+        assert!(config.testing.check_allowed(true).is_ok());
+        let err = Config::load(None, &["testing.fault=\"drop-leaves\"".into()]).unwrap_err();
+        assert_eq!(key_of(&err), "testing.fault", "{err}");
+        assert!(err.to_string().contains("\"stale-version\""), "{err}");
     }
 
     #[test]

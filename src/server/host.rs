@@ -41,6 +41,7 @@ use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::proxy::{Proxy, ProxyParams};
 use crate::core::space::SpaceTree;
 use crate::core::time::Time;
+use crate::core::view::ObserverParams;
 use crate::runtime::{ClientPort, Inbox, MetricSink, Outbox, ShardApp, ShardContext};
 use crate::wire::Body;
 use std::collections::{BTreeMap, VecDeque};
@@ -623,7 +624,8 @@ impl ShardApp for CellHost {
 }
 
 /// The view parameters of the config: the AOI grid covers the world,
-/// radii and interest bound from `[aoi]`.
+/// radii and interest bound from `[aoi]`, the observers' fault from
+/// `[testing]`.
 pub fn view_params(config: &Config) -> ViewParams {
     let d = ViewParams::default();
     ViewParams {
@@ -634,6 +636,10 @@ pub fn view_params(config: &Config) -> ViewParams {
         radius_m: config.aoi.radius_m,
         leave_radius_m: config.aoi.leave_radius_m,
         max_interest: config.aoi.max_interest,
+        observer: ObserverParams {
+            fault: config.testing.fault(),
+            ..d.observer
+        },
         ..d
     }
 }

@@ -32,6 +32,7 @@ use super::host::ObserverHost;
 use crate::core::aoi::EventKind;
 use crate::core::entity::codec::Reader;
 use crate::core::entity::{Audience, Delivery, Fill, SyncKind, SyncMsg};
+use crate::core::fault::Fault;
 use crate::core::ids::EntityId;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -45,6 +46,10 @@ pub struct ObserverParams {
     /// resyncs wait for the next tick (at least one snapshot is sent per
     /// tick so none starves); updates are never deferred. Default 64 KiB.
     pub batch_bytes_max: usize,
+    /// A fault to inject on purpose (config `testing.fault`): `DropLeave`
+    /// sends no Leave events, `StaleVersion` sends each update with the
+    /// previous version; the others are not the observer's. Default none.
+    pub fault: Fault,
 }
 
 impl Default for ObserverParams {
@@ -52,6 +57,7 @@ impl Default for ObserverParams {
         ObserverParams {
             view_entities_max: 1024,
             batch_bytes_max: 64 * 1024,
+            fault: Fault::None,
         }
     }
 }
@@ -281,7 +287,9 @@ impl Observer {
             self.queue.retain(|&e| e != entity);
         }
         if let Some(handle) = slot.handle {
-            encode_event(&mut self.batch, &ClientEvent::Leave { handle });
+            if self.params.fault != Fault::DropLeave {
+                encode_event(&mut self.batch, &ClientEvent::Leave { handle });
+            }
             self.free.push(handle);
             self.stats.leaves += 1;
         }
@@ -420,7 +428,11 @@ impl Observer {
         kind: SyncKind,
         p: &[u8],
     ) -> bool {
-        match update_event(handle, version, kind, p) {
+        let sent = match self.params.fault {
+            Fault::StaleVersion => version.saturating_sub(1),
+            _ => version,
+        };
+        match update_event(handle, sent, kind, p) {
             Ok(ev) => {
                 encode_event(&mut self.batch, &ev);
                 self.stats.delivered += 1;

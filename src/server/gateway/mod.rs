@@ -21,6 +21,7 @@ pub use session::{Closing, Session, SessionPhase, Step};
 pub use travel::Travel;
 
 use crate::config::Config;
+use crate::core::fault::Fault;
 use crate::core::geom::Rect;
 use crate::wire::client::ErrorCode;
 
@@ -48,6 +49,10 @@ pub struct GatewayParams {
     pub tick_ms: u32,
     /// The world's bounds (moves outside are `bad-value`).
     pub world: Rect,
+    /// A fault to inject on purpose (config `testing.fault`): `Silence`
+    /// sends no view batches after Welcome, `DropAck` no InputAcks; the
+    /// others are the observer's. Default none.
+    pub fault: Fault,
 }
 
 impl Default for GatewayParams {
@@ -61,6 +66,7 @@ impl Default for GatewayParams {
             hits_pending_max: 64,
             tick_ms: 50,
             world: Rect::new(0.0, 0.0, 4096.0, 4096.0),
+            fault: Fault::None,
         }
     }
 }
@@ -77,6 +83,7 @@ impl GatewayParams {
             hits_pending_max: 64,
             tick_ms: u32::try_from(c.runtime.tick_ms).unwrap_or(u32::MAX),
             world: c.world.bounds(),
+            fault: c.testing.fault(),
         }
     }
 }
