@@ -30,6 +30,10 @@ struct Cli {
     /// Print the effective configuration as TOML and exit.
     #[arg(long, global = true)]
     print_config: bool,
+    /// Accept `testing.fault` other than "none" (faults injected on
+    /// purpose, for tests only).
+    #[arg(long, global = true)]
+    allow_faults: bool,
     /// Accept clients on this address (overrides `gateway.listen_addr`).
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
@@ -247,6 +251,21 @@ fn init_tracing() {
         .try_init();
 }
 
+/// The effective configuration; a `testing.fault` other than none is
+/// refused unless `allow_faults` (`--allow-faults`).
+///
+/// # Errors
+/// [`tessera::config::ConfigError`] naming the file, key or rule at fault.
+fn load_config(
+    file: Option<&std::path::Path>,
+    overrides: &[String],
+    allow_faults: bool,
+) -> Result<Config, tessera::config::ConfigError> {
+    let config = Config::load(file, overrides)?;
+    config.testing.check_allowed(allow_faults)?;
+    Ok(config)
+}
+
 fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     init_tracing();
@@ -257,8 +276,8 @@ fn run() -> anyhow::Result<ExitCode> {
     if let Some(addr) = &cli.admin {
         overrides.push(format!("admin.listen_addr=\"{addr}\""));
     }
-    let config =
-        Config::load(cli.config.as_deref(), &overrides).context("invalid configuration")?;
+    let config = load_config(cli.config.as_deref(), &overrides, cli.allow_faults)
+        .context("invalid configuration")?;
     if cli.print_config {
         print!("{}", config.to_toml());
         return Ok(ExitCode::SUCCESS);
@@ -273,5 +292,24 @@ fn run() -> anyhow::Result<ExitCode> {
         }
         Some(Command::Sim(args)) => run_sim(&args, &config, cli.config.as_deref()),
         None => serve(&config),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fault_is_refused_without_allow_faults() {
+        let fault = ["testing.fault=\"silence\"".to_owned()];
+        let err = load_config(None, &fault, false).expect_err("refused");
+        assert!(err.to_string().contains("testing.fault"), "{err}");
+        assert!(err.to_string().contains("--allow-faults"), "{err}");
+        let config = load_config(None, &fault, true).expect("allowed");
+        assert_eq!(config.testing.fault, "silence");
+        assert!(load_config(None, &[], false).is_ok());
+        let cli =
+            Cli::try_parse_from(["tessera", "--allow-faults", "check-config"]).expect("parses");
+        assert!(cli.allow_faults);
     }
 }

@@ -352,6 +352,8 @@ fn handshake_errors_kicks_and_broken_streams_close() {
         s.violations()[0].rule,
         SessionRule::TruncatedStream { buffered: 3 }
     );
+    assert_eq!(s.violation_count(), 1, "a truncated stream counts");
+    assert_eq!(s.violation_kinds().get("TruncatedStream"), Some(&1));
 }
 
 #[test]

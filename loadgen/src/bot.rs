@@ -8,6 +8,7 @@
 //! one timer: a bot costs nothing while idle (no spinning). Measurements go
 //! into the thread's [`Interval`] through [`Hooks`].
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -37,6 +38,11 @@ const BYE_WAIT: Duration = Duration::from_secs(2);
 
 /// Poll rounds before a bot yields to the others.
 const ROUNDS_MAX: usize = 8;
+
+/// A bot is judged for silence (no view batch at all) only over at least
+/// this much of the steady window: with a tick of 50 ms and its own stream
+/// alone, a bot that moves gets about 20 batches a second.
+pub const SILENCE_WINDOW_MIN: Duration = Duration::from_secs(1);
 
 /// Runs bot `i` of the plan to the end of the run.
 pub async fn run(ctx: Rc<ThreadCtx>, i: u32) {
@@ -78,6 +84,9 @@ async fn connect(ctx: &Rc<ThreadCtx>, i: u32) -> Option<BotConn> {
         home: None,
         own: OwnTrack::default(),
         seen_violations: 0,
+        seen_kinds: BTreeMap::new(),
+        welcomed_at: None,
+        heard: false,
     })
 }
 
@@ -116,6 +125,11 @@ struct BotConn {
     home: Option<usize>,
     own: OwnTrack,
     seen_violations: u64,
+    /// The session's violations by kind, as last added to the counters.
+    seen_kinds: BTreeMap<&'static str, u64>,
+    welcomed_at: Option<Time>,
+    /// A view batch arrived in this bot's part of the steady window.
+    heard: bool,
 }
 
 /// Measurement callbacks of one read (see [`SessionHooks`]).
@@ -432,7 +446,11 @@ impl BotConn {
             };
             let batches = self.session.counters().batches;
             self.session.handle_bytes(now, &scratch[..n], &mut hooks);
-            iv.counters.batches += self.session.counters().batches - batches;
+            let got = self.session.counters().batches - batches;
+            iv.counters.batches += got;
+            if got > 0 && self.in_window(now) {
+                self.heard = true;
+            }
         }
         drop(scratch);
         self.drain_events(now);
@@ -448,6 +466,7 @@ impl BotConn {
                 SessionEvent::Welcomed(w) => {
                     self.ctx.book.register(self.idx, w.entity);
                     c.connects += 1;
+                    self.welcomed_at = Some(now);
                     self.phase = Phase::Spawning;
                     self.spawn_deadline = now + self.ctx.plan.handshake_timeout;
                     self.next_tick = now;
@@ -504,6 +523,16 @@ impl BotConn {
         let mut iv = self.ctx.interval.borrow_mut();
         iv.counters.violations += total - self.seen_violations;
         self.seen_violations = total;
+        for (kind, n) in self.session.violation_kinds() {
+            let seen = self.seen_kinds.entry(kind).or_default();
+            if n > *seen {
+                *iv.counters
+                    .violation_kinds
+                    .entry(kind.to_owned())
+                    .or_default() += n - *seen;
+                *seen = n;
+            }
+        }
         if iv.violation_samples.len() < VIOLATION_SAMPLES_MAX {
             let s = &self.session;
             let text = match (
@@ -521,15 +550,43 @@ impl BotConn {
         }
     }
 
+    /// This bot's part of the steady window: from the ramp's end (or its
+    /// Welcome, if later) until the bots stop moving.
+    fn window(&self) -> Option<(Time, Time)> {
+        let plan = &self.ctx.plan;
+        let start = (Time(0) + plan.ramp).max(self.welcomed_at?);
+        Some((start, plan.stop_moves_at))
+    }
+
+    fn in_window(&self, now: Time) -> bool {
+        self.window()
+            .is_some_and(|(start, stop)| now >= start && now <= stop)
+    }
+
+    /// True if the bot was welcomed, was connected for at least
+    /// [`SILENCE_WINDOW_MIN`] of the steady window until `now`, and got no
+    /// view batch in it.
+    fn silent(&self, now: Time) -> bool {
+        let Some((start, stop)) = self.window() else {
+            return false;
+        };
+        !self.heard && now.min(stop).saturating_since(start) >= SILENCE_WINDOW_MIN
+    }
+
     /// Ends the connection: `why` is "bye" for a normal close.
-    fn end(&mut self, _now: Time, why: &str) {
+    fn end(&mut self, now: Time, why: &str) {
         if self.phase == Phase::Done {
             return;
         }
+        // What the last read or the end of the stream broke (a truncated
+        // frame) counts too.
+        self.check_violations();
         let was = self.phase;
         self.phase = Phase::Done;
+        let silent = self.silent(now);
         let mut iv = self.ctx.interval.borrow_mut();
         let c = &mut iv.counters;
+        c.silent += u64::from(silent);
         match was {
             Phase::Handshake => c.connect_failures += 1,
             Phase::Settling | Phase::Closing => c.closed += 1,

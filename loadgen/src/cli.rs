@@ -115,9 +115,19 @@ pub struct Cli {
     /// Fail (exit 1) if the update latency p99 exceeds this, ms.
     #[arg(long, value_name = "MS")]
     pub max_p99_ms: Option<f64>,
-    /// Fail (exit 1) if more bots than this disconnect or fail to connect.
-    #[arg(long, value_name = "N")]
-    pub max_disconnects: Option<u64>,
+    /// Fail (exit 1) if more bots than this, together, never connect or
+    /// disconnect before the run's end.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_disconnects: u64,
+    /// Fail (exit 1) if the average entities in a bot's view fall below
+    /// this fraction of what the auto world's density implies (judged with
+    /// `--world auto` on the embedded server, random spawns and no spaces).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.25)]
+    pub min_in_view_fraction: f64,
+    /// Fail (exit 1) if fewer than this fraction of the moves sent were
+    /// acknowledged.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.5)]
+    pub min_ack_fraction: f64,
     /// Print the `--set` overrides a separate server process needs to
     /// match the auto world of these flags (for `tessera` and `loadgen
     /// --server ... --set ...`), then exit.

@@ -253,7 +253,12 @@ mod tests {
     fn tags_differ_for_swapped_and_nearby_positions() {
         let a = pos_tag(Vec3::ground(1.0, 2.0));
         assert_ne!(a, pos_tag(Vec3::ground(2.0, 1.0)));
-        assert_ne!(a, pos_tag(Vec3::ground(1.0 + 1e-9, 2.0)));
+        assert_ne!(a, pos_tag(Vec3::ground(1.01, 2.0)), "one centimetre apart");
+        assert_eq!(
+            a,
+            pos_tag(Vec3::ground(1.0 + 1e-9, 2.0)),
+            "the same on the wire's grid: what an observer decodes matches"
+        );
         assert_ne!(pos_tag(Vec3::ground(0.0, 0.0)), 0);
     }
 

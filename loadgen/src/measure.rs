@@ -89,6 +89,11 @@ pub struct Counters {
     pub closed: u64,
     /// Rule violations (session and view).
     pub violations: u64,
+    /// The same by rule name (`AfterLeave`, `TruncatedStream`, ...).
+    pub violation_kinds: BTreeMap<String, u64>,
+    /// Bots welcomed that got no view batch at all over their part of the
+    /// steady window (at least [`crate::bot::SILENCE_WINDOW_MIN`] of it).
+    pub silent: u64,
     /// Move, Props and MoveProps events of other entities.
     pub updates: u64,
     /// Updates matched to a bot's send time (timed).
@@ -156,6 +161,7 @@ impl Counters {
             (&mut self.disconnects, o.disconnects),
             (&mut self.closed, o.closed),
             (&mut self.violations, o.violations),
+            (&mut self.silent, o.silent),
             (&mut self.updates, o.updates),
             (&mut self.updates_timed, o.updates_timed),
             (&mut self.enters, o.enters),
@@ -184,6 +190,9 @@ impl Counters {
         self.bands.add(&o.bands);
         for (a, b) in pairs {
             *a += b;
+        }
+        for (k, v) in &o.violation_kinds {
+            *self.violation_kinds.entry(k.clone()).or_default() += v;
         }
         for (k, v) in &o.errors {
             *self.errors.entry(k.clone()).or_default() += v;

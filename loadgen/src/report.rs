@@ -208,6 +208,9 @@ pub struct Summary {
     pub per_bot_per_s: Rates,
     /// Average entities in a bot's view.
     pub in_view_avg: f64,
+    /// What the auto world's density implies for `in_view_avg` (`None`
+    /// where loadgen cannot tell; see `run::expected_in_view`).
+    pub in_view_expected: Option<f64>,
     /// Share of updates matched to a send time (timed).
     pub updates_timed_fraction: f64,
     /// Counts over the whole run.
@@ -301,8 +304,12 @@ pub fn summary_table(s: &Summary) -> String {
     row(
         "bots connected",
         format!(
-            "{} of {} ({} failed to connect, {} disconnected)",
-            s.bots_connected, s.bots, s.counters.connect_failures, s.counters.disconnects
+            "{} of {} ({} failed to connect, {} disconnected, {} heard nothing)",
+            s.bots_connected,
+            s.bots,
+            s.counters.connect_failures,
+            s.counters.disconnects,
+            s.counters.silent
         ),
     );
     row("steady window", format!("{:.0} s", s.duration_s));
@@ -326,7 +333,13 @@ pub fn summary_table(s: &Summary) -> String {
     if let Some(short) = move_shortfall(s) {
         row("NOTE", short);
     }
-    row("entities in view (avg)", format!("{:.1}", s.in_view_avg));
+    let implied = s
+        .in_view_expected
+        .map_or(String::new(), |e| format!(" (the world implies {e:.1})"));
+    row(
+        "entities in view (avg)",
+        format!("{:.1}{implied}", s.in_view_avg),
+    );
     for (label, text) in crate::bands::rows(&s.bands) {
         row(&label, text);
     }
@@ -383,7 +396,18 @@ pub fn summary_table(s: &Summary) -> String {
     }
     row("cpu (% of one core)", s.cpu_pct.to_string());
     row("load average", s.load_avg.to_string());
-    row("violations", s.violations.to_string());
+    let kinds: Vec<String> = s
+        .counters
+        .violation_kinds
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    let kinds = if kinds.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", kinds.join(", "))
+    };
+    row("violations", format!("{}{kinds}", s.violations));
     for v in &s.violation_samples {
         row("  e.g.", v.clone());
     }

@@ -307,10 +307,13 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
     let budget_ms = config.runtime.tick_budget_ms as f64;
     let mut summary = summarize(cli, &plan, &looped, final_status.value, budget_ms);
     summary.load_avg = json!({"start": load_start, "end": report::load_avg()});
+    summary.in_view_expected = expected_in_view(cli, &config);
     let failures = check(cli, &summary);
     summary.thresholds = json!({
         "max_p99_ms": cli.max_p99_ms,
         "max_disconnects": cli.max_disconnects,
+        "min_in_view_fraction": cli.min_in_view_fraction,
+        "min_ack_fraction": cli.min_ack_fraction,
         "failures": failures,
         "passed": failures.is_empty(),
     });
@@ -485,6 +488,7 @@ pub fn summarize(
         } else {
             0.0
         },
+        in_view_expected: None,
         updates_timed_fraction: if sc.updates > 0 {
             sc.updates_timed as f64 / sc.updates as f64
         } else {
@@ -500,28 +504,115 @@ pub fn summarize(
     }
 }
 
-/// The run's failed checks: violations, no bot connected, thresholds.
+/// The entities a bot should see on average in the auto world the
+/// embedded server runs (see [`WorldMode::Auto`]): the other bots spread
+/// evenly over the world, within the AOI radius, at most
+/// `aoi.max_interest`. Edges and a random walk make the real figure
+/// somewhat lower, crowding scenarios higher; `--min-in-view-fraction`
+/// leaves room for that.
+///
+/// `None` where the figure means nothing: a remote server or the config's
+/// world (loadgen does not know how they spread bots), the spaces scenario
+/// (bots leave the world for instances), or fewer than two bots.
+pub fn expected_in_view(cli: &Cli, config: &Config) -> Option<f64> {
+    if cli.server.is_some() || cli.world != WorldMode::Auto || cli.bots < 2 {
+        return None;
+    }
+    if cli.scenario == Scenario::Spaces {
+        return None;
+    }
+    let w = config.world.bounds();
+    let area = (w.max_x - w.min_x) * (w.max_z - w.min_z);
+    if area <= 0.0 {
+        return None;
+    }
+    let others = f64::from(cli.bots - 1);
+    let r = config.aoi.radius_m;
+    let seen = others * std::f64::consts::PI * r * r / area;
+    Some(seen.min(others).min(f64::from(config.aoi.max_interest)))
+}
+
+/// The run's failed checks, each naming its rule in brackets at the end:
+/// violations (by kind), bots that never connected or disconnected unasked
+/// (beyond `--max-disconnects` together), bots that received nothing
+/// (silence), a view far emptier than the world implies (in-view), moves
+/// not acknowledged (acks), and the latency threshold.
 pub fn check(cli: &Cli, s: &Summary) -> Vec<String> {
     let mut f = Vec::new();
+    let c = &s.counters;
     if s.violations > 0 {
-        f.push(format!("{} violations", s.violations));
+        let mut kinds: Vec<(&String, &u64)> = c.violation_kinds.iter().collect();
+        kinds.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        if kinds.is_empty() {
+            f.push(format!("violations: {}", s.violations));
+        } else {
+            f.push(format!(
+                "violations: {} ({})",
+                s.violations,
+                kinds.join(", ")
+            ));
+        }
     }
-    if s.bots_connected == 0 && cli.bots > 0 {
-        f.push("no bot connected".to_owned());
+    let asked = u64::from(s.bots);
+    if asked > 0 && c.connects == 0 {
+        f.push("no bot connected (connect)".to_owned());
+    } else {
+        let never = asked.saturating_sub(c.connects);
+        if never + c.disconnects > cli.max_disconnects {
+            if never > 0 {
+                f.push(format!(
+                    "only {} of {asked} bots connected (connect)",
+                    c.connects
+                ));
+            }
+            if c.disconnects > 0 {
+                let why: Vec<String> = c
+                    .disconnect_reasons
+                    .iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
+                f.push(format!(
+                    "{} bots disconnected before the end [{}] (disconnects)",
+                    c.disconnects,
+                    why.join(", ")
+                ));
+            }
+        }
+    }
+    if c.connects > 0 {
+        if c.silent > 0 {
+            f.push(format!(
+                "no updates received by {} of {} bots (silence)",
+                c.silent, c.connects
+            ));
+        } else if c.batches == 0 {
+            f.push(format!(
+                "no updates received at all by the {} bots connected (silence)",
+                c.connects
+            ));
+        }
+    }
+    if let Some(expected) = s.in_view_expected {
+        let want = cli.min_in_view_fraction * expected;
+        if s.duration_s > 0.0 && c.view_size_samples > 0 && s.in_view_avg < want {
+            f.push(format!(
+                "{:.1} entities in view on average, under {} x the {expected:.1} the world implies (in-view)",
+                s.in_view_avg, cli.min_in_view_fraction
+            ));
+        }
+    }
+    if c.moves > 0 && (c.acks as f64) < cli.min_ack_fraction * c.moves as f64 {
+        f.push(format!(
+            "{} of {} moves acknowledged, under {} of them (acks)",
+            c.acks, c.moves, cli.min_ack_fraction
+        ));
     }
     if let Some(max) = cli.max_p99_ms {
         if s.update_latency_ms.p99 > max {
             f.push(format!(
-                "update latency p99 {:.1} ms > {max} ms",
+                "update latency p99 {:.1} ms > {max} ms (latency)",
                 s.update_latency_ms.p99
-            ));
-        }
-    }
-    if let Some(max) = cli.max_disconnects {
-        let lost = s.counters.disconnects + s.counters.connect_failures;
-        if lost > max {
-            f.push(format!(
-                "{lost} bots disconnected or failed to connect (> {max})"
             ));
         }
     }
@@ -621,6 +712,140 @@ mod tests {
                 "missing update_latency_ms.{key}"
             );
         }
-        assert_eq!(check(&a, &s), vec!["no bot connected".to_owned()]);
+        assert_eq!(check(&a, &s), vec!["no bot connected (connect)".to_owned()]);
+    }
+
+    /// A summary every rule passes: 50 bots connected, heard, acked, with
+    /// the view the world implies.
+    fn healthy() -> Summary {
+        let mut s = Summary {
+            bots: 50,
+            bots_connected: 50,
+            duration_s: 5.0,
+            in_view_avg: 2.5,
+            in_view_expected: Some(2.7),
+            ..Summary::default()
+        };
+        let c = &mut s.counters;
+        c.connects = 50;
+        c.closed = 50;
+        c.batches = 5_000;
+        c.updates = 3_000;
+        c.moves = 2_500;
+        c.acks = 2_490;
+        c.view_size_sum = 5_000;
+        c.view_size_samples = 2_000;
+        s
+    }
+
+    fn fails(args: &[&str], s: &Summary, rule: &str) -> String {
+        let f = check(&cli(args), s);
+        let hits: Vec<&String> = f.iter().filter(|t| t.ends_with(rule)).collect();
+        assert_eq!(hits.len(), 1, "{rule} should fire once: {f:?}");
+        assert_eq!(f.len(), 1, "only {rule} should fire: {f:?}");
+        hits[0].clone()
+    }
+
+    #[test]
+    fn a_healthy_run_passes_every_rule() {
+        assert_eq!(check(&cli(&[]), &healthy()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn violations_fail_by_kind() {
+        let mut s = healthy();
+        s.violations = 13;
+        s.counters.violations = 13;
+        s.counters.violation_kinds.insert("AfterLeave".into(), 12);
+        s.counters
+            .violation_kinds
+            .insert("TruncatedStream".into(), 1);
+        assert_eq!(
+            check(&cli(&[]), &s),
+            vec!["violations: 13 (AfterLeave 12, TruncatedStream 1)".to_owned()]
+        );
+    }
+
+    #[test]
+    fn missing_and_lost_bots_fail_beyond_the_allowance() {
+        let mut s = healthy();
+        s.counters.connects = 47;
+        s.counters.closed = 44;
+        s.counters.disconnects = 3;
+        s.counters.disconnect_reasons.insert("eof".into(), 3);
+        s.counters.batches = 5_000;
+        let f = check(&cli(&[]), &s);
+        assert_eq!(
+            f,
+            vec![
+                "only 47 of 50 bots connected (connect)".to_owned(),
+                "3 bots disconnected before the end [eof 3] (disconnects)".to_owned(),
+            ]
+        );
+        assert!(check(&cli(&["--max-disconnects", "6"]), &s).is_empty());
+        assert_eq!(check(&cli(&["--max-disconnects", "5"]), &s).len(), 2);
+        s.counters.disconnects = 0;
+        s.counters.closed = 47;
+        fails(&[], &s, "(connect)");
+        s.counters.connects = 50;
+        s.counters.disconnects = 1;
+        fails(&[], &s, "(disconnects)");
+    }
+
+    #[test]
+    fn bots_that_heard_nothing_fail_as_silence() {
+        let mut s = healthy();
+        s.counters.silent = 37;
+        assert_eq!(
+            fails(&[], &s, "(silence)"),
+            "no updates received by 37 of 50 bots (silence)"
+        );
+        let mut s = healthy();
+        s.counters.batches = 0;
+        fails(&[], &s, "(silence)");
+    }
+
+    #[test]
+    fn an_empty_view_fails_unless_the_world_is_unknown() {
+        let mut s = healthy();
+        s.in_view_avg = 0.5;
+        let text = fails(&[], &s, "(in-view)");
+        assert!(text.contains("0.5") && text.contains("2.7"), "{text}");
+        assert!(check(&cli(&["--min-in-view-fraction", "0.1"]), &s).is_empty());
+        s.in_view_expected = None;
+        assert!(check(&cli(&[]), &s).is_empty());
+    }
+
+    #[test]
+    fn unacknowledged_moves_fail() {
+        let mut s = healthy();
+        s.counters.acks = 0;
+        assert_eq!(
+            fails(&[], &s, "(acks)"),
+            "0 of 2500 moves acknowledged, under 0.5 of them (acks)"
+        );
+        s.counters.acks = 1_000;
+        fails(&[], &s, "(acks)");
+        assert!(check(&cli(&["--min-ack-fraction", "0.4"]), &s).is_empty());
+    }
+
+    #[test]
+    fn the_expected_view_follows_the_auto_world() {
+        let a = cli(&["--bots", "50"]);
+        let config = server_config(&a).expect("valid");
+        let e = expected_in_view(&a, &config).expect("auto world");
+        let w = config.world.bounds();
+        let area = (w.max_x - w.min_x) * (w.max_z - w.min_z);
+        let r = config.aoi.radius_m;
+        assert!((e - 49.0 * std::f64::consts::PI * r * r / area).abs() < 1e-9);
+        assert!(e > 1.0, "{e}");
+        let spaces = cli(&["--bots", "50", "--scenario", "spaces"]);
+        assert_eq!(expected_in_view(&spaces, &config), None);
+        let config_world = cli(&["--bots", "50", "--world", "config"]);
+        assert_eq!(expected_in_view(&config_world, &config), None);
+        let big = cli(&["--bots", "10000"]);
+        let config = server_config(&big).expect("valid");
+        let e = expected_in_view(&big, &config).expect("auto world");
+        assert!((e - 60.0).abs() < 2.0, "sized for --in-view 60: {e}");
     }
 }

@@ -173,6 +173,22 @@ pub enum SessionRule {
     },
 }
 
+impl SessionRule {
+    /// The rule's name, as its variant is spelled (`TruncatedStream`): what
+    /// reports group violations by.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SessionRule::Decode(_) => "Decode",
+            SessionRule::AckUnsent { .. } => "AckUnsent",
+            SessionRule::AckNotIncreasing { .. } => "AckNotIncreasing",
+            SessionRule::UnknownCall { .. } => "UnknownCall",
+            SessionRule::ErrorUnsent { .. } => "ErrorUnsent",
+            SessionRule::Unexpected { .. } => "Unexpected",
+            SessionRule::TruncatedStream { .. } => "TruncatedStream",
+        }
+    }
+}
+
 /// One broken rule, with when.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SessionViolation {

@@ -33,7 +33,7 @@ use crate::wire::client::{
     ClientMsg, FrameDecoder, ServerMsg, Welcome, WireParams, HEADER_BYTES, NAME_BYTES_MAX,
     PROTOCOL_VERSION, TOKEN_BYTES_MAX,
 };
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// Bounds of a [`ClientSession`].
@@ -137,6 +137,8 @@ struct Core {
     out_start: usize,
     events: VecDeque<SessionEvent>,
     violations: Vec<SessionViolation>,
+    /// Every session violation, by [`SessionRule::name`].
+    violation_kinds: BTreeMap<&'static str, u64>,
     counters: SessionCounters,
     last_text: String,
     last_tick: Option<u64>,
@@ -162,6 +164,7 @@ impl ClientSession {
                 out_start: 0,
                 events: VecDeque::with_capacity(params.events_max),
                 violations: Vec::new(),
+                violation_kinds: BTreeMap::new(),
                 counters: SessionCounters::default(),
                 last_text: String::new(),
                 last_tick: None,
@@ -438,6 +441,19 @@ impl ClientSession {
         self.core.counters.violations + view
     }
 
+    /// Every violation, the session's and the view's, counted by rule name
+    /// ([`SessionRule::name`], [`crate::core::view::Rule::name`]; the two
+    /// share `Decode`).
+    pub fn violation_kinds(&self) -> BTreeMap<&'static str, u64> {
+        let mut kinds = self.core.violation_kinds.clone();
+        if let Some(view) = &self.core.view {
+            for (k, n) in view.violation_kinds() {
+                *kinds.entry(k).or_default() += n;
+            }
+        }
+        kinds
+    }
+
     /// The input seq the next input gets.
     pub fn next_seq(&self) -> u64 {
         self.core.inputs.next_seq()
@@ -524,6 +540,7 @@ impl Core {
 
     fn violate(&mut self, at: Time, rule: SessionRule) {
         self.counters.violations += 1;
+        *self.violation_kinds.entry(rule.name()).or_default() += 1;
         if self.violations.len() < self.params.violations_max {
             self.violations.push(SessionViolation { at, rule });
         }

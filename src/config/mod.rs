@@ -20,7 +20,7 @@ mod view;
 pub use balance::{BalanceConfig, SpacesConfig};
 pub use sections::{
     AdminConfig, AoiConfig, CellConfig, GatewayConfig, MeshConfig, RuntimeConfig, ServerConfig,
-    SpaceConfig, SyncConfig, WorldConfig,
+    SpaceConfig, SyncConfig, TestingConfig, WorldConfig,
 };
 pub use view::{BandConfig, ViewConfig};
 
@@ -105,6 +105,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// The client TCP gateway.
     pub gateway: GatewayConfig,
+    /// Test hooks: faults injected on purpose (default none).
+    pub testing: TestingConfig,
 }
 
 impl Default for Config {
@@ -166,6 +168,32 @@ impl Config {
         sections::cell_params(&self.world, &self.cell, &self.sync)
     }
 
+    /// The view params every cell runs with: the AOI grid covers the world,
+    /// radii and interest bound from `[aoi]`, each client's budget and bands
+    /// from `[view]` at the `[runtime]` tick, the observers' `[testing]`
+    /// fault.
+    pub fn view_params(&self) -> crate::core::cell::ViewParams {
+        use crate::core::aoi::AoiParams;
+        use crate::core::cell::ViewParams;
+        use crate::core::view::ObserverParams;
+        let d = ViewParams::default();
+        ViewParams {
+            aoi: AoiParams {
+                world: self.world.bounds(),
+                ..d.aoi
+            },
+            radius_m: self.aoi.radius_m,
+            leave_radius_m: self.aoi.leave_radius_m,
+            max_interest: self.aoi.max_interest,
+            observer: ObserverParams {
+                budget: self.view.budget(self.runtime.tick_ms),
+                fault: self.testing.fault(),
+                ..d.observer
+            },
+            ..d
+        }
+    }
+
     /// The space tree's params.
     pub fn space_params(&self) -> SpaceParams {
         self.space.to_params(&self.world)
@@ -187,7 +215,8 @@ impl Config {
         self.mesh.validate()?;
         self.admin.validate()?;
         self.server.validate()?;
-        self.gateway.validate()
+        self.gateway.validate()?;
+        self.testing.validate()
     }
 }
 
@@ -288,6 +317,22 @@ mod tests {
                 "{text}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn faults_are_named_checked_and_refused_unless_allowed() {
+        let config = Config::default();
+        assert_eq!(config.testing.fault(), crate::core::fault::Fault::None);
+        assert!(config.testing.check_allowed(false).is_ok());
+        let config = Config::load(None, &["testing.fault=\"drop-leave\"".into()]).expect("valid");
+        assert_eq!(config.testing.fault(), crate::core::fault::Fault::DropLeave);
+        let err = config.testing.check_allowed(false).unwrap_err();
+        assert_eq!(key_of(&err), "testing.fault", "{err}");
+        assert!(err.to_string().contains("--allow-faults"), "{err}");
+        assert!(config.testing.check_allowed(true).is_ok());
+        let err = Config::load(None, &["testing.fault=\"drop-leaves\"".into()]).unwrap_err();
+        assert_eq!(key_of(&err), "testing.fault", "{err}");
+        assert!(err.to_string().contains("\"stale-version\""), "{err}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use super::{invalid, ConfigError};
 use crate::core::cell::{CellParams, CellParamsError};
+use crate::core::fault::Fault;
 use crate::core::geom::Rect;
 use crate::core::space::{ParamError, SpaceParams};
 use serde::{Deserialize, Serialize};
@@ -589,6 +590,56 @@ impl GatewayConfig {
                 "gateway.linger_ms",
                 self.linger_ms,
                 "must be <= 60000",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Test hooks (`[testing]`): faults injected on purpose on the server's
+/// data path, so tests can show the client's checks and loadgen's rules
+/// catch a broken server. Never for a real deployment: `tessera` refuses
+/// any fault but `"none"` unless started with `--allow-faults`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestingConfig {
+    /// `"none"`, `"drop-leave"`, `"stale-version"`, `"silence"` or
+    /// `"drop-ack"` (see [`Fault`]).
+    pub fault: String,
+}
+
+impl TestingConfig {
+    /// The fault as a value (`Fault::None` for a name [`Config::validate`]
+    /// refuses).
+    ///
+    /// [`Config::validate`]: super::Config::validate
+    pub fn fault(&self) -> Fault {
+        Fault::from_name(&self.fault).unwrap_or_default()
+    }
+
+    /// Refuses a fault other than none unless `allowed` (`tessera
+    /// --allow-faults`; loadgen's embedded server allows it).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming `testing.fault`.
+    pub fn check_allowed(&self, allowed: bool) -> Result<(), ConfigError> {
+        if allowed || self.fault() == Fault::None {
+            return Ok(());
+        }
+        Err(invalid(
+            "testing.fault",
+            format!("{:?}", self.fault),
+            "injects a fault on purpose; start tessera with --allow-faults to accept it",
+        ))
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if Fault::from_name(&self.fault).is_none() {
+            let names: Vec<String> = Fault::ALL.iter().map(|f| format!("\"{f}\"")).collect();
+            return Err(invalid(
+                "testing.fault",
+                format!("{:?}", self.fault),
+                format!("must be one of {}", names.join(", ")),
             ));
         }
         Ok(())

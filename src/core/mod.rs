@@ -8,6 +8,7 @@ pub mod aoi;
 pub mod cell;
 pub mod combat;
 pub mod entity;
+pub mod fault;
 pub mod geom;
 pub mod ids;
 pub mod input;

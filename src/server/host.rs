@@ -34,14 +34,12 @@
 //! not touch sockets, clocks or executors (the runtime and its port do).
 
 use crate::config::Config;
-use crate::core::aoi::AoiParams;
 use crate::core::cell::{Cell, Dest, Msg, Outgoing, Source, ViewParams};
 use crate::core::entity::{TypeRegistry, AVATAR};
 use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::proxy::{Proxy, ProxyParams};
 use crate::core::space::SpaceTree;
 use crate::core::time::Time;
-use crate::core::view::ObserverParams;
 use crate::runtime::{ClientPort, Inbox, MetricSink, Outbox, ShardApp, ShardContext};
 use crate::wire::Body;
 use std::collections::{BTreeMap, VecDeque};
@@ -621,23 +619,10 @@ impl ShardApp for CellHost {
 }
 
 /// The view parameters of the config: the AOI grid covers the world,
-/// radii and interest bound from `[aoi]`.
+/// radii and interest bound from `[aoi]`, the observers' fault from
+/// `[testing]`.
 pub fn view_params(config: &Config) -> ViewParams {
-    let d = ViewParams::default();
-    ViewParams {
-        aoi: AoiParams {
-            world: config.world.bounds(),
-            ..d.aoi
-        },
-        radius_m: config.aoi.radius_m,
-        leave_radius_m: config.aoi.leave_radius_m,
-        max_interest: config.aoi.max_interest,
-        observer: ObserverParams {
-            budget: config.view.budget(config.runtime.tick_ms),
-            ..d.observer
-        },
-        ..d
-    }
+    config.view_params()
 }
 
 /// Proxy parameters the host gives its proxies.

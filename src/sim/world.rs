@@ -229,7 +229,10 @@ impl World {
         let avatar = types.get(AVATAR).expect("built-in avatar");
         let hp_index = avatar.prop_index("hp").expect("avatars have hp");
         let cells = (0..layout.cell_count())
-            .map(|c| Cell::new(CellId(c), params.cell.clone(), types.clone()))
+            .map(|c| {
+                let views = params.views.clone();
+                Cell::with_views(CellId(c), params.cell.clone(), views, types.clone())
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let n = options.entities as usize;
         let mut world = World {

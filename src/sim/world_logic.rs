@@ -475,9 +475,9 @@ impl World {
     }
 
     fn push_cell(&mut self, fresh: CellId) {
-        let params = self.params.cell.clone();
-        let cell =
-            crate::core::cell::Cell::new(fresh, params, self.types.clone()).expect("valid params");
+        let (params, views) = (self.params.cell.clone(), self.params.views.clone());
+        let cell = crate::core::cell::Cell::with_views(fresh, params, views, self.types.clone())
+            .expect("valid params");
         assert_eq!(fresh.0 as usize, self.cells.len(), "fresh ids are dense");
         self.cells.push(cell);
         self.onloads_to_cell.push(0);

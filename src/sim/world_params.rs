@@ -4,7 +4,7 @@
 //! Owns plain values only.
 
 use crate::config::Config;
-use crate::core::cell::CellParams;
+use crate::core::cell::{CellParams, ViewParams};
 use crate::core::proxy::ProxyParams;
 use crate::sim::options::SimOptions;
 
@@ -14,6 +14,9 @@ pub struct WorldParams {
     /// Parameters of every cell (the world may raise the buffer bounds to
     /// cover the configured stalls, see [`WorldParams::for_options`]).
     pub cell: CellParams,
+    /// View parameters of every cell (`[aoi]`, `[view]`: the simulated
+    /// clients get the same budgets and bands as the server's).
+    pub views: ViewParams,
     /// Parameters of every proxy.
     pub proxy: ProxyParams,
     /// Events kept in the trace log for failure reports (the events about
@@ -35,11 +38,12 @@ impl Default for WorldParams {
 
 impl WorldParams {
     /// The cell knobs of a tessera config (world ghost radius, `[cell]`,
-    /// `[sync]`), default world bounds.
+    /// `[sync]`, `[aoi]`, `[view]`), default world bounds.
     pub fn from_config(c: &Config) -> Self {
         let cell = c.cell_params();
         WorldParams {
             cell,
+            views: c.view_params(),
             proxy: ProxyParams::default(),
             event_log_len_max: 65_536,
             violations_max: 16,
@@ -61,6 +65,8 @@ impl WorldParams {
         p.cell.input_buffer_max = p.cell.input_buffer_max.max(lump);
         p.cell.pending_calls_max = p.cell.pending_calls_max.max(lump);
         p.proxy.downstream_buffer_max = p.proxy.downstream_buffer_max.max(lump);
+        // Budgets refill per tick of the simulated clock.
+        p.views.observer.budget.tick_ms = u32::try_from(options.tick_ms).unwrap_or(u32::MAX);
         p
     }
 }

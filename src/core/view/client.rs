@@ -90,6 +90,25 @@ pub enum Rule {
     BadPayload(DecodeError),
 }
 
+impl Rule {
+    /// The rule's name, as its variant is spelled (`DoubleEnter`): what
+    /// reports group violations by.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Rule::UpdateBeforeEnter => "UpdateBeforeEnter",
+            Rule::DoubleEnter => "DoubleEnter",
+            Rule::EntityTwice { .. } => "EntityTwice",
+            Rule::VersionGap { .. } => "VersionGap",
+            Rule::AfterLeave => "AfterLeave",
+            Rule::Stale { .. } => "Stale",
+            Rule::LeaveUnknown => "LeaveUnknown",
+            Rule::TooMany => "TooMany",
+            Rule::Decode(_) => "Decode",
+            Rule::BadPayload(_) => "BadPayload",
+        }
+    }
+}
+
 /// One broken rule, with where.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Violation {
@@ -126,6 +145,8 @@ pub struct ClientView {
     owner: EntityId,
     violations: Vec<Violation>,
     violation_count: u64,
+    /// Every violation seen, by [`Rule::name`].
+    violation_kinds: BTreeMap<&'static str, u64>,
     batches: u64,
     degraded: bool,
     degraded_notices: u64,
@@ -145,6 +166,7 @@ impl ClientView {
             owner,
             violations: Vec::new(),
             violation_count: 0,
+            violation_kinds: BTreeMap::new(),
             batches: 0,
             degraded: false,
             degraded_notices: 0,
@@ -159,6 +181,11 @@ impl ClientView {
     /// Every violation seen.
     pub fn violation_count(&self) -> u64 {
         self.violation_count
+    }
+
+    /// Every violation seen, counted by [`Rule::name`].
+    pub fn violation_kinds(&self) -> &BTreeMap<&'static str, u64> {
+        &self.violation_kinds
     }
 
     /// The entities shown, by handle.
@@ -189,6 +216,7 @@ impl ClientView {
 
     fn violate(&mut self, handle: Option<Handle>, rule: Rule) {
         self.violation_count += 1;
+        *self.violation_kinds.entry(rule.name()).or_default() += 1;
         if self.violations.len() < self.params.violations_max {
             self.violations.push(Violation {
                 batch: self.batches,

@@ -33,6 +33,7 @@ use super::host::ObserverHost;
 use crate::core::aoi::EventKind;
 use crate::core::entity::codec::Reader;
 use crate::core::entity::{Audience, Delivery, Fill, SyncKind, SyncMsg};
+use crate::core::fault::Fault;
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use std::collections::{BTreeMap, VecDeque};
@@ -63,6 +64,10 @@ pub struct ObserverParams {
     /// The client's downstream budget and distance bands (config `[view]`),
     /// applied by [`Observer::flush_paced`].
     pub budget: BudgetParams,
+    /// A fault to inject on purpose (config `testing.fault`): `DropLeave`
+    /// sends no Leave events, `StaleVersion` sends each update with the
+    /// previous version; the others are not the observer's. Default none.
+    pub fault: Fault,
 }
 
 impl Default for ObserverParams {
@@ -71,6 +76,7 @@ impl Default for ObserverParams {
             view_entities_max: 1024,
             batch_bytes_max: 64 * 1024,
             budget: BudgetParams::default(),
+            fault: Fault::None,
         }
     }
 }
@@ -354,7 +360,9 @@ impl Observer {
             self.queue.retain(|&e| e != entity);
         }
         if let Some(handle) = slot.handle {
-            encode_event(&mut self.batch, &ClientEvent::Leave { handle });
+            if self.params.fault != Fault::DropLeave {
+                encode_event(&mut self.batch, &ClientEvent::Leave { handle });
+            }
             self.free.push(handle);
             self.stats.leaves += 1;
         }
@@ -519,7 +527,7 @@ impl Observer {
             version - slot.sent <= STEP_MAX,
             "a step the wire cannot carry"
         );
-        let version_low = version as u8;
+        let version_low = wire_version(self.params.fault, version);
         let delta = if kind == SyncKind::Props {
             p
         } else {
@@ -567,7 +575,7 @@ impl Observer {
             (1..=STEP_MAX).contains(&step),
             "a pending movement is ahead of the client, within a step"
         );
-        let version_low = slot.last as u8;
+        let version_low = wire_version(self.params.fault, slot.last);
         let mv = movement_to(slot, &self.params.budget, pd.pos, pd.yaw);
         slot.sent = slot.last;
         slot.prio = 0.0;
@@ -902,6 +910,15 @@ impl Observer {
                 .count()
         );
         assert!(self.slots.len() <= self.params.view_entities_max);
+    }
+}
+
+/// The low byte an update of `version` carries (the previous version's
+/// under the `stale-version` fault).
+fn wire_version(fault: Fault, version: u64) -> u8 {
+    match fault {
+        Fault::StaleVersion => version.saturating_sub(1) as u8,
+        _ => version as u8,
     }
 }
 

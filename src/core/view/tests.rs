@@ -5,6 +5,7 @@ use crate::core::aoi::EventKind;
 use crate::core::entity::{
     Audience, Entity, SyncCacheParams, SyncEmitter, SyncMsg, TypeRegistry, Value, AVATAR,
 };
+use crate::core::fault::Fault;
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
@@ -444,4 +445,63 @@ fn a_budget_paces_far_movements_and_keeps_near_ones() {
         let d = s.replica.core().pos.dist_xz(c.entity.core().pos);
         assert!(d <= POSITION_RESOLUTION_M, "{e} off by {d}");
     }
+}
+
+#[test]
+fn the_drop_leave_fault_makes_the_client_see_a_handle_twice() {
+    let mut w = World::new(&[OWNER, A, B]);
+    let mut host = BTreeMap::new();
+    host.insert(OWNER, w.owner_copy());
+    host.insert(A, w.ghost(A, SyncCacheParams::default()));
+    host.insert(B, w.ghost(B, SyncCacheParams::default()));
+    let params = ObserverParams {
+        fault: Fault::DropLeave,
+        ..ObserverParams::default()
+    };
+    let mut o = Observer::new(OWNER, params);
+    let mut cv = client(&w);
+    o.handle_aoi(&host, A, EventKind::Enter);
+    cv.handle_batch(o.flush(&host));
+    o.handle_aoi(&host, A, EventKind::Leave);
+    cv.handle_batch(o.flush(&host));
+    assert!(cv.find(A).is_some(), "the leave was not sent");
+    assert_eq!(o.stats().leaves, 1);
+    // B gets A's freed handle, which the client still shows.
+    o.handle_aoi(&host, B, EventKind::Enter);
+    cv.handle_batch(o.flush(&host));
+    assert_eq!(cv.violation_kinds().get("DoubleEnter"), Some(&1));
+    // A again, under a new handle: the client shows it twice.
+    o.handle_aoi(&host, A, EventKind::Enter);
+    cv.handle_batch(o.flush(&host));
+    assert_eq!(cv.violation_kinds().get("EntityTwice"), Some(&1));
+    assert_eq!(cv.violation_count(), 2);
+}
+
+#[test]
+fn the_stale_version_fault_makes_the_client_see_a_stale_update() {
+    let mut w = World::new(&[OWNER, A]);
+    let mut host = BTreeMap::new();
+    host.insert(OWNER, w.owner_copy());
+    host.insert(A, w.ghost(A, SyncCacheParams::default()));
+    let params = ObserverParams {
+        fault: Fault::StaleVersion,
+        ..ObserverParams::default()
+    };
+    let mut o = Observer::new(OWNER, params);
+    let mut cv = client(&w);
+    o.handle_aoi(&host, A, EventKind::Enter);
+    cv.handle_batch(o.flush(&host));
+    let (m, _) = w.step(A, 1.0, None);
+    apply(&mut host, w.now, &m);
+    o.handle_sync(&host, A, m.version, m.kind, m.others_payload());
+    cv.handle_batch(o.flush(&host));
+    assert_eq!(
+        cv.violations().first().map(|v| &v.rule),
+        Some(&Rule::Stale { shown: 0, got: 0 })
+    );
+    assert_eq!(
+        o.client_version(A),
+        Some(1),
+        "the observer's books are right"
+    );
 }

@@ -21,6 +21,7 @@ pub use session::{Closing, Session, SessionPhase, Step};
 pub use travel::Travel;
 
 use crate::config::Config;
+use crate::core::fault::Fault;
 use crate::core::geom::Rect;
 use crate::wire::client::ErrorCode;
 
@@ -51,6 +52,10 @@ pub struct GatewayParams {
     /// Random spawns prefer a cell of the accepting shard
     /// (`gateway.spawn_local`). Default true.
     pub spawn_local: bool,
+    /// A fault to inject on purpose (config `testing.fault`): `Silence`
+    /// sends no view batches after Welcome, `DropAck` no InputAcks; the
+    /// others are the observer's. Default none.
+    pub fault: Fault,
 }
 
 impl Default for GatewayParams {
@@ -65,6 +70,7 @@ impl Default for GatewayParams {
             tick_ms: 50,
             world: Rect::new(0.0, 0.0, 4096.0, 4096.0),
             spawn_local: true,
+            fault: Fault::None,
         }
     }
 }
@@ -82,6 +88,7 @@ impl GatewayParams {
             tick_ms: u32::try_from(c.runtime.tick_ms).unwrap_or(u32::MAX),
             world: c.world.bounds(),
             spawn_local: c.gateway.spawn_local,
+            fault: c.testing.fault(),
         }
     }
 }

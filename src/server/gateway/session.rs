@@ -29,6 +29,11 @@
 //! acks them. So the session keeps the forwarded seqs not yet acked and
 //! acknowledges, once per tick at most, everything below the oldest of
 //! them (or everything received if none is pending).
+//!
+//! # Faults (config `testing.fault`, tests only)
+//! `Silence` drops every view batch after Welcome; `DropAck` sends no
+//! InputAck (the books are kept as usual). One enum compare per batch or
+//! tick, read from [`GatewayParams::fault`].
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -37,6 +42,7 @@ use super::rules::{check_name, check_pos, check_set_prop, MoveLimiter};
 use super::travel::Travel;
 use super::{GatewayParams, RULES};
 use crate::core::entity::EntityType;
+use crate::core::fault::Fault;
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
@@ -440,6 +446,7 @@ impl Session {
             return true;
         }
         match decode_down(data) {
+            Some(Down::ViewBatch(_)) if self.params.fault == Fault::Silence => {}
             Some(Down::ViewBatch(b)) => {
                 self.out
                     .extend_from_slice(&view_batch_header(tick, b.len()));
@@ -523,7 +530,9 @@ impl Session {
         };
         if done > self.acked {
             self.acked = done;
-            ServerMsg::InputAck { last_seq: done }.encode(&mut self.out);
+            if self.params.fault != Fault::DropAck {
+                ServerMsg::InputAck { last_seq: done }.encode(&mut self.out);
+            }
         }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::*;
 use crate::client::{ClientSession, ClientSessionParams, SessionEvent, SessionState};
 use crate::core::entity::{TypeRegistry, AVATAR};
+use crate::core::fault::Fault;
 use crate::core::geom::{Rect, Vec3};
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
@@ -39,10 +40,14 @@ fn params() -> GatewayParams {
 
 impl Pair {
     fn new() -> Pair {
+        Pair::with(params())
+    }
+
+    fn with(params: GatewayParams) -> Pair {
         let reg = registry();
         let avatar = reg.get(AVATAR).expect("avatar").clone();
         let mut p = Pair {
-            server: Session::new(params(), avatar),
+            server: Session::new(params, avatar),
             client: ClientSession::new(ClientSessionParams::default(), reg),
             now: Time::from_millis(1000),
             inputs: Vec::new(),
@@ -319,4 +324,28 @@ fn a_space_change_holds_moves_and_restarts_the_limiter_there() {
     assert_eq!(p.refusals(), vec![(0, ErrorCode::UnknownSpaceType)]);
     assert!(!p.client.space_pending() && !p.server.travel().pending);
     assert_eq!(p.client.violation_count(), 0);
+}
+
+#[test]
+fn the_drop_ack_fault_sends_no_acks() {
+    for (fault, acked) in [(Fault::None, 1), (Fault::DropAck, 0)] {
+        let mut p = Pair::with(GatewayParams { fault, ..params() });
+        p.client
+            .send_move(p.now, Vec3::ground(101.0, 100.0), 0.0)
+            .expect("move");
+        p.pump();
+        p.real_ack(1);
+        p.end_tick();
+        assert_eq!(p.client.last_acked(), acked, "{fault}");
+    }
+}
+
+#[test]
+fn the_silence_fault_sends_no_view_batches() {
+    for (fault, sent) in [(Fault::None, true), (Fault::Silence, false)] {
+        let mut p = Pair::with(GatewayParams { fault, ..params() });
+        // A view batch from the observer (its first byte is an event tag).
+        assert!(p.server.handle_down(7, &[2, 0, 0]));
+        assert_eq!(!p.server.output().is_empty(), sent, "{fault}");
+    }
 }
