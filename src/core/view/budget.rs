@@ -14,11 +14,12 @@
 //! is charged whatever the balance, so the bucket may go into debt. Then
 //! coalesced movements are sent: first the nearest band's (never held: the
 //! entities a player interacts with stay smooth) and those whose band's
-//! minimum rate is due (not in degraded mode), then the rest by
+//! minimum rate is due (neither in degraded mode), then the rest by
 //! priority (grown each tick by [`weight`], reset when sent) while the
 //! balance lasts. A client whose bucket stays in debt beyond one burst for
-//! [`DEGRADE_TICKS`] ticks is *degraded* (told by a `Degraded` event): far
-//! bands lose their minimum rate until the bucket has been positive for
+//! [`DEGRADE_TICKS`] ticks is *degraded* (told by a `Degraded` event): the
+//! bands lose their minimum rates (the nearest entities still come first,
+//! by priority, within the budget) until the bucket has been positive for
 //! [`RECOVER_TICKS`] ticks.
 
 /// Most distance bands.

@@ -157,8 +157,8 @@ pub enum ClientEvent<'a> {
         /// The new position and heading.
         mv: Movement,
     },
-    /// The client's downstream budget cannot carry its view: far entities
-    /// are updated less often than their band's minimum until a
+    /// The client's downstream budget cannot carry its view: entities are
+    /// updated less often than their band's minimum (nearest first) until a
     /// `Degraded { on: false }` (enters, leaves, own updates, property
     /// changes and acknowledgements are still never dropped).
     Degraded {

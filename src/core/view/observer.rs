@@ -688,8 +688,9 @@ impl Observer {
             slot.prio += w;
             // A movement coalescing nearly a version byte's range goes out
             // whatever the budget (the wire's step is at most 256).
-            let must = band == 0
-                || (!degraded && slot.age >= p.interval_ticks(band))
+            // Degraded, even the nearest band goes by priority (it has the
+            // highest), so a crowd cannot hold the client over its budget.
+            let must = (!degraded && (band == 0 || slot.age >= p.interval_ticks(band)))
                 || slot.last - slot.sent >= COALESCE_VERSIONS_MAX;
             // Due ones first (infinite priority), then by priority.
             due.push((if must { f32::INFINITY } else { slot.prio }, e));
@@ -773,6 +774,15 @@ impl Observer {
     /// (an own snapshot is then sent instead).
     fn emit_own(&mut self, version: u64, kind: SyncKind, payload: &[u8]) -> bool {
         let mut r = Reader::new(payload);
+        // An own change of properties the client cannot see (an empty delta)
+        // is a movement for it.
+        let kind = if kind == SyncKind::MovementAndProps
+            && payload.get(super::codec::MOVEMENT_BYTES..) == Some(&EMPTY_DELTA[..])
+        {
+            SyncKind::Movement
+        } else {
+            kind
+        };
         match kind {
             SyncKind::Movement => {
                 let Ok((pos, yaw)) = read_movement(&mut r) else {
