@@ -14,7 +14,8 @@
 //! is charged whatever the balance, so the bucket may go into debt. Then
 //! coalesced movements are sent: first the nearest band's (never held: the
 //! entities a player interacts with stay smooth) and those whose band's
-//! minimum rate is due (neither in degraded mode), then the rest by
+//! minimum rate is due while the debt is under half a burst (neither in
+//! degraded mode), then the rest by
 //! priority (grown each tick by [`weight`], reset when sent) while the
 //! balance lasts. A client whose bucket stays in debt beyond one burst for
 //! [`DEGRADE_TICKS`] ticks is *degraded* (told by a `Degraded` event): the

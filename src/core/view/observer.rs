@@ -670,6 +670,10 @@ impl Observer {
         self.pacer.charge(&p, fixed);
         let me = host.copy_position(self.owner);
         let degraded = self.pacer.degraded();
+        // Band minimum rates beyond the nearest band hold only while the
+        // debt is shallow: they must not push the client into degradation
+        // (which would cost the nearest band its guarantee).
+        let shallow = self.pacer.tokens() > -f64::from(p.burst_bytes) / 2.0;
         let mut due = Vec::new();
         std::mem::swap(&mut due, &mut self.scratch);
         due.clear();
@@ -690,8 +694,8 @@ impl Observer {
             // whatever the budget (the wire's step is at most 256).
             // Degraded, even the nearest band goes by priority (it has the
             // highest), so a crowd cannot hold the client over its budget.
-            let must = (!degraded && (band == 0 || slot.age >= p.interval_ticks(band)))
-                || slot.last - slot.sent >= COALESCE_VERSIONS_MAX;
+            let on_time = band == 0 || (shallow && slot.age >= p.interval_ticks(band));
+            let must = (!degraded && on_time) || slot.last - slot.sent >= COALESCE_VERSIONS_MAX;
             // Due ones first (infinite priority), then by priority.
             due.push((if must { f32::INFINITY } else { slot.prio }, e));
         }
