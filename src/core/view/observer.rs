@@ -637,15 +637,17 @@ impl Observer {
     /// `handle_*` starts a new batch (the buffer is reused).
     pub fn flush<H: ObserverHost + ?Sized>(&mut self, host: &H) -> &[u8] {
         self.flush_snapshots(host, f64::INFINITY);
-        let pending: Vec<EntityId> = self
-            .slots
-            .iter()
-            .filter(|(_, s)| s.pending.is_some())
-            .map(|(&e, _)| e)
-            .collect();
-        for e in pending {
+        let mut pending = std::mem::take(&mut self.scratch);
+        pending.clear();
+        pending.extend(
+            (self.slots.iter())
+                .filter(|(_, s)| s.pending.is_some())
+                .map(|(&e, _)| (0.0, e)),
+        );
+        for &(_, e) in &pending {
             self.send_pending(e);
         }
+        self.scratch = pending;
         self.end_flush()
     }
 

@@ -505,3 +505,59 @@ fn the_stale_version_fault_makes_the_client_see_a_stale_update() {
         "the observer's books are right"
     );
 }
+
+/// A crowd within the nearest band that the budget cannot carry: the client
+/// is told `Degraded`, its downstream comes back to the budget (nearest
+/// first, by priority), and no rule bends.
+#[test]
+fn an_overloaded_client_is_told_and_held_to_its_budget() {
+    let crowd: Vec<EntityId> = (100..160).map(EntityId).collect();
+    let mut ids = vec![OWNER];
+    ids.extend(&crowd);
+    let mut w = World::new(&ids);
+    let mut host = BTreeMap::new();
+    host.insert(OWNER, w.owner_copy());
+    for &e in &crowd {
+        w.step(e, 3.0, None);
+        host.insert(e, w.ghost(e, SyncCacheParams::default()));
+    }
+    let mut params = ObserverParams::default();
+    params.budget.bytes_per_s = 1_000;
+    params.budget.burst_bytes = 400;
+    let budget = params.budget;
+    let mut o = Observer::new(OWNER, params);
+    let mut cv = client(&w);
+    for &e in &crowd {
+        o.handle_aoi(&host, e, EventKind::Enter);
+    }
+    cv.handle_batch(o.flush(&host));
+    let (mut early, mut late) = (0usize, 0usize);
+    let ticks = 200u64;
+    for t in 0..ticks {
+        for &e in &crowd {
+            let (m, _) = w.step(e, 3.0 + (t % 5 + 1) as f64 * 0.2, None);
+            apply(&mut host, w.now, &m);
+            o.handle_sync(&host, e, m.version, m.kind, m.others_payload());
+        }
+        let b = o.flush_paced(&host).to_vec();
+        let n = b.len() + usize::from(budget.frame_bytes);
+        if t < 20 {
+            early += n;
+        } else if t >= ticks - 100 {
+            late += n;
+        }
+        cv.handle_batch(&b);
+    }
+    assert_eq!(cv.violations(), &[]);
+    assert!(cv.degraded(), "told it is degraded");
+    assert_eq!(cv.degraded_notices(), 1);
+    assert_eq!(o.stats().degraded, 1);
+    let secs = 100.0 * f64::from(budget.tick_ms) / 1000.0;
+    let per_s = late as f64 / secs;
+    assert!(
+        per_s <= f64::from(budget.bytes_per_s) * 1.1,
+        "{per_s:.0} B/s once degraded (budget {})",
+        budget.bytes_per_s
+    );
+    assert!(early > late / 5, "before degrading it sent every movement");
+}
