@@ -561,3 +561,68 @@ fn an_overloaded_client_is_told_and_held_to_its_budget() {
     );
     assert!(early > late / 5, "before degrading it sent every movement");
 }
+
+/// Degraded by a crowd, the budget still goes nearest first: 50 entities at
+/// 3 m and 40 at 40 m, all moving at 10 Hz, on the default budget.
+#[test]
+fn a_degraded_client_still_sees_the_nearest_most_often() {
+    let near: Vec<EntityId> = (100..150).map(EntityId).collect();
+    let far: Vec<EntityId> = (200..240).map(EntityId).collect();
+    let mut ids = vec![OWNER];
+    ids.extend(&near);
+    ids.extend(&far);
+    let mut w = World::new(&ids);
+    let mut host = BTreeMap::new();
+    host.insert(OWNER, w.owner_copy());
+    let base = |e: EntityId| if e.0 < 200 { 3.0 } else { 40.0 };
+    for &e in near.iter().chain(&far) {
+        w.step(e, base(e), None);
+        host.insert(e, w.ghost(e, SyncCacheParams::default()));
+    }
+    let params = ObserverParams::default();
+    let mut o = Observer::new(OWNER, params);
+    let mut cv = client(&w);
+    for &e in near.iter().chain(&far) {
+        o.handle_aoi(&host, e, EventKind::Enter);
+    }
+    cv.handle_batch(o.flush(&host));
+    let mut versions: BTreeMap<EntityId, u64> = BTreeMap::new();
+    let mut updates: BTreeMap<EntityId, u64> = BTreeMap::new();
+    let mut deg = 0;
+    for t in 0..400u64 {
+        for &e in near.iter().chain(&far) {
+            if (t + e.0) % 2 == 0 {
+                let (m, _) = w.step(e, base(e) + (t % 7 + 1) as f64 * 0.3, None);
+                apply(&mut host, w.now, &m);
+                o.handle_sync(&host, e, m.version, m.kind, m.others_payload());
+            }
+        }
+        let b = o.flush_paced(&host).to_vec();
+        cv.handle_batch(&b);
+        if o.degraded() {
+            deg += 1;
+        }
+        if t >= 200 {
+            for &e in near.iter().chain(&far) {
+                let v = cv.find(e).expect("shown").version;
+                if versions.insert(e, v).is_some_and(|old| old != v) {
+                    *updates.entry(e).or_default() += 1;
+                }
+            }
+        }
+    }
+    let rate = |set: &[EntityId]| {
+        set.iter()
+            .map(|e| updates.get(e).copied().unwrap_or(0))
+            .sum::<u64>() as f64
+            / set.len() as f64
+            / 10.0
+    };
+    let (near_hz, far_hz) = (rate(&near), rate(&far));
+    assert!(deg > 100, "the crowd degrades the client ({deg} ticks)");
+    assert!(
+        near_hz > 3.0 * far_hz && far_hz > 0.0,
+        "near {near_hz:.2} Hz, far {far_hz:.2} Hz"
+    );
+    assert_eq!(cv.violations(), &[]);
+}
