@@ -107,13 +107,7 @@ fn thread_cpu_s(name: &str) -> f64 {
             continue;
         }
         let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        let after = stat.rsplit(')').next().unwrap_or("");
-        let f: Vec<u64> = after
-            .split_whitespace()
-            .map(|x| x.parse().unwrap_or(0))
-            .collect();
-        // utime, stime: fields 14 and 15, i.e. 11 and 12 after the comm.
-        return (f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)) as f64 / 100.0;
+        return tessera_bench::stat_cpu_s(&stat, tessera_bench::clock_ticks_per_s()).unwrap_or(0.0);
     }
     0.0
 }

@@ -228,13 +228,7 @@ fn voluntary_switches() -> u64 {
 /// Process CPU time (user + system), from /proc/self/stat, in seconds.
 fn process_cpu_s() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit(')').next().unwrap_or("");
-    let f: Vec<u64> = after
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0))
-        .collect();
-    // Fields 14 and 15 (utime, stime) are at 11 and 12 after the comm field.
-    (f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)) as f64 / 100.0
+    tessera_bench::stat_cpu_s(&stat, tessera_bench::clock_ticks_per_s()).unwrap_or(0.0)
 }
 
 /// Sender on CPU 0 ticks and try_sends one batch per tick; the receiver on

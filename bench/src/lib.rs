@@ -366,6 +366,43 @@ pub fn close(a: f64, b: f64, tol: f64) -> bool {
     (a - b).abs() <= tol
 }
 
+/// Clock ticks per second, the unit of `utime` and `stime` in `/proc`
+/// stat files (`sysconf(_SC_CLK_TCK)`; 100 if the call fails).
+pub fn clock_ticks_per_s() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        hz as f64
+    } else {
+        100.0
+    }
+}
+
+/// CPU seconds (`utime + stime`) in a `/proc/.../stat` line whose ticks come
+/// at `hz` a second; `None` if the line is not one.
+pub fn stat_cpu_s(stat: &str, hz: f64) -> Option<f64> {
+    // Fields 14 and 15 (utime, stime) are 11 and 12 after the comm, which
+    // may hold spaces and parentheses: split after its last ')'.
+    let (_, after) = stat.rsplit_once(')')?;
+    let mut f = after.split_whitespace().skip(11);
+    let utime: u64 = f.next()?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / hz)
+}
+
+/// How many times faster the measured runs are than the baseline's: the
+/// best run of each, so both sides get the same chance to dodge the noise
+/// of a shared machine (0 if either side has no positive rate).
+pub fn speedup(rates: &[f64], base_rates: &[f64]) -> f64 {
+    let best = |r: &[f64]| r.iter().copied().fold(0.0, f64::max);
+    let (a, b) = (best(rates), best(base_rates));
+    if a > 0.0 && b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,5 +468,22 @@ mod tests {
             sets += buf.len() as u64;
         }
         assert_eq!(sets, gs.pairs_end);
+    }
+
+    #[test]
+    fn stat_lines_give_cpu_seconds_at_the_clock_rate() {
+        let line = "42 (my (odd) comm) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1";
+        assert_eq!(stat_cpu_s(line, 100.0), Some(3.0));
+        assert_eq!(stat_cpu_s(line, 250.0), Some(1.2));
+        assert_eq!(stat_cpu_s("garbage", 100.0), None);
+        assert_eq!(stat_cpu_s("1 (x) S 1 2", 100.0), None);
+        assert!(clock_ticks_per_s() > 0.0);
+    }
+
+    #[test]
+    fn speedup_is_best_against_best() {
+        assert_eq!(speedup(&[10.0, 40.0, 20.0], &[1.0, 4.0, 2.0]), 10.0);
+        assert_eq!(speedup(&[10.0], &[]), 0.0);
+        assert_eq!(speedup(&[], &[1.0]), 0.0);
     }
 }

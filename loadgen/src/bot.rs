@@ -31,6 +31,7 @@ use crate::bands::BandEdges;
 use crate::driver::ThreadCtx;
 use crate::latency::{match_update, EntityCache, MoveBook};
 use crate::measure::{record, Interval, VIOLATION_SAMPLES_MAX};
+use crate::own_track::OwnTrack;
 use crate::scenario::{self, pick_target, wants_attack};
 
 /// How long a bot waits for the server to close after its Bye.
@@ -100,15 +101,6 @@ enum Phase {
     Done,
 }
 
-/// The own stream's timing: gaps between own updates, and the largest gap
-/// in the window after a cell crossing (the migration gap).
-#[derive(Debug, Default)]
-struct OwnTrack {
-    last: Option<Time>,
-    window_until: Option<Time>,
-    window_max_us: u64,
-}
-
 struct BotConn {
     ctx: Rc<ThreadCtx>,
     idx: u32,
@@ -174,15 +166,9 @@ impl SessionHooks for Hooks<'_> {
             UpdateKind::Resync => c.resyncs += 1,
             UpdateKind::Own(_) => {
                 c.own_updates += 1;
-                let now = seen.received_at;
-                if let Some(last) = self.own.last {
-                    let gap = now.saturating_since(last).as_micros() as u64;
+                if let Some(gap) = self.own.update(seen.received_at) {
                     record(&mut self.iv.hists.own_gap, gap);
-                    if self.own.window_until.is_some() {
-                        self.own.window_max_us = self.own.window_max_us.max(gap);
-                    }
                 }
-                self.own.last = Some(now);
             }
         }
     }
@@ -253,14 +239,12 @@ impl BotConn {
             let _ = self.session.send_bye(now);
             self.phase = Phase::Closing;
         }
-        if let Some(until) = self.own.window_until {
-            if now > until {
-                let gap = self.own.window_max_us;
-                if gap > 0 {
-                    record(&mut self.ctx.interval.borrow_mut().hists.migration_gap, gap);
-                }
-                self.own.window_until = None;
+        if let Some(closed) = self.own.close_if_due(now, self.phase == Phase::Moving) {
+            let mut iv = self.ctx.interval.borrow_mut();
+            if closed.gap_us > 0 {
+                record(&mut iv.hists.migration_gap, closed.gap_us);
             }
+            iv.counters.migration_gap_overflow += u64::from(closed.overflow);
         }
         self.next_tick = self.next_tick + period;
         if self.next_tick <= now {
@@ -323,8 +307,7 @@ impl BotConn {
         let home = plan.cells.track(self.home, pos);
         if self.home.is_some() && home != self.home {
             iv.counters.crossings += 1;
-            self.own.window_until = Some(now + plan.migration_window);
-            self.own.window_max_us = 0;
+            self.own.crossed(now, plan.migration_window);
         }
         self.home = home;
         let Some(view) = self.session.view() else {

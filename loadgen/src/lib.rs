@@ -26,6 +26,7 @@ pub mod driver;
 pub mod embedded;
 pub mod latency;
 pub mod measure;
+pub mod own_track;
 pub mod plot;
 pub mod plot_tree;
 pub mod remote;

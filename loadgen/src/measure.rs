@@ -128,6 +128,10 @@ pub struct Counters {
     pub no_target: u64,
     /// Bots whose tracked cell changed (client-side migration estimate).
     pub crossings: u64,
+    /// Migration windows in which a moving bot got no own update at all
+    /// after its crossing (the gap outlasted the window; recorded in
+    /// `migration_gap` as at least the window, and counted here).
+    pub migration_gap_overflow: u64,
     /// Move ticks that found the bot more than a move period late.
     pub late_ticks: u64,
     /// Inputs not sent because the session refused (in-flight bound).
@@ -179,6 +183,7 @@ impl Counters {
             (&mut self.hits_refused, o.hits_refused),
             (&mut self.no_target, o.no_target),
             (&mut self.crossings, o.crossings),
+            (&mut self.migration_gap_overflow, o.migration_gap_overflow),
             (&mut self.late_ticks, o.late_ticks),
             (&mut self.send_refused, o.send_refused),
             (&mut self.space_requests, o.space_requests),

@@ -332,8 +332,51 @@ pub struct Looped {
     pub collector: Collector,
     /// CPU at the start and end of the steady window.
     pub cpu: Option<(CpuTimes, CpuTimes)>,
-    /// Server migrations at the start and end of the steady window.
-    pub server_migrations: (Option<u64>, Option<u64>),
+    /// Server migrations over the steady window.
+    pub server_migrations: SteadyDelta,
+}
+
+/// A cumulative counter read once a second: its growth over exactly the
+/// steady seconds, from the reading that starts the first one (the end of
+/// the second before) to the reading that ends the last one, so the count
+/// and [`Collector::steady_s`](crate::report::Collector) cover the same
+/// seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SteadyDelta {
+    /// The latest reading.
+    prev: Option<u64>,
+    /// The reading that started the first steady second (outer: seen one).
+    start: Option<Option<u64>>,
+    /// The reading that ended the last steady second so far.
+    end: Option<u64>,
+}
+
+impl SteadyDelta {
+    /// Before any second: `value` is the reading at the start of the run.
+    pub fn starting_at(value: Option<u64>) -> Self {
+        SteadyDelta {
+            prev: value,
+            ..SteadyDelta::default()
+        }
+    }
+
+    /// The reading at the end of a second, and whether that second was
+    /// steady.
+    pub fn observe(&mut self, value: Option<u64>, steady: bool) {
+        if steady {
+            self.start.get_or_insert(self.prev);
+            self.end = value;
+        }
+        self.prev = value;
+    }
+
+    /// The growth over the steady seconds (none: a reading was missing).
+    pub fn delta(&self) -> Option<u64> {
+        match (self.start.flatten(), self.end) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        }
+    }
 }
 
 fn main_loop(
@@ -343,7 +386,10 @@ fn main_loop(
     server: &Server,
     rx: &mpsc::Receiver<driver::Report>,
 ) -> anyhow::Result<Looped> {
-    let mut out = Looped::default();
+    let mut out = Looped {
+        server_migrations: SteadyDelta::starting_at(server.status().migrations),
+        ..Looped::default()
+    };
     let bar = if cli.quiet {
         indicatif::ProgressBar::hidden()
     } else {
@@ -377,12 +423,11 @@ fn main_loop(
         }
         let steady = t_s - 1.0 >= ramp_s && t_s <= stop_s + 1e-9;
         let status = server.status();
+        out.server_migrations.observe(status.migrations, steady);
         if steady && cpu_start.is_none() {
             cpu_start = sample_cpu();
-            out.server_migrations.0 = status.migrations;
         }
         if steady {
-            out.server_migrations.1 = status.migrations;
             if let (Some(a), Some(b)) = (cpu_start, sample_cpu()) {
                 out.cpu = Some((a, b));
             }
@@ -432,9 +477,10 @@ pub fn summarize(
     let c = &l.collector;
     let steady = &c.steady;
     let rates = Rates::of(&steady.counters, c.steady_bot_s);
-    let (migrations, source) = match l.server_migrations {
-        (Some(a), Some(b)) => (b.saturating_sub(a), "server"),
-        _ => (steady.counters.crossings, "client-estimate"),
+    // Both sources count over the steady seconds, which `steady_s` counts.
+    let (migrations, source) = match l.server_migrations.delta() {
+        Some(n) => (n, "server"),
+        None => (steady.counters.crossings, "client-estimate"),
     };
     let sc = &steady.counters;
     let cpu_pct = match l.cpu {
@@ -472,6 +518,7 @@ pub fn summarize(
         hit_rtt_ms: pct(&steady.hists.hit_rtt),
         own_gap_ms: pct(&steady.hists.own_gap),
         migration_gap_ms: pct(&steady.hists.migration_gap),
+        migration_gap_overflow: sc.migration_gap_overflow,
         updates_per_bot_per_s: rates.updates,
         bytes_per_bot_per_s: rates.bytes_in,
         bands: crate::bands::figures(
@@ -621,6 +668,29 @@ pub fn check(cli: &Cli, s: &Summary) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn server_migrations_count_over_the_steady_seconds_only() {
+        // One migration a second; seconds 3..=7 are steady (5 s).
+        let mut d = SteadyDelta::starting_at(Some(0));
+        for k in 1..=10u64 {
+            d.observe(Some(k), (3..=7).contains(&k));
+        }
+        assert_eq!(d.delta(), Some(5), "5 steady seconds, 5 migrations");
+        // Steady from the first second: counted from the start reading.
+        let mut d = SteadyDelta::starting_at(Some(0));
+        for k in 1..=4u64 {
+            d.observe(Some(10 * k), k <= 2);
+        }
+        assert_eq!(d.delta(), Some(20));
+        // No figures from the server, or no steady second: no delta.
+        let mut d = SteadyDelta::starting_at(None);
+        d.observe(None, true);
+        assert_eq!(d.delta(), None);
+        let mut d = SteadyDelta::starting_at(Some(0));
+        d.observe(Some(3), false);
+        assert_eq!(d.delta(), None);
+    }
+
     use super::*;
     use clap::Parser;
 

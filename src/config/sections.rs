@@ -368,6 +368,10 @@ impl RuntimeConfig {
 }
 
 /// The mesh of queues between shards (one per ordered pair).
+///
+/// There is no `body_bytes_max` any more: it was validated and read nowhere
+/// (the mesh carries batches in process, no link reads envelope bytes); a
+/// byte link gives its own bound to `wire::envelope::Frame::decode`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MeshConfig {
@@ -381,8 +385,6 @@ pub struct MeshConfig {
     /// Received envelopes a shard holds unread before it stops draining its
     /// queues (which then fill and push back on the senders).
     pub inbox_items_max: u32,
-    /// The largest envelope body accepted from a link, bytes.
-    pub body_bytes_max: u32,
 }
 
 impl MeshConfig {
@@ -405,7 +407,7 @@ impl MeshConfig {
                 ));
             }
         }
-        at_least("mesh.body_bytes_max", u64::from(self.body_bytes_max), 64)
+        Ok(())
     }
 }
 

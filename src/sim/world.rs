@@ -478,6 +478,8 @@ impl World {
         }
         self.balance_round(now);
         self.check_residency();
+        #[cfg(feature = "verify")]
+        self.net.verify();
         self.tick += 1;
     }
 
