@@ -13,6 +13,8 @@
 #[path = "../fuzz/bodies.rs"]
 mod bodies;
 
+mod protocol_doc;
+
 use std::path::{Path, PathBuf};
 
 use tessera::core::view::{BatchReader, ClientEvent};
@@ -59,21 +61,7 @@ fn stored(target: &str) -> Vec<Vec<u8>> {
 /// PROTOCOL.md's ```` ```hex NAME ```` blocks, in order.
 fn protocol_examples() -> Vec<(String, Vec<u8>)> {
     let doc = std::fs::read_to_string(root().join("PROTOCOL.md")).expect("PROTOCOL.md");
-    let mut out = Vec::new();
-    let mut cur: Option<(String, Vec<u8>)> = None;
-    for line in doc.lines() {
-        let t = line.trim();
-        if let Some(name) = t.strip_prefix("```hex ") {
-            cur = Some((name.trim().to_owned(), Vec::new()));
-        } else if t == "```" {
-            out.extend(cur.take());
-        } else if let Some((_, bytes)) = cur.as_mut() {
-            let code = t.split('#').next().unwrap_or("");
-            for h in code.split_whitespace() {
-                bytes.push(u8::from_str_radix(h, 16).expect("hex byte"));
-            }
-        }
-    }
+    let out = protocol_doc::parse(&doc);
     assert!(out.len() >= 10, "PROTOCOL.md has its examples");
     out
 }

@@ -8,6 +8,8 @@
 //!
 //! `PROPTEST_CASES` raises the case count (default 128).
 
+mod protocol_doc;
+
 use proptest::prelude::*;
 use tessera::core::geom::{Rect, Vec3};
 use tessera::core::ids::EntityId;
@@ -609,25 +611,9 @@ mod doc_examples {
         ]
     }
 
-    /// The ```` ```hex NAME ```` blocks of PROTOCOL.md: bytes are pairs of hex
-    /// digits, anything after `#` on a line is a comment.
+    /// The ```` ```hex NAME ```` blocks of PROTOCOL.md.
     pub fn parse(doc: &str) -> Vec<(String, Vec<u8>)> {
-        let mut out = Vec::new();
-        let mut cur: Option<(String, Vec<u8>)> = None;
-        for line in doc.lines() {
-            let t = line.trim();
-            if let Some(name) = t.strip_prefix("```hex ") {
-                cur = Some((name.trim().to_owned(), Vec::new()));
-            } else if t == "```" {
-                out.extend(cur.take());
-            } else if let Some((_, bytes)) = cur.as_mut() {
-                let code = t.split('#').next().unwrap_or("");
-                for h in code.split_whitespace() {
-                    bytes.push(u8::from_str_radix(h, 16).expect("hex byte"));
-                }
-            }
-        }
-        out
+        super::protocol_doc::parse(doc)
     }
 }
 
