@@ -626,3 +626,44 @@ fn a_degraded_client_still_sees_the_nearest_most_often() {
     );
     assert_eq!(cv.violations(), &[]);
 }
+
+/// The own stream never goes back: an own snapshot older than what the
+/// client shows (a stream that restarted behind after a migration) is a
+/// violation, and so is an own movement that is not the next version.
+#[test]
+fn the_own_stream_going_back_is_caught() {
+    let w = World::new(&[OWNER]);
+    let (e, _) = &w.reals[&OWNER];
+    let mut snap = Vec::new();
+    e.encode_snapshot(Audience::OwnClient, &mut snap);
+    let own = |version| ClientEvent::Own {
+        version,
+        kind: crate::core::entity::SyncKind::Snapshot,
+        payload: &snap,
+    };
+    let mut buf = Vec::new();
+    encode_event(&mut buf, &own(5));
+    encode_event(&mut buf, &own(3));
+    let mut cv = client(&w);
+    cv.handle_batch(&buf);
+    assert_eq!(
+        cv.violations().first().map(|v| &v.rule),
+        Some(&Rule::Stale { shown: 5, got: 3 })
+    );
+    let mut buf = Vec::new();
+    let mv = Movement {
+        absolute: false,
+        d: [1, 0, 0],
+        yaw: 0,
+    };
+    encode_event(&mut buf, &ClientEvent::OwnMove { version_low: 7, mv });
+    cv.handle_batch(&buf);
+    assert_eq!(
+        cv.violations().last().map(|v| &v.rule),
+        Some(&Rule::VersionGap {
+            expected: 6,
+            got: 7
+        })
+    );
+    assert_eq!(cv.violation_count(), 2);
+}
