@@ -369,6 +369,87 @@ fn the_client_view_names_every_broken_rule() {
     );
 }
 
+/// Entities at fixed distances from the owner (each at `x = base`, the owner
+/// at the origin), all shown to one observer, for the budget tests.
+struct Crowd {
+    w: World,
+    host: BTreeMap<EntityId, LocalCopy>,
+    o: Observer,
+    cv: ClientView,
+    members: Vec<(EntityId, f64)>,
+    versions: BTreeMap<EntityId, u64>,
+    updates: BTreeMap<EntityId, u64>,
+}
+
+impl Crowd {
+    fn new(members: Vec<(EntityId, f64)>, params: ObserverParams) -> Crowd {
+        let mut ids = vec![OWNER];
+        ids.extend(members.iter().map(|m| m.0));
+        let mut w = World::new(&ids);
+        let mut host = BTreeMap::new();
+        host.insert(OWNER, w.owner_copy());
+        for &(e, base) in &members {
+            w.step(e, base, None);
+            host.insert(e, w.ghost(e, SyncCacheParams::default()));
+        }
+        let mut o = Observer::new(OWNER, params);
+        let mut cv = client(&w);
+        for &(e, _) in &members {
+            o.handle_aoi(&host, e, EventKind::Enter);
+        }
+        cv.handle_batch(o.flush(&host));
+        Crowd {
+            w,
+            host,
+            o,
+            cv,
+            members,
+            versions: BTreeMap::new(),
+            updates: BTreeMap::new(),
+        }
+    }
+
+    /// Tick `t`: every member for which `moves(t, e)` holds steps a little
+    /// (never to where it stood), the observer flushes within its budget
+    /// and the client takes the batch, which is returned.
+    fn tick(&mut self, t: u64, moves: impl Fn(u64, EntityId) -> bool) -> Vec<u8> {
+        for &(e, base) in &self.members {
+            if moves(t, e) {
+                let (m, _) = self.w.step(e, base + (t % 7 + 1) as f64 * 0.3, None);
+                apply(&mut self.host, self.w.now, &m);
+                self.o
+                    .handle_sync(&self.host, e, m.version, m.kind, m.others_payload());
+            }
+        }
+        let b = self.o.flush_paced(&self.host).to_vec();
+        self.cv.handle_batch(&b);
+        b
+    }
+
+    /// Counts the members whose shown version changed since the last count.
+    fn count(&mut self) {
+        for &(e, _) in &self.members {
+            let v = self.cv.find(e).expect("shown").version;
+            if self.versions.insert(e, v).is_some_and(|old| old != v) {
+                *self.updates.entry(e).or_default() += 1;
+            }
+        }
+    }
+
+    /// Updates counted per member of `set` per second over `secs`.
+    fn rate(&self, set: &[EntityId], secs: f64) -> f64 {
+        let n: u64 = set
+            .iter()
+            .map(|e| self.updates.get(e).copied().unwrap_or(0))
+            .sum();
+        n as f64 / set.len() as f64 / secs
+    }
+}
+
+fn members(ids: &[EntityId], base: f64) -> impl Iterator<Item = (EntityId, f64)> + '_ {
+    ids.iter().map(move |&e| (e, base))
+}
+
 /// Entities moving every tick at 5 m and 40 m from the owner: the budget
 /// keeps the near ones at their band's rate, thins the far ones, and the
 /// client still ends exactly where the server is.
@@ -376,55 +457,19 @@ fn the_client_view_names_every_broken_rule() {
 fn a_budget_paces_far_movements_and_keeps_near_ones() {
     let near: Vec<EntityId> = (100..105).map(EntityId).collect();
     let far: Vec<EntityId> = (200..240).map(EntityId).collect();
-    let mut ids = vec![OWNER];
-    ids.extend(&near);
-    ids.extend(&far);
-    let mut w = World::new(&ids);
-    let mut host = BTreeMap::new();
-    host.insert(OWNER, w.owner_copy());
-    let base = |e: EntityId| if e.0 < 200 { 5.0 } else { 40.0 };
-    for &e in near.iter().chain(&far) {
-        w.step(e, base(e), None);
-        host.insert(e, w.ghost(e, SyncCacheParams::default()));
-    }
     let params = ObserverParams::default();
     let budget = params.budget;
-    let mut o = Observer::new(OWNER, params);
-    let mut cv = client(&w);
-    for &e in near.iter().chain(&far) {
-        o.handle_aoi(&host, e, EventKind::Enter);
-    }
-    cv.handle_batch(o.flush(&host));
+    let all = members(&near, 5.0).chain(members(&far, 40.0)).collect();
+    let mut c = Crowd::new(all, params);
     let ticks = 200u64;
     let mut bytes = 0usize;
-    let mut versions: BTreeMap<EntityId, u64> = BTreeMap::new();
-    let mut updates: BTreeMap<EntityId, u64> = BTreeMap::new();
     for t in 0..ticks {
-        for &e in near.iter().chain(&far) {
-            let (m, _) = w.step(e, base(e) + (t % 7 + 1) as f64 * 0.3, None);
-            apply(&mut host, w.now, &m);
-            o.handle_sync(&host, e, m.version, m.kind, m.others_payload());
-        }
-        let batch = o.flush_paced(&host).to_vec();
-        bytes += batch.len() + usize::from(budget.frame_bytes);
-        cv.handle_batch(&batch);
-        for &e in near.iter().chain(&far) {
-            let v = cv.find(e).expect("shown").version;
-            if versions.insert(e, v).is_some_and(|old| old != v) {
-                *updates.entry(e).or_default() += 1;
-            }
-        }
+        bytes += c.tick(t, |_, _| true).len() + usize::from(budget.frame_bytes);
+        c.count();
     }
-    assert_eq!(cv.violations(), &[]);
+    assert_eq!(c.cv.violations(), &[]);
     let secs = ticks as f64 * f64::from(budget.tick_ms) / 1000.0;
-    let rate = |set: &[EntityId]| {
-        set.iter()
-            .map(|e| updates.get(e).copied().unwrap_or(0))
-            .sum::<u64>() as f64
-            / set.len() as f64
-            / secs
-    };
-    let (near_hz, far_hz) = (rate(&near), rate(&far));
+    let (near_hz, far_hz) = (c.rate(&near, secs), c.rate(&far, secs));
     assert!(near_hz >= 9.5, "near band at {near_hz:.1} Hz");
     assert!(far_hz >= 1.9, "far band at {far_hz:.1} Hz");
     assert!(far_hz < near_hz, "far {far_hz:.1} Hz, near {near_hz:.1} Hz");
@@ -435,14 +480,14 @@ fn a_budget_paces_far_movements_and_keeps_near_ones() {
         budget.bytes_per_s
     );
     // Everything pending goes out with a full flush: the client is exact.
-    cv.handle_batch(o.flush(&host));
-    for (&e, c) in &host {
+    c.cv.handle_batch(c.o.flush(&c.host));
+    for (&e, copy) in &c.host {
         if e == OWNER {
             continue;
         }
-        let s = cv.find(e).expect("shown");
-        assert_eq!(s.version, c.version, "{e}");
-        let d = s.replica.core().pos.dist_xz(c.entity.core().pos);
+        let s = c.cv.find(e).expect("shown");
+        assert_eq!(s.version, copy.version, "{e}");
+        let d = s.replica.core().pos.dist_xz(copy.entity.core().pos);
         assert!(d <= POSITION_RESOLUTION_M, "{e} off by {d}");
     }
 }
@@ -512,46 +557,25 @@ fn the_stale_version_fault_makes_the_client_see_a_stale_update() {
 #[test]
 fn an_overloaded_client_is_told_and_held_to_its_budget() {
     let crowd: Vec<EntityId> = (100..160).map(EntityId).collect();
-    let mut ids = vec![OWNER];
-    ids.extend(&crowd);
-    let mut w = World::new(&ids);
-    let mut host = BTreeMap::new();
-    host.insert(OWNER, w.owner_copy());
-    for &e in &crowd {
-        w.step(e, 3.0, None);
-        host.insert(e, w.ghost(e, SyncCacheParams::default()));
-    }
     let mut params = ObserverParams::default();
     params.budget.bytes_per_s = 1_000;
     params.budget.burst_bytes = 400;
     let budget = params.budget;
-    let mut o = Observer::new(OWNER, params);
-    let mut cv = client(&w);
-    for &e in &crowd {
-        o.handle_aoi(&host, e, EventKind::Enter);
-    }
-    cv.handle_batch(o.flush(&host));
+    let mut c = Crowd::new(members(&crowd, 3.0).collect(), params);
     let (mut early, mut late) = (0usize, 0usize);
     let ticks = 200u64;
     for t in 0..ticks {
-        for &e in &crowd {
-            let (m, _) = w.step(e, 3.0 + (t % 5 + 1) as f64 * 0.2, None);
-            apply(&mut host, w.now, &m);
-            o.handle_sync(&host, e, m.version, m.kind, m.others_payload());
-        }
-        let b = o.flush_paced(&host).to_vec();
-        let n = b.len() + usize::from(budget.frame_bytes);
+        let n = c.tick(t, |_, _| true).len() + usize::from(budget.frame_bytes);
         if t < 20 {
             early += n;
         } else if t >= ticks - 100 {
             late += n;
         }
-        cv.handle_batch(&b);
     }
-    assert_eq!(cv.violations(), &[]);
-    assert!(cv.degraded(), "told it is degraded");
-    assert_eq!(cv.degraded_notices(), 1);
-    assert_eq!(o.stats().degraded, 1);
+    assert_eq!(c.cv.violations(), &[]);
+    assert!(c.cv.degraded(), "told it is degraded");
+    assert_eq!(c.cv.degraded_notices(), 1);
+    assert_eq!(c.o.stats().degraded, 1);
     let secs = 100.0 * f64::from(budget.tick_ms) / 1000.0;
     let per_s = late as f64 / secs;
     assert!(
@@ -568,63 +592,23 @@ fn an_overloaded_client_is_told_and_held_to_its_budget() {
 fn a_degraded_client_still_sees_the_nearest_most_often() {
     let near: Vec<EntityId> = (100..150).map(EntityId).collect();
     let far: Vec<EntityId> = (200..240).map(EntityId).collect();
-    let mut ids = vec![OWNER];
-    ids.extend(&near);
-    ids.extend(&far);
-    let mut w = World::new(&ids);
-    let mut host = BTreeMap::new();
-    host.insert(OWNER, w.owner_copy());
-    let base = |e: EntityId| if e.0 < 200 { 3.0 } else { 40.0 };
-    for &e in near.iter().chain(&far) {
-        w.step(e, base(e), None);
-        host.insert(e, w.ghost(e, SyncCacheParams::default()));
-    }
-    let params = ObserverParams::default();
-    let mut o = Observer::new(OWNER, params);
-    let mut cv = client(&w);
-    for &e in near.iter().chain(&far) {
-        o.handle_aoi(&host, e, EventKind::Enter);
-    }
-    cv.handle_batch(o.flush(&host));
-    let mut versions: BTreeMap<EntityId, u64> = BTreeMap::new();
-    let mut updates: BTreeMap<EntityId, u64> = BTreeMap::new();
+    let all = members(&near, 3.0).chain(members(&far, 40.0)).collect();
+    let mut c = Crowd::new(all, ObserverParams::default());
     let mut deg = 0;
     for t in 0..400u64 {
-        for &e in near.iter().chain(&far) {
-            if (t + e.0) % 2 == 0 {
-                let (m, _) = w.step(e, base(e) + (t % 7 + 1) as f64 * 0.3, None);
-                apply(&mut host, w.now, &m);
-                o.handle_sync(&host, e, m.version, m.kind, m.others_payload());
-            }
-        }
-        let b = o.flush_paced(&host).to_vec();
-        cv.handle_batch(&b);
-        if o.degraded() {
-            deg += 1;
-        }
+        c.tick(t, |t, e| (t + e.0) % 2 == 0);
+        deg += usize::from(c.o.degraded());
         if t >= 200 {
-            for &e in near.iter().chain(&far) {
-                let v = cv.find(e).expect("shown").version;
-                if versions.insert(e, v).is_some_and(|old| old != v) {
-                    *updates.entry(e).or_default() += 1;
-                }
-            }
+            c.count();
         }
     }
-    let rate = |set: &[EntityId]| {
-        set.iter()
-            .map(|e| updates.get(e).copied().unwrap_or(0))
-            .sum::<u64>() as f64
-            / set.len() as f64
-            / 10.0
-    };
-    let (near_hz, far_hz) = (rate(&near), rate(&far));
+    let (near_hz, far_hz) = (c.rate(&near, 10.0), c.rate(&far, 10.0));
     assert!(deg > 100, "the crowd degrades the client ({deg} ticks)");
     assert!(
         near_hz > 3.0 * far_hz && far_hz > 0.0,
         "near {near_hz:.2} Hz, far {far_hz:.2} Hz"
     );
-    assert_eq!(cv.violations(), &[]);
+    assert_eq!(c.cv.violations(), &[]);
 }
 
 /// The own stream never goes back: an own snapshot older than what the
