@@ -27,7 +27,7 @@ impl CellFactory {
     pub fn new(config: &Config, types: Arc<TypeRegistry>) -> Self {
         CellFactory {
             cell: config.cell_params(),
-            views: super::host::view_params(config),
+            views: config.view_params(),
             types,
         }
     }

@@ -34,7 +34,7 @@
 //! not touch sockets, clocks or executors (the runtime and its port do).
 
 use crate::config::Config;
-use crate::core::cell::{Cell, Dest, Msg, Outgoing, Source, ViewParams};
+use crate::core::cell::{Cell, Dest, Msg, Outgoing, Source};
 use crate::core::entity::{TypeRegistry, AVATAR};
 use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::proxy::{Proxy, ProxyParams};
@@ -616,13 +616,6 @@ impl ShardApp for CellHost {
         self.export_client_metrics(sink);
         self.export_space_metrics(sink);
     }
-}
-
-/// The view parameters of the config: the AOI grid covers the world,
-/// radii and interest bound from `[aoi]`, the observers' fault from
-/// `[testing]`.
-pub fn view_params(config: &Config) -> ViewParams {
-    config.view_params()
 }
 
 /// Proxy parameters the host gives its proxies.
