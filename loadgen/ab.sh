@@ -9,7 +9,9 @@
 #   bash loadgen/ab.sh /tmp/base-target/release/tessera target/release/tessera
 #
 # BOTS (1000), SHARDS ("2 1"), ROUNDS (2), DURATION (20s), EXTRA (fixed
-# layout: "--set balance.enabled=false"). One JSON report per run in $OUT
+# layout: "--set balance.enabled=false"). PIN=1: clients per core, the
+# way issue 21 measures them: the server's shards all pinned to CPU 0,
+# loadgen one thread on CPU 1 (taskset). One JSON report per run in $OUT
 # (target/ab) and one line each. Opt-in; not part of CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +24,15 @@ DURATION=${DURATION:-20s}
 EXTRA=${EXTRA:-"--set balance.enabled=false"}
 OUT=${OUT:-target/ab}
 LG=./target/release/loadgen
+PIN=${PIN:-0}
+SERVER_PIN=""
+LG_PIN=""
+LG_THREADS=2
+if [ "$PIN" = 1 ]; then
+  SERVER_PIN="--set runtime.cpus=[0]"
+  LG_PIN="taskset -c 1"
+  LG_THREADS="1 --no-pin"
+fi
 mkdir -p "$OUT"
 port=7430
 for shards in $SHARDS; do
@@ -33,7 +44,7 @@ for shards in $SHARDS; do
       [ "$which" = B ] && bin=$B
       port=$((port + 1))
       name="${which}_s${shards}_r${round}"
-      eval "exec $bin $sets $EXTRA --set runtime.shards=$shards \
+      eval "exec $bin $sets $EXTRA $SERVER_PIN --set runtime.shards=$shards \
         --listen 127.0.0.1:$port --admin 127.0.0.1:$((port + 1000))" >"$OUT/$name.server.log" 2>&1 &
       pid=$!
       sleep 1
@@ -41,7 +52,7 @@ for shards in $SHARDS; do
         echo "$name: the server did not start (see $OUT/$name.server.log)" >&2
         continue
       fi
-      eval "$LG --bots $BOTS --threads 2 --duration $DURATION --ramp 5s \
+      eval "$LG_PIN $LG --bots $BOTS --threads $LG_THREADS --duration $DURATION --ramp 5s \
         --server 127.0.0.1:$port --server-admin 127.0.0.1:$((port + 1000)) \
         --server-pid $pid $sets $EXTRA --json $OUT/$name.json" >"$OUT/$name.log" 2>&1 || true
       kill -TERM "$pid" 2>/dev/null || true
@@ -52,7 +63,8 @@ r = json.load(open(sys.argv[1]))
 u, a, cpu = r["update_latency_ms"], r["ack_rtt_ms"], r.get("cpu_pct") or {}
 print(f"{sys.argv[2]:<10} update p50 {u['p50']:6.1f} p99 {u['p99']:6.1f}  ack p50 {a['p50']:6.1f} "
       f"p99 {a['p99']:6.1f} ms  updates/bot/s {r['updates_per_bot_per_s']:6.1f}  "
-      f"server CPU {cpu.get('server', 0):5.1f} %  violations {r['violations']}")
+      f"server CPU {cpu.get('server', 0):5.1f} %  loadgen CPU {cpu.get('loadgen', 0):5.1f} %  "
+      f"connected {r.get('connected_max', '?')}  violations {r['violations']}")
 PY
     done
   done

@@ -258,6 +258,8 @@ proptest! {
             send_queue_bytes_max: QUEUE_MAX,
             read_batch_bytes: 8,
             linger_ms: 10,
+            io_poll_ms: 5,
+            io_events_max: 64,
         });
         let mut model = Model::default();
         for op in &ops {

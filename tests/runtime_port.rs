@@ -26,6 +26,8 @@ const FLOOD: u8 = b'F';
 const FLOOD_PER_TICK: usize = 48 * 1024;
 /// A byte that makes the app echo the input, then close the connection.
 const QUIT: u8 = b'Q';
+/// A byte that makes the app echo the input one byte per `send`.
+const SPLIT: u8 = b'S';
 /// A byte that makes the app stop consuming a connection's input for good.
 const HOLD: u8 = b'H';
 const CHUNK: [u8; 16 * 1024] = [b'x'; 16 * 1024];
@@ -94,7 +96,12 @@ impl ShardApp for Echo {
             if input.contains(&FLOOD) {
                 self.flooding.insert(conn);
             }
-            if self.send(port, conn, &input) {
+            let sent = if input.contains(&SPLIT) {
+                input.chunks(1).all(|b| self.send(port, conn, b))
+            } else {
+                self.send(port, conn, &input)
+            };
+            if sent {
                 port.consume(conn, input.len());
             }
             if input.contains(&QUIT) {
@@ -393,6 +400,104 @@ fn idle_connections_cost_no_cpu() {
     for c in &mut clients {
         echo_round(c, b"still served");
     }
+    handle.shutdown();
+    handle.join().expect("clean join");
+}
+
+#[test]
+fn an_accept_burst_beyond_one_pump_is_served_in_full() {
+    let _serial = serial();
+    // 16 readiness events and 16 accepts a pump: 300 connections arriving at
+    // once take many pumps, and every one of them is served.
+    let (handle, addr) = start(&config(1, &["gateway.io_events_max=16"]));
+    let stats = handle.stats().to_vec();
+    let mut clients: Vec<TcpStream> = (0..300).map(|_| connect(addr)).collect();
+    for (i, c) in clients.iter_mut().enumerate() {
+        c.write_all(format!("hello {i:03}").as_bytes())
+            .expect("write");
+    }
+    for (i, c) in clients.iter_mut().enumerate() {
+        let want = format!("hello {i:03}");
+        let mut back = vec![0; want.len()];
+        c.read_exact(&mut back).expect("every client is echoed");
+        assert_eq!(back, want.as_bytes());
+    }
+    assert_eq!(total(&stats, Count::ClientOpened), 300);
+    assert_eq!(total(&stats, Count::ClientRefused), 0);
+    drop(clients);
+    eventually("every close seen", || {
+        total(&stats, Count::ClientClosedPeer) == 300
+    });
+    handle.shutdown();
+    handle.join().expect("clean join");
+}
+
+#[test]
+fn reset_and_half_closed_sockets_reach_the_app_and_free_their_slots() {
+    let _serial = serial();
+    let (handle, addr) = start(&config(1, &["gateway.connections_max=2"]));
+    let stats = handle.stats().to_vec();
+    // A reset: SO_LINGER 0 makes the close send RST instead of FIN.
+    let mut reset = connect(addr);
+    echo_round(&mut reset, b"r");
+    socket2::SockRef::from(&reset)
+        .set_linger(Some(Duration::ZERO))
+        .expect("linger 0");
+    drop(reset);
+    // A half close: the client shuts its write side and keeps reading.
+    let mut half = connect(addr);
+    echo_round(&mut half, b"h");
+    half.shutdown(Shutdown::Write).expect("half close");
+    assert_eq!(
+        read_to_close(&mut half),
+        b"",
+        "the server closes a client that will send nothing more"
+    );
+    eventually("both closes seen", || {
+        total(&stats, Count::ClientClosedPeer) == 2
+    });
+    // Both slots are free again: two new clients fit under connections_max.
+    let mut a = connect(addr);
+    let mut b = connect(addr);
+    echo_round(&mut a, b"a");
+    echo_round(&mut b, b"b");
+    assert_eq!(total(&stats, Count::ClientRefused), 0);
+    handle.shutdown();
+    handle.join().expect("clean join");
+}
+
+/// What one tick queues for a client is written with one write call: twelve
+/// one-byte sends queued by one tick leave together, not in twelve writes.
+#[test]
+fn a_tick_of_output_leaves_in_one_write() {
+    let _serial = serial();
+    let (handle, addr) = start(&config(
+        1,
+        &["runtime.tick_ms=200", "runtime.tick_budget_ms=200"],
+    ));
+    let stats = handle.stats().to_vec();
+    let mut c = connect(addr);
+    echo_round(&mut c, b"warm");
+    // The counters are published every 20 ticks: let the warm-up's settle.
+    eventually("warm-up counted", || {
+        total(&stats, Count::ClientBytesOut) == 4
+    });
+    let writes_before = total(&stats, Count::ClientWrites);
+    // One burst of twelve bytes (SPLIT: echoed with one port send per
+    // byte) arrives within one 200 ms tick, or two if a tick falls in the
+    // middle of it; the socket loop writes what a tick queued at once.
+    c.write_all(b"S0123456789S").expect("write");
+    let mut back = [0u8; 12];
+    c.read_exact(&mut back).expect("echo");
+    assert_eq!(&back, b"S0123456789S");
+    eventually("echo counted", || {
+        total(&stats, Count::ClientBytesOut) == 16
+    });
+    let writes = total(&stats, Count::ClientWrites) - writes_before;
+    assert!(
+        (1..=2).contains(&writes),
+        "twelve queued sends took {writes} write calls"
+    );
     handle.shutdown();
     handle.join().expect("clean join");
 }

@@ -177,6 +177,7 @@ impl Config {
         use crate::core::cell::ViewParams;
         use crate::core::view::ObserverParams;
         let d = ViewParams::default();
+        let every = self.view.flush_every_ticks(self.runtime.tick_ms);
         ViewParams {
             aoi: AoiParams {
                 world: self.world.bounds(),
@@ -185,8 +186,9 @@ impl Config {
             radius_m: self.aoi.radius_m,
             leave_radius_m: self.aoi.leave_radius_m,
             max_interest: self.aoi.max_interest,
+            flush_every_ticks: every,
             observer: ObserverParams {
-                budget: self.view.budget(self.runtime.tick_ms),
+                budget: self.view.budget(self.runtime.tick_ms * u64::from(every)),
                 fault: self.testing.fault(),
                 ..d.observer
             },
@@ -310,6 +312,12 @@ mod tests {
                 "gateway.send_queue_bytes_max",
             ),
             ("gateway.abuse_strikes_max=0", "gateway.abuse_strikes_max"),
+            ("gateway.io_poll_ms=0", "gateway.io_poll_ms"),
+            ("gateway.io_poll_ms=5000", "gateway.io_poll_ms"),
+            ("gateway.io_events_max=1", "gateway.io_events_max"),
+            ("view.client_update_hz=0.0", "view.client_update_hz"),
+            ("view.client_update_hz=40.0", "view.client_update_hz"),
+            ("view.client_update_hz=5.0", "view.bands[0].min_hz"),
         ] {
             let err = Config::load(None, &[text.into()]).unwrap_err();
             assert!(
@@ -317,6 +325,20 @@ mod tests {
                 "{text}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn the_client_update_rate_sets_the_flush_period_and_the_budget() {
+        let c = Config::load(None, &[]).expect("defaults");
+        assert_eq!(c.view_params().flush_every_ticks, 1);
+        assert_eq!(c.view_params().observer.budget.tick_ms, 50);
+        let c = Config::load(None, &["view.client_update_hz=10.0".into()]).expect("valid");
+        let v = c.view_params();
+        assert_eq!(v.flush_every_ticks, 2);
+        assert_eq!(
+            v.observer.budget.tick_ms, 100,
+            "the pacer counts in flushes"
+        );
     }
 
     #[test]

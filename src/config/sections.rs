@@ -509,6 +509,11 @@ pub struct GatewayConfig {
     pub inbound_bytes_max: u32,
     /// How long a closing connection may take to write what is queued.
     pub linger_ms: u64,
+    /// Interval of the batched client socket loop between ticks, ms: the
+    /// longest an input waits before the next tick can see it.
+    pub io_poll_ms: u64,
+    /// Readiness events taken per epoll wait of the client socket loop.
+    pub io_events_max: u32,
 }
 
 impl GatewayConfig {
@@ -535,6 +540,15 @@ impl GatewayConfig {
             u64::from(self.send_queue_bytes_max),
             u64::from(self.frame_bytes_max),
         )?;
+        at_least("gateway.io_poll_ms", self.io_poll_ms, 1)?;
+        if self.io_poll_ms > 1000 {
+            return Err(invalid(
+                "gateway.io_poll_ms",
+                self.io_poll_ms,
+                "must be <= 1000",
+            ));
+        }
+        at_least("gateway.io_events_max", u64::from(self.io_events_max), 16)?;
         at_least(
             "gateway.abuse_strikes_max",
             u64::from(self.abuse_strikes_max),

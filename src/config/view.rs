@@ -35,10 +35,26 @@ pub struct ViewConfig {
     /// Distance bands, nearest first (1 to 4); the last also covers
     /// everything beyond it.
     pub bands: Vec<BandConfig>,
+    /// How often each client is sent its view batch, per second (at most
+    /// the tick rate; rounded to a whole number of ticks).
+    pub client_update_hz: f64,
 }
 
 impl ViewConfig {
-    /// The observers' budget knobs at a `tick_ms` tick.
+    /// Ticks between two view batches of one client (`client_update_hz`
+    /// rounded to whole ticks, at least 1).
+    pub fn flush_every_ticks(&self, tick_ms: u64) -> u16 {
+        let per_s = 1000.0 / tick_ms.max(1) as f64;
+        let every = (per_s / self.client_update_hz).round();
+        if every.is_finite() && every >= 1.0 {
+            every.min(f64::from(u16::MAX)) as u16
+        } else {
+            1
+        }
+    }
+
+    /// The observers' budget knobs when they are flushed every `tick_ms`
+    /// (the flush period: `runtime.tick_ms` times [`Self::flush_every_ticks`]).
     pub fn budget(&self, tick_ms: u64) -> BudgetParams {
         let d = BudgetParams::default();
         let mut bands = [Band {
@@ -64,6 +80,18 @@ impl ViewConfig {
     }
 
     pub(crate) fn validate(&self, tick_ms: u64) -> Result<(), ConfigError> {
+        let tick_hz = 1000.0 / tick_ms.max(1) as f64;
+        if !(self.client_update_hz.is_finite()
+            && self.client_update_hz > 0.0
+            && self.client_update_hz <= tick_hz + 1e-9)
+        {
+            return Err(invalid(
+                "view.client_update_hz",
+                self.client_update_hz,
+                format!("must be > 0 and <= the tick rate ({tick_hz} Hz at runtime.tick_ms = {tick_ms})"),
+            ));
+        }
+        let flush_ms = tick_ms * u64::from(self.flush_every_ticks(tick_ms));
         if self.bands.is_empty() || self.bands.len() > BANDS_MAX {
             return Err(invalid(
                 "view.bands",
@@ -84,6 +112,16 @@ impl ViewConfig {
                     format!("view.bands[{i}].min_hz"),
                     b.min_hz,
                     "must be a finite number >= 0",
+                ));
+            }
+            if b.min_hz > self.client_update_hz {
+                return Err(invalid(
+                    format!("view.bands[{i}].min_hz"),
+                    b.min_hz,
+                    format!(
+                        "must be <= view.client_update_hz = {}",
+                        self.client_update_hz
+                    ),
                 ));
             }
             if i > 0 && self.bands[i - 1].to_m >= b.to_m {
@@ -111,7 +149,7 @@ impl ViewConfig {
                 "must be a finite number >= 1",
             ));
         }
-        self.budget(tick_ms)
+        self.budget(flush_ms)
             .validate()
             .map_err(|(key, rule)| invalid(key, "?", rule))
     }

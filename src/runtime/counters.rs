@@ -51,6 +51,9 @@ pub enum Count {
     ClientBytesIn,
     /// Bytes written to clients.
     ClientBytesOut,
+    /// Write calls that sent bytes to clients (the per-write cost is the
+    /// client port's main one: ideally one per client per tick).
+    ClientWrites,
 }
 
 impl Count {
@@ -68,7 +71,7 @@ impl Count {
     }
 }
 
-pub(crate) const COUNTS: [(Count, &str, &str); 21] = [
+pub(crate) const COUNTS: [(Count, &str, &str); 22] = [
     (Count::Ticks, "ticks", "Ticks run"),
     (
         Count::TicksSkipped,
@@ -169,6 +172,11 @@ pub(crate) const COUNTS: [(Count, &str, &str); 21] = [
         Count::ClientBytesOut,
         "client_bytes_out",
         "Bytes written to clients",
+    ),
+    (
+        Count::ClientWrites,
+        "client_writes",
+        "Socket write calls that sent bytes to clients",
     ),
 ];
 

@@ -1,20 +1,34 @@
-//! The socket side of a shard's [`ClientPort`]: a glommio TCP listener and
-//! one task per client connection.
+//! The socket side of a shard's [`ClientPort`]: one batched loop over all of
+//! the shard's client sockets (epoll through `mio`), no task per connection.
 //!
-//! # Tasks (all on the shard's own executor, never concurrent with a tick)
-//! - **accept**: takes connections off this shard's listener (every shard
-//!   listens on the same address with SO_REUSEPORT, so the kernel spreads
-//!   connections over shards), sets TCP_NODELAY, registers each with the
-//!   port (or refuses it at `gateway.connections_max`: the socket is closed at
-//!   once, counted as `TooManyConnections`) and spawns its connection task.
-//! - **connection** ([`ConnTask`]): one future that both reads and writes
-//!   its socket. It reads up to `read_batch_bytes` at a time into the
-//!   connection's inbound buffer and stops reading while the unconsumed input
-//!   is at `inbound_bytes_max` (TCP back-pressure); it writes the queued
-//!   output as long as the socket takes it. It parks its waker in the port:
-//!   queuing the first bytes, consuming input of a paused reader, or closing
-//!   wakes it. No polling loop, no spinning: a connection with nothing to do
-//!   costs nothing until the kernel or the port wakes it.
+//! # Why a batched loop
+//! On this kind of machine a glommio task per connection cost 2.2-2.7x a
+//! tick loop doing the same reads and writes, and capped a core at 3,500-4,000
+//! clients before any game work (`MACHINE.md`: each read was a recv plus a
+//! fresh poll submission, each frame from the other core a wake-up). Here the
+//! shard's tick loop calls [`GatewayIo::pump`] right before each tick (fresh
+//! input), right after it (the tick's output: one write per client, of
+//! everything queued to it), and every `gateway.io_poll_ms` between ticks.
+//!
+//! # One pump
+//! 1. One `epoll_wait` with a zero timeout (more while the event buffer of
+//!    `gateway.io_events_max` comes back full): readiness edges mark
+//!    connections readable or writable again.
+//! 2. Accepts while the listener has connections (at most
+//!    `io_events_max` a pump): TCP_NODELAY, registered with the port (or
+//!    refused at `gateway.connections_max`: closed at once, counted as
+//!    `TooManyConnections` by the port).
+//! 3. The port's *due* slots (first bytes queued, a paused reader given room,
+//!    a close) and the lingering ones join the readable and writable ones;
+//!    each is driven once: write what is queued until the socket blocks
+//!    (normally one `send`), then read until the socket is drained
+//!    (`read_batch_bytes` a call) or the connection's input reaches
+//!    `inbound_bytes_max` (the reader pauses: TCP back-pressure until the
+//!    application consumes).
+//!
+//! Edge-triggered readiness: a connection stays marked readable until a read
+//! would block, and a blocked writer waits for the writable edge, so nothing
+//! is polled that has nothing to do.
 //!
 //! # Closing
 //! - peer EOF or reset: Closed{PeerClosed} (other socket errors: IoError),
@@ -25,50 +39,42 @@
 //!   bytes are not lost to a reset; all within `gateway.linger_ms`, after
 //!   which the socket is closed regardless.
 //!
-//! Socket work happens in these tasks, between ticks: none of it is inside
-//! the tick's measured phases (the stall alarm measures the app, not IO).
+//! Pumps run between the tick's measured phases (the stall alarm measures
+//! the app); their time is the `client_io` histogram.
 //!
-//! Owns the listener and the sockets; it must not call the application.
+//! Owns the listener, the sockets and the epoll set; it must not call the
+//! application.
 
 use super::port::{ClientPort, CloseReason, SlotState};
-use futures_lite::io::{AsyncRead, AsyncWrite};
-use glommio::net::{TcpListener, TcpStream};
-use glommio::timer::Timer;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
 use std::cell::RefCell;
-use std::future::Future;
-use std::io;
-use std::net::SocketAddr;
-use std::pin::Pin;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
 use std::rc::Rc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-/// Read/write rounds one poll of a connection does before it yields to the
-/// other tasks (only reached while the socket keeps having data).
-const ROUNDS_PER_POLL: usize = 4;
-/// Pause after an accept error (e.g. out of file descriptors) before retrying.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
+/// The listener's token (connections use their slot index).
+const LISTENER: Token = Token(usize::MAX);
 /// Accept errors are logged at most this often.
 const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(1);
-/// How often shutdown checks whether every connection has closed.
-const CLOSE_POLL: Duration = Duration::from_millis(1);
+/// `epoll_wait` calls one pump makes at most while the event buffer comes
+/// back full (the rest wait for the next pump).
+const WAITS_PER_PUMP_MAX: usize = 16;
 
 /// Pending connections the kernel queues per listener (it clamps this to
-/// `net.core.somaxconn`); glommio's own `bind` uses 1,024, short for a
-/// ramp of thousands of clients.
+/// `net.core.somaxconn`): a ramp of thousands of clients needs more than the
+/// usual 128 or 1,024.
 const LISTEN_BACKLOG: i32 = 4096;
 
-/// Binds a listener on the current executor; returns it with the address
-/// it resolved to. SO_REUSEPORT: every shard listens on the address and
-/// the kernel spreads connections. SO_REUSEADDR: the connections accepted
-/// here inherit it, so after a stop their TIME_WAIT remains do not fail a
-/// restarted server's start-up check (`launch::gateway_addr`; glommio's
-/// `TcpListener::bind` sets only SO_REUSEPORT, and a restart right after a
-/// run failed with "address in use" for a minute); a live listener still
+/// Binds a non-blocking listener; returns it with the address it resolved
+/// to. SO_REUSEPORT: every shard listens on the address and the kernel
+/// spreads connections. SO_REUSEADDR: the connections accepted here inherit
+/// it, so after a stop their TIME_WAIT remains do not fail a restarted
+/// server's start-up check (`launch::gateway_addr`); a live listener still
 /// fails that check.
-pub(crate) fn bind(addr: SocketAddr) -> io::Result<(TcpListener, SocketAddr)> {
+pub(crate) fn bind(addr: SocketAddr) -> io::Result<(std::net::TcpListener, SocketAddr)> {
     use socket2::{Domain, Protocol, Socket, Type};
-    use std::os::fd::{FromRawFd, IntoRawFd};
     let domain = if addr.is_ipv6() {
         Domain::IPV6
     } else {
@@ -79,123 +85,36 @@ pub(crate) fn bind(addr: SocketAddr) -> io::Result<(TcpListener, SocketAddr)> {
     socket.set_reuse_port(true)?;
     socket.bind(&addr.into())?;
     socket.listen(LISTEN_BACKLOG)?;
+    socket.set_nonblocking(true)?;
     let local = socket
         .local_addr()?
         .as_socket()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not an IP socket"))?;
-    // SAFETY: `into_raw_fd` gives up a bound, listening TCP socket that
-    // nothing else owns; glommio's listener takes ownership of the fd (and
-    // closes it). Exercised by every gateway test and by
-    // `a_restarted_listener_binds_over_time_wait` below.
-    let listener = unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) };
-    Ok((listener, local))
+    Ok((socket.into(), local))
 }
 
-/// What the connection tasks of one shard share.
+/// One client socket and what the kernel last told about it.
 #[derive(Debug)]
-struct IoShared {
-    port: Rc<RefCell<ClientPort>>,
-    /// Reads land here first, then exactly the bytes read are copied to the
-    /// connection's buffer (one buffer per shard, not per connection).
-    scratch: RefCell<Vec<u8>>,
-    linger: Duration,
+struct Conn {
+    stream: TcpStream,
+    /// Readable since the last read that would have blocked.
+    readable: bool,
+    /// A write would have blocked: wait for the writable edge.
+    write_blocked: bool,
+    /// The write side was shut down (FIN sent) while lingering.
+    write_shut: bool,
+    /// When a lingering connection is closed regardless.
+    linger_until: Option<Instant>,
 }
 
-/// A shard's gateway: the accept task, and the shared state of the
-/// connection tasks it spawned.
-#[derive(Debug)]
-pub(crate) struct GatewayIo {
-    accept: Option<glommio::Task<()>>,
-    shared: Rc<IoShared>,
-}
-
-impl GatewayIo {
-    /// Starts accepting on `listener` into `port`.
-    pub(crate) fn start(listener: TcpListener, port: Rc<RefCell<ClientPort>>) -> GatewayIo {
-        let (batch, linger_ms) = {
-            let p = port.borrow();
-            (p.params().read_batch_bytes, p.params().linger_ms)
-        };
-        let shared = Rc::new(IoShared {
-            port,
-            scratch: RefCell::new(vec![0; batch.max(1)]),
-            linger: Duration::from_millis(linger_ms),
-        });
-        let accept = glommio::spawn_local(accept_loop(listener, shared.clone()));
-        GatewayIo {
-            accept: Some(accept),
-            shared,
-        }
-    }
-
-    /// Stops accepting and closes the listener.
-    pub(crate) async fn stop_accepting(&mut self) {
-        if let Some(task) = self.accept.take() {
-            task.cancel().await;
-        }
-    }
-
-    /// Waits until every connection task has closed its socket, at most
-    /// `linger_ms` (plus a little) from now; returns how many were still
-    /// open then (their sockets close when the executor ends).
-    pub(crate) async fn wait_closed(&self) -> usize {
-        let deadline = Instant::now() + self.shared.linger + Duration::from_millis(50);
-        loop {
-            let live = self.shared.port.borrow().io_live();
-            if live == 0 || Instant::now() >= deadline {
-                return live;
-            }
-            glommio::timer::sleep(CLOSE_POLL).await;
-        }
-    }
-}
-
-async fn accept_loop(listener: TcpListener, shared: Rc<IoShared>) {
-    let mut last_log: Option<Instant> = None;
-    loop {
-        let accepted = listener
-            .accept()
-            .await
-            .and_then(|s| s.peer_addr().map(|peer| (s, peer)))
-            .map_err(io::Error::from);
-        let (stream, peer) = match accepted {
-            Ok(x) => x,
-            Err(err) => {
-                if last_log.is_none_or(|t| t.elapsed() >= ACCEPT_LOG_INTERVAL) {
-                    tracing::warn!(%err, "gateway: accept failed");
-                    last_log = Some(Instant::now());
-                }
-                glommio::timer::sleep(ACCEPT_BACKOFF).await;
-                continue;
-            }
-        };
-        let Some(conn) = shared.port.borrow_mut().io_open(peer) else {
-            drop(stream); // refused: counted by the port
-            continue;
-        };
-        if let Err(err) = stream.set_nodelay(true) {
-            tracing::debug!(%err, %peer, "gateway: cannot set TCP_NODELAY");
-        }
-        let task = ConnTask {
-            stream,
-            slot: conn.slot(),
-            shared: shared.clone(),
-            linger: None,
-            write_shut: false,
-            released: false,
-        };
-        glommio::spawn_local(task).detach();
-    }
-}
-
-/// What one read or write attempt did.
-enum Step {
-    /// Bytes moved.
-    Progress,
-    /// Nothing to do, or the socket is not ready (the waker is registered).
-    Idle,
-    /// The connection is over, for this reason.
+/// What driving one connection decided.
+enum Fate {
+    /// Keep the socket.
+    Keep,
+    /// The connection failed for this reason (the port is told).
     Failed(CloseReason),
+    /// The socket is to be closed (the port already knows it is over).
+    Close,
 }
 
 fn failure(err: &io::Error) -> CloseReason {
@@ -208,164 +127,306 @@ fn failure(err: &io::Error) -> CloseReason {
     }
 }
 
-/// One client connection's socket task; see the module doc.
-struct ConnTask {
-    stream: TcpStream,
-    slot: u32,
-    shared: Rc<IoShared>,
-    /// Started when the connection begins to linger.
-    linger: Option<Timer>,
-    /// The write side was shut down (FIN sent) while lingering.
-    write_shut: bool,
-    released: bool,
+/// A shard's client sockets; see the module doc.
+#[derive(Debug)]
+pub(crate) struct GatewayIo {
+    poll: Poll,
+    events: Events,
+    listener: Option<TcpListener>,
+    /// The listener had a connection waiting at the last look.
+    accept_ready: bool,
+    /// Indexed by port slot.
+    conns: Vec<Option<Conn>>,
+    /// Slots to drive in this pump (a slot may appear twice: harmless).
+    work: Vec<u32>,
+    /// The port's due slots, taken each pump (kept for its capacity).
+    due: Vec<u32>,
+    /// Slots lingering (their deadline is checked each pump).
+    lingering: Vec<u32>,
+    port: Rc<RefCell<ClientPort>>,
+    /// Reads land here first, then exactly the bytes read are copied to the
+    /// connection's buffer (one buffer per shard, not per connection).
+    scratch: Vec<u8>,
+    linger: Duration,
+    last_accept_log: Option<Instant>,
 }
 
-impl ConnTask {
-    /// Writes queued output until the socket blocks or the queue is empty.
-    fn write(&mut self, cx: &mut Context<'_>, port: &mut ClientPort) -> Step {
-        let mut step = Step::Idle;
-        loop {
-            let pending = port.io_pending_output(self.slot);
-            if pending.is_empty() {
-                return step;
-            }
-            match Pin::new(&mut self.stream).poll_write(cx, pending) {
-                Poll::Ready(Ok(0)) => return Step::Failed(CloseReason::PeerClosed),
-                Poll::Ready(Ok(n)) => {
-                    port.io_wrote(self.slot, n);
-                    step = Step::Progress;
+impl GatewayIo {
+    /// Serves `listener`'s connections into `port`.
+    pub(crate) fn start(
+        listener: std::net::TcpListener,
+        port: Rc<RefCell<ClientPort>>,
+    ) -> io::Result<GatewayIo> {
+        let (batch, linger_ms, events_max) = {
+            let p = port.borrow();
+            let p = p.params();
+            (p.read_batch_bytes, p.linger_ms, p.io_events_max)
+        };
+        listener.set_nonblocking(true)?;
+        let mut listener = TcpListener::from_std(listener);
+        let poll = Poll::new()?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        Ok(GatewayIo {
+            poll,
+            events: Events::with_capacity(events_max.max(1)),
+            listener: Some(listener),
+            accept_ready: true,
+            conns: Vec::new(),
+            work: Vec::new(),
+            due: Vec::new(),
+            lingering: Vec::new(),
+            port,
+            scratch: vec![0; batch.max(1)],
+            linger: Duration::from_millis(linger_ms),
+            last_accept_log: None,
+        })
+    }
+
+    /// Stops accepting and closes the listener.
+    pub(crate) fn stop_accepting(&mut self) {
+        if let Some(mut listener) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut listener);
+        }
+        self.accept_ready = false;
+    }
+
+    /// Connections whose socket is still open.
+    pub(crate) fn live(&self) -> usize {
+        self.port.borrow().io_live()
+    }
+
+    /// One pass over the sockets (see the module doc); `now` is the time
+    /// linger deadlines are measured against.
+    pub(crate) fn pump(&mut self, now: Instant) {
+        self.work.clear();
+        self.wait_events();
+        let port_rc = self.port.clone();
+        let mut port = port_rc.borrow_mut();
+        if self.accept_ready {
+            self.accept(&mut port, now);
+        }
+        port.io_take_due(&mut self.due);
+        self.work.extend_from_slice(&self.due);
+        self.work.extend_from_slice(&self.lingering);
+        let work = std::mem::take(&mut self.work);
+        for &index in &work {
+            self.drive(&mut port, index, now);
+        }
+        self.work = work;
+        let conns = &self.conns;
+        self.lingering.retain(|&i| {
+            conns[i as usize]
+                .as_ref()
+                .is_some_and(|c| c.linger_until.is_some())
+        });
+    }
+
+    /// Takes the readiness edges the kernel has (never blocks).
+    fn wait_events(&mut self) {
+        for _ in 0..WAITS_PER_PUMP_MAX {
+            if let Err(err) = self.poll.poll(&mut self.events, Some(Duration::ZERO)) {
+                if err.kind() != io::ErrorKind::Interrupted {
+                    tracing::warn!(%err, "gateway: epoll wait failed");
                 }
-                Poll::Ready(Err(e)) => return Step::Failed(failure(&e)),
-                Poll::Pending => return step,
+                return;
+            }
+            let mut n = 0;
+            for event in &self.events {
+                n += 1;
+                if event.token() == LISTENER {
+                    self.accept_ready = true;
+                    continue;
+                }
+                let index = event.token().0;
+                let Some(Some(conn)) = self.conns.get_mut(index) else {
+                    continue; // closed since: a stale edge
+                };
+                if event.is_readable() || event.is_read_closed() || event.is_error() {
+                    conn.readable = true;
+                }
+                if event.is_writable() || event.is_write_closed() || event.is_error() {
+                    conn.write_blocked = false;
+                }
+                self.work.push(index as u32);
+            }
+            if n < self.events.capacity() {
+                return;
             }
         }
     }
 
-    /// Reads once into the inbound buffer (or, when `discard`, into nowhere).
-    fn read(&mut self, cx: &mut Context<'_>, port: &mut ClientPort, discard: bool) -> Step {
-        let mut scratch = self.shared.scratch.borrow_mut();
-        let room = if discard {
-            scratch.len()
-        } else {
-            port.io_read_room(self.slot)
+    /// Accepts what the listener holds, at most `io_events_max` a pump.
+    fn accept(&mut self, port: &mut ClientPort, now: Instant) {
+        let Some(listener) = &self.listener else {
+            return;
         };
+        for _ in 0..self.events.capacity() {
+            let (mut stream, peer) = match listener.accept() {
+                Ok(x) => x,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    self.accept_ready = false;
+                    return;
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                Err(err) => {
+                    // E.g. out of file descriptors: retried at the next pump.
+                    if self
+                        .last_accept_log
+                        .is_none_or(|t| now.saturating_duration_since(t) >= ACCEPT_LOG_INTERVAL)
+                    {
+                        tracing::warn!(%err, "gateway: accept failed");
+                        self.last_accept_log = Some(now);
+                    }
+                    return;
+                }
+            };
+            let Some(conn) = port.io_open(peer) else {
+                drop(stream); // refused: counted by the port
+                continue;
+            };
+            let index = conn.slot();
+            if let Err(err) = stream.set_nodelay(true) {
+                tracing::debug!(%err, %peer, "gateway: cannot set TCP_NODELAY");
+            }
+            let registered = self.poll.registry().register(
+                &mut stream,
+                Token(index as usize),
+                Interest::READABLE | Interest::WRITABLE,
+            );
+            if let Err(err) = registered {
+                tracing::warn!(%err, %peer, "gateway: cannot register a connection");
+                port.io_failed(index, CloseReason::IoError);
+                port.io_release(index);
+                continue;
+            }
+            let i = index as usize;
+            if self.conns.len() <= i {
+                self.conns.resize_with(i + 1, || None);
+            }
+            debug_assert!(self.conns[i].is_none(), "a free slot has no socket");
+            self.conns[i] = Some(Conn {
+                stream,
+                readable: true,
+                write_blocked: false,
+                write_shut: false,
+                linger_until: None,
+            });
+            self.work.push(index);
+        }
+    }
+
+    /// Drives one connection as its port state asks; closes its socket when
+    /// it is over.
+    fn drive(&mut self, port: &mut ClientPort, index: u32, now: Instant) {
+        let Some(Some(conn)) = self.conns.get_mut(index as usize) else {
+            return;
+        };
+        let fate = match port.io_state(index) {
+            SlotState::Open => drive_open(conn, port, index, &mut self.scratch),
+            SlotState::Lingering => {
+                if conn.linger_until.is_none() {
+                    conn.linger_until = Some(now + self.linger);
+                    self.lingering.push(index);
+                }
+                drive_linger(conn, port, index, &mut self.scratch, now)
+            }
+            SlotState::Done | SlotState::Free => Fate::Close,
+        };
+        match fate {
+            Fate::Keep => {}
+            Fate::Failed(reason) => {
+                port.io_failed(index, reason);
+                self.close(port, index);
+            }
+            Fate::Close => self.close(port, index),
+        }
+    }
+
+    fn close(&mut self, port: &mut ClientPort, index: u32) {
+        if let Some(mut conn) = self.conns[index as usize].take() {
+            let _ = self.poll.registry().deregister(&mut conn.stream);
+            drop(conn);
+            port.io_release(index);
+        }
+    }
+}
+
+/// Open: write what is queued, then read until drained or paused.
+fn drive_open(conn: &mut Conn, port: &mut ClientPort, index: u32, scratch: &mut [u8]) -> Fate {
+    if let Err(reason) = write_queued(conn, port, index) {
+        return Fate::Failed(reason);
+    }
+    while conn.readable {
+        let room = port.io_read_room(index);
         if room == 0 {
-            return Step::Idle; // paused: a consume wakes this task
+            break; // paused: the consume that makes room makes the slot due
         }
-        let buf = &mut scratch[..room.min(port.params().read_batch_bytes.max(1))];
-        match Pin::new(&mut self.stream).poll_read(cx, buf) {
-            Poll::Ready(Ok(0)) => Step::Failed(CloseReason::PeerClosed),
-            Poll::Ready(Ok(n)) => {
-                if !discard {
-                    port.io_received(self.slot, &buf[..n]);
-                }
-                Step::Progress
-            }
-            Poll::Ready(Err(e)) => Step::Failed(failure(&e)),
-            Poll::Pending => Step::Idle,
+        let take = room.min(scratch.len());
+        let buf = &mut scratch[..take];
+        match conn.stream.read(buf) {
+            Ok(0) => return Fate::Failed(CloseReason::PeerClosed),
+            Ok(n) => port.io_received(index, &buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => conn.readable = false,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Fate::Failed(failure(&e)),
         }
     }
-
-    /// Open: read and write until both block; `Ready` when the socket must close.
-    fn drive_open(&mut self, cx: &mut Context<'_>, port: &mut ClientPort) -> Poll<bool> {
-        let w = self.write(cx, port);
-        let r = match w {
-            Step::Failed(_) => Step::Idle,
-            _ => self.read(cx, port, false),
-        };
-        match (w, r) {
-            (Step::Failed(reason), _) | (_, Step::Failed(reason)) => {
-                port.io_failed(self.slot, reason);
-                Poll::Ready(true)
-            }
-            (Step::Progress, _) | (_, Step::Progress) => Poll::Ready(false),
-            _ => Poll::Pending,
-        }
-    }
-
-    /// Lingering: flush, shut the write side, drain input until EOF, all
-    /// before the linger timer fires. `Ready` when the socket may close.
-    fn drive_linger(&mut self, cx: &mut Context<'_>, port: &mut ClientPort) -> Poll<bool> {
-        let linger = self.shared.linger;
-        let timer = self.linger.get_or_insert_with(|| Timer::new(linger));
-        if Pin::new(timer).poll(cx).is_ready() {
-            return Poll::Ready(true);
-        }
-        if !port.io_pending_output(self.slot).is_empty() {
-            return match self.write(cx, port) {
-                Step::Failed(_) => Poll::Ready(true),
-                Step::Progress => Poll::Ready(false),
-                Step::Idle => Poll::Pending,
-            };
-        }
-        if !self.write_shut {
-            self.write_shut = true;
-            if Pin::new(&mut self.stream).poll_close(cx).is_pending() {
-                return Poll::Pending;
-            }
-        }
-        match self.read(cx, port, true) {
-            Step::Failed(_) => Poll::Ready(true),
-            Step::Progress => Poll::Ready(false),
-            Step::Idle => Poll::Pending,
-        }
-    }
-
-    /// One poll: `Ready(())` when the socket is to be closed.
-    fn drive(&mut self, cx: &mut Context<'_>, port: &mut ClientPort) -> Poll<()> {
-        for _ in 0..ROUNDS_PER_POLL {
-            let done = match port.io_state(self.slot) {
-                SlotState::Open => self.drive_open(cx, port),
-                SlotState::Lingering => self.drive_linger(cx, port),
-                SlotState::Done | SlotState::Free => Poll::Ready(true),
-            };
-            match done {
-                Poll::Ready(true) => return Poll::Ready(()),
-                Poll::Ready(false) => {} // progress: another round
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        // Still busy: let the other tasks (and the tick) run first.
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-
-    fn release(&mut self) {
-        if !self.released {
-            self.released = true;
-            if let Ok(mut port) = self.shared.port.try_borrow_mut() {
-                port.io_release(self.slot);
-            }
-        }
-    }
+    Fate::Keep
 }
 
-impl Future for ConnTask {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
-        let shared = this.shared.clone();
-        let mut port = shared.port.borrow_mut();
-        match this.drive(cx, &mut port) {
-            Poll::Ready(()) => {
-                drop(port);
-                this.release();
-                Poll::Ready(())
-            }
-            Poll::Pending => {
-                port.io_park(this.slot, cx.waker());
-                Poll::Pending
-            }
+/// Lingering: flush, shut the write side, drain input until EOF, all before
+/// the deadline.
+fn drive_linger(
+    conn: &mut Conn,
+    port: &mut ClientPort,
+    index: u32,
+    scratch: &mut [u8],
+    now: Instant,
+) -> Fate {
+    if conn.linger_until.is_some_and(|t| now >= t) {
+        return Fate::Close;
+    }
+    if write_queued(conn, port, index).is_err() {
+        return Fate::Close;
+    }
+    if !port.io_pending_output(index).is_empty() {
+        return Fate::Keep; // blocked: the writable edge brings it back
+    }
+    if !conn.write_shut {
+        conn.write_shut = true;
+        if conn.stream.shutdown(Shutdown::Write).is_err() {
+            return Fate::Close;
         }
     }
+    while conn.readable {
+        match conn.stream.read(scratch) {
+            Ok(0) => return Fate::Close,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => conn.readable = false,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Fate::Close,
+        }
+    }
+    Fate::Keep
 }
 
-impl Drop for ConnTask {
-    /// A task dropped unfinished (the executor ending) still frees its slot.
-    fn drop(&mut self) {
-        self.release();
+/// Writes the queued output until it is all written or the socket blocks.
+fn write_queued(conn: &mut Conn, port: &mut ClientPort, index: u32) -> Result<(), CloseReason> {
+    while !conn.write_blocked {
+        let pending = port.io_pending_output(index);
+        if pending.is_empty() {
+            return Ok(());
+        }
+        match conn.stream.write(pending) {
+            Ok(0) => return Err(CloseReason::PeerClosed),
+            Ok(n) => port.io_wrote(index, n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => conn.write_blocked = true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(failure(&e)),
+        }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -375,31 +436,27 @@ mod tests {
 
     #[test]
     fn a_restarted_listener_binds_over_time_wait() {
-        let ex = glommio::LocalExecutorBuilder::default()
-            .make()
-            .expect("executor");
-        ex.run(async {
-            let (listener, addr) = bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
-            let mut client = std::net::TcpStream::connect(addr).expect("connect");
-            let accepted = listener.accept().await.expect("accept");
-            // The server closes first: its side of the connection goes to
-            // TIME_WAIT on the listening port.
-            drop(accepted);
-            let mut buf = [0u8; 1];
-            assert_eq!(client.read(&mut buf).expect("eof"), 0);
-            drop(client);
-            drop(listener);
-            // A restart: the start-up check (`launch::gateway_addr`, a plain
-            // std bind with SO_REUSEADDR) conflicts with TIME_WAIT sockets
-            // whose listener lacked SO_REUSEADDR; then the shard's bind.
-            let check = std::net::TcpListener::bind(addr);
-            assert!(check.is_ok(), "start-up check after a restart: {check:?}");
-            drop(check);
-            let (_live, again) = bind(addr).expect("the port binds again at once");
-            assert_eq!(again, addr);
-            // A live listener still fails the check: no second server
-            // silently shares the port through SO_REUSEPORT.
-            assert!(std::net::TcpListener::bind(addr).is_err());
-        });
+        let (listener, addr) = bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+        let mut client = std::net::TcpStream::connect(addr).expect("connect");
+        listener.set_nonblocking(false).expect("blocking");
+        let (accepted, _) = listener.accept().expect("accept");
+        // The server closes first: its side of the connection goes to
+        // TIME_WAIT on the listening port.
+        drop(accepted);
+        let mut buf = [0u8; 1];
+        assert_eq!(client.read(&mut buf).expect("eof"), 0);
+        drop(client);
+        drop(listener);
+        // A restart: the start-up check (`launch::gateway_addr`, a plain std
+        // bind with SO_REUSEADDR) conflicts with TIME_WAIT sockets whose
+        // listener lacked SO_REUSEADDR; then the shard's bind.
+        let check = std::net::TcpListener::bind(addr);
+        assert!(check.is_ok(), "start-up check after a restart: {check:?}");
+        drop(check);
+        let (_live, again) = bind(addr).expect("the port binds again at once");
+        assert_eq!(again, addr);
+        // A live listener still fails the check: no second server silently
+        // shares the port through SO_REUSEPORT.
+        assert!(std::net::TcpListener::bind(addr).is_err());
     }
 }

@@ -54,14 +54,18 @@ pub enum Hist {
     Flush,
     /// Batches waiting in inbound queues at a drain.
     InboundQueued,
+    /// One pump of the client socket loop (reads, accepts, writes), µs;
+    /// outside the tick's phases.
+    ClientIo,
 }
 
-const HISTS: usize = 5;
-const PHASES: [(Hist, &str); 4] = [
+const HISTS: usize = 6;
+const PHASES: [(Hist, &str); 5] = [
     (Hist::Tick, "tick"),
     (Hist::Drain, "drain"),
     (Hist::App, "app"),
     (Hist::Flush, "flush"),
+    (Hist::ClientIo, "client_io"),
 ];
 /// Largest recorded value: 60 s in µs; longer samples saturate.
 const HIST_MAX: u64 = 60_000_000;

@@ -29,8 +29,9 @@
 //!   shard-local [`ClientPort`] passed to `on_tick`: when `gateway.enabled`,
 //!   shard 0 binds `gateway.listen_addr` (port 0 allowed) and every other
 //!   shard binds the address it resolved (SO_REUSEPORT: the kernel spreads
-//!   connections over shards); the socket tasks of `gateway_io` fill and
-//!   drain the port between ticks. [`RuntimeHandle::client_addr`] gives the
+//!   connections over shards); one batched socket loop per shard
+//!   (`gateway_io`, epoll) fills and drains the port right before and after
+//!   each tick and every `gateway.io_poll_ms` between ticks. [`RuntimeHandle::client_addr`] gives the
 //!   address.
 //! - [`RuntimeHandle::shutdown`] (or SIGINT/SIGTERM after
 //!   [`RuntimeHandle::stop_on_signals`]) stops ticking after the current

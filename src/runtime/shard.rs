@@ -5,9 +5,11 @@
 //! 1. **drains** its inbound queues into its inbox (unless the inbox is at
 //!    `mesh.inbox_items_max`, which pushes back on the senders);
 //! 2. calls the application's `on_tick(now, inbox, outbox, port)`; the
-//!    client port was filled between ticks by the socket tasks of
-//!    `runtime::gateway_io`, which run whenever the tick loop sleeps (so
-//!    socket IO is never inside the measured phases);
+//!    client port is served by the batched socket loop of
+//!    `runtime::gateway_io`, pumped right before the tick (fresh input),
+//!    right after it (the tick's output, one write per client) and every
+//!    `gateway.io_poll_ms` while the shard sleeps (socket IO is never inside
+//!    the measured phases: it has its own `client_io` histogram);
 //! 3. **flushes** its outbox: one batch per destination;
 //! 4. records metrics, raises the stall alarm if steps 1-3 took longer than
 //!    `runtime.tick_budget_ms` (counter + a log line naming the phase that took
@@ -48,6 +50,10 @@ use std::time::{Duration, Instant};
 const STALL_LOG_INTERVAL: Duration = Duration::from_secs(1);
 /// How often a shard retries flushing and draining during shutdown.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(1);
+/// How often the last wait for closing client sockets pumps them.
+const CLOSE_POLL: Duration = Duration::from_millis(1);
+/// Beyond `gateway.linger_ms`, how long that wait gives the last sockets.
+const CLOSE_SLACK: Duration = Duration::from_millis(50);
 
 /// State shared by all shards of one runtime.
 #[derive(Debug)]
@@ -118,13 +124,16 @@ struct Shard<A> {
     links: ShardLinks,
     inbox: InboxBuf,
     outbox: Outbox,
-    /// The client connections; shared with the socket tasks, borrowed
-    /// mutably only inside `on_tick`/`on_shutdown` (never across an await).
+    /// The client connections; shared with the socket loop, borrowed
+    /// mutably only inside `on_tick`/`on_shutdown` and a pump (never across
+    /// an await).
     port: Rc<RefCell<ClientPort>>,
     /// The port's counters as last added to `stats`.
     port_seen: PortCounters,
-    /// The listener and connection tasks (`None` when the gateway is off).
+    /// The listener and client sockets (`None` when the gateway is off).
     gateway: Option<GatewayIo>,
+    /// How long the shard sleeps between socket pumps.
+    io_poll: Duration,
     stats: Arc<ShardStats>,
     hists: LocalHists,
     sink: MetricSink,
@@ -140,7 +149,7 @@ pub(crate) async fn run<A: ShardApp>(
     links: ShardLinks,
     stats: Arc<ShardStats>,
     shared: Arc<Shared>,
-    listener: Option<glommio::net::TcpListener>,
+    listener: Option<std::net::TcpListener>,
 ) -> A {
     let outbox = Outbox::new(
         p.ctx.shard,
@@ -149,13 +158,27 @@ pub(crate) async fn run<A: ShardApp>(
         p.outbox_items_max,
     );
     let port = Rc::new(RefCell::new(ClientPort::attached(p.port.clone())));
+    let gateway = listener.and_then(|l| match GatewayIo::start(l, port.clone()) {
+        Ok(io) => Some(io),
+        Err(err) => {
+            // Only an out-of-resources epoll_create can fail here; the
+            // listener itself was bound and checked at start.
+            tracing::error!(shard = %p.ctx.shard, %err, "gateway: cannot start the socket loop; this shard takes no clients");
+            None
+        }
+    });
+    let io_poll = match gateway {
+        Some(_) => Duration::from_millis(p.port.io_poll_ms.max(1)),
+        None => p.ctx.tick,
+    };
     let mut shard = Shard {
         p,
         app: Some(app),
         links,
         inbox: InboxBuf::default(),
         outbox,
-        gateway: listener.map(|l| GatewayIo::start(l, port.clone())),
+        gateway,
+        io_poll,
         port,
         port_seen: PortCounters::default(),
         stats,
@@ -181,7 +204,9 @@ impl<A: ShardApp> Shard<A> {
         let mut next = self.shared.epoch + tick * u32::try_from(since + 1).unwrap_or(u32::MAX);
         let mut ticks: u64 = 0;
         while !self.shared.stop.load(Ordering::Acquire) {
+            self.pump_io();
             self.tick_once();
+            self.pump_io();
             ticks += 1;
             if ticks % self.p.metrics_publish_ticks == 0 {
                 self.publish();
@@ -196,7 +221,34 @@ impl<A: ShardApp> Shard<A> {
                 self.stats.add(Count::TicksSkipped, u64::from(missed));
                 next += tick * missed;
             }
-            glommio::timer::sleep(next.saturating_duration_since(now)).await;
+            self.sleep_until(next).await;
+        }
+    }
+
+    /// Sleeps until `deadline`, pumping the client sockets every
+    /// `gateway.io_poll_ms` meanwhile.
+    async fn sleep_until(&mut self, deadline: Instant) {
+        loop {
+            let now = Instant::now();
+            let left = deadline.saturating_duration_since(now);
+            if left.is_zero() {
+                return;
+            }
+            if left <= self.io_poll {
+                glommio::timer::sleep(left).await;
+                return; // the tick's own pump follows
+            }
+            glommio::timer::sleep(self.io_poll).await;
+            self.pump_io();
+        }
+    }
+
+    /// One pass of the client socket loop (timed as `client_io`).
+    fn pump_io(&mut self) {
+        if let Some(gateway) = &mut self.gateway {
+            let t0 = Instant::now();
+            gateway.pump(t0);
+            self.hists.record(Hist::ClientIo, micros(t0.elapsed()));
         }
     }
 
@@ -269,6 +321,7 @@ impl<A: ShardApp> Shard<A> {
         }
         s.add(Count::ClientBytesIn, now.bytes_in - seen.bytes_in);
         s.add(Count::ClientBytesOut, now.bytes_out - seen.bytes_out);
+        s.add(Count::ClientWrites, now.writes - seen.writes);
         seen.clone_from(now);
         s.set(Level::ClientConnections, port.open_connections() as u64);
         s.set(Level::ClientInboundHeld, port.inbound_held() as u64);
@@ -319,7 +372,7 @@ impl<A: ShardApp> Shard<A> {
 
     async fn shutdown(&mut self, guard: &PanicGuard<'_>) {
         if let Some(gateway) = &mut self.gateway {
-            gateway.stop_accepting().await;
+            gateway.stop_accepting();
         }
         {
             let now = self.shared.now(Instant::now());
@@ -346,6 +399,7 @@ impl<A: ShardApp> Shard<A> {
                 self.stats.add(Count::DroppedAtShutdown, stuck);
                 break;
             }
+            self.pump_io();
             glommio::timer::sleep(SHUTDOWN_POLL).await;
         }
         let d = self.links.drain(&mut self.inbox);
@@ -368,8 +422,17 @@ impl<A: ShardApp> Shard<A> {
     /// Waits (at most `gateway.linger_ms`) for the client connections closed
     /// at the start of the shutdown to write their queues and close.
     async fn close_clients(&mut self) {
-        if let Some(gateway) = &self.gateway {
-            let left = gateway.wait_closed().await;
+        if self.gateway.is_some() {
+            let linger = Duration::from_millis(self.p.port.linger_ms);
+            let deadline = Instant::now() + linger + CLOSE_SLACK;
+            let left = loop {
+                self.pump_io();
+                let live = self.gateway.as_ref().map_or(0, GatewayIo::live);
+                if live == 0 || Instant::now() >= deadline {
+                    break live;
+                }
+                glommio::timer::sleep(CLOSE_POLL).await;
+            };
             if left > 0 {
                 tracing::warn!(shard = %self.p.ctx.shard, left, "client sockets still flushing at exit: closed");
             }

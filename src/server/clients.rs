@@ -352,7 +352,7 @@ impl CellHost {
                 ended.push(id);
                 continue;
             }
-            if c.session.output().is_empty() {
+            if !c.session.output_due() {
                 continue;
             }
             match port.send(id, c.session.output()) {

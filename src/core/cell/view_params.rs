@@ -44,6 +44,11 @@ pub struct ViewParams {
     pub ghost_cache_age_max_ms: u64,
     /// Combat timings and bounds. Default: [`CombatParams::default`].
     pub combat: CombatParams,
+    /// Each observer's batch is flushed (sent) every this many ticks, at
+    /// its own phase so that the cell's flushes spread evenly over the
+    /// ticks (config `view.client_update_hz`). The observer's budget
+    /// counts in flushes: its `tick_ms` is the flush period. Default 1.
+    pub flush_every_ticks: u16,
 }
 
 impl Default for ViewParams {
@@ -58,6 +63,7 @@ impl Default for ViewParams {
             ghost_cache_bytes_max: 16 * 1024,
             ghost_cache_age_max_ms: 3_000,
             combat: CombatParams::default(),
+            flush_every_ticks: 1,
         }
     }
 }
@@ -91,6 +97,12 @@ impl ViewParams {
             return Err(invalid(
                 "view.view_entities_max",
                 "must be >= aoi.max_interest",
+            ));
+        }
+        if self.flush_every_ticks == 0 {
+            return Err(invalid(
+                "view.client_update_hz",
+                "flush period must be >= 1 tick",
             ));
         }
         if self.ghost_cache_max == 0 || self.ghost_cache_bytes_max == 0 {

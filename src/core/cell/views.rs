@@ -85,6 +85,8 @@ pub(super) struct Views {
     events: Vec<AoiEvent>,
     interest: Vec<EntityId>,
     batches: Vec<(EntityId, Arc<[u8]>)>,
+    /// View steps run (the phase of the staggered flushes).
+    steps: u64,
 }
 
 /// The AOI flag bit of an entity (one bit per type, modulo 64).
@@ -114,6 +116,7 @@ impl Views {
             events: Vec::new(),
             interest: Vec::new(),
             batches: Vec::new(),
+            steps: 0,
         })
     }
 
@@ -331,7 +334,16 @@ impl Cell {
         }
         self.views.interest = interest;
         let mut batches = std::mem::take(&mut self.views.batches);
-        for w in self.views.watches.iter_mut().flatten() {
+        // Each observer flushes every `flush_every_ticks` steps at the phase
+        // of its slot, so a cell's sends spread evenly over the ticks.
+        let every = u64::from(self.views.params.flush_every_ticks.max(1));
+        let step = self.views.steps;
+        self.views.steps += 1;
+        for (slot, w) in self.views.watches.iter_mut().enumerate() {
+            let Some(w) = w else { continue };
+            if (step + slot as u64) % every != 0 {
+                continue;
+            }
             if let Some(b) = flush_counted(true, w, &self.entities, &mut self.counters) {
                 batches.push((w.owner, b));
             }

@@ -1,12 +1,12 @@
 //! The socket side's calls into [`ClientPort`] (used by
 //! `runtime::gateway_io` only): registering accepted connections,
-//! appending what was read, taking what to write, parking and releasing.
+//! appending what was read, taking what to write, the list of slots with
+//! work, and releasing.
 //!
 //! Owns no state of its own; it must not touch sockets itself.
 
 use super::{ClientPort, CloseReason, ConnId, SlotState};
 use std::net::SocketAddr;
-use std::task::Waker;
 
 impl ClientPort {
     /// Registers an accepted connection; `None` (counted as refused) at
@@ -60,6 +60,7 @@ impl ClientPort {
         slot.outbound.advance(n);
         self.outbound_held -= n;
         self.counters.bytes_out += n as u64;
+        self.counters.writes += 1;
     }
 
     /// The peer went away or the socket failed (no-op unless open).
@@ -69,16 +70,18 @@ impl ClientPort {
         }
     }
 
-    /// Where the connection's task parks; port calls that need it wake it.
-    pub(crate) fn io_park(&mut self, index: u32, waker: &Waker) {
-        let slot = &mut self.slots[index as usize];
-        match &mut slot.waker {
-            Some(w) if w.will_wake(waker) => {}
-            w => *w = Some(waker.clone()),
+    /// Moves the slots that became due since the last call (first bytes
+    /// queued, a paused reader given room, a close) into `out` (cleared
+    /// first), each once, in the order they became due.
+    pub(crate) fn io_take_due(&mut self, out: &mut Vec<u32>) {
+        out.clear();
+        std::mem::swap(out, &mut self.due);
+        for &index in out.iter() {
+            self.slots[index as usize].due = false;
         }
     }
 
-    /// The socket task is done with this slot (socket closed): whatever is
+    /// The socket loop is done with this slot (socket closed): whatever is
     /// still queued is dropped and the slot is freed once the app saw Closed.
     pub(crate) fn io_release(&mut self, index: u32) {
         let slot = &mut self.slots[index as usize];
@@ -90,7 +93,6 @@ impl ClientPort {
         slot.outbound.reset();
         slot.state = SlotState::Done;
         slot.io_held = false;
-        slot.waker = None;
         self.try_free(index);
     }
 
@@ -104,7 +106,7 @@ impl ClientPort {
         }
     }
 
-    /// Connections whose socket task still runs.
+    /// Connections whose socket the socket side still holds.
     pub(crate) fn io_live(&self) -> usize {
         self.slots.iter().filter(|s| s.io_held).count()
     }
@@ -143,5 +145,8 @@ impl ClientPort {
             }
         }
         assert!(self.events.len() <= 2 * self.slots.len());
+        let due = self.slots.iter().filter(|s| s.due).count();
+        assert_eq!(due, self.due.len(), "due flags and list");
+        assert!(self.due.len() <= self.slots.len());
     }
 }

@@ -1,9 +1,11 @@
 //! [`ClientPort`]: the shard-local table of client connections, as bytes.
 //!
 //! The application never touches a socket. Each shard owns one port; the
-//! runtime's socket tasks (`runtime::gateway_io`) append what they read to a
-//! connection's bounded inbound buffer and write what the application queued
-//! in its bounded send buffer. The application sees the port only during its
+//! runtime's batched socket loop (`runtime::gateway_io`) appends what it
+//! reads to a connection's bounded inbound buffer and writes what the
+//! application queued in its bounded send buffer; port calls that give the
+//! loop work it cannot learn from the kernel (first bytes queued, a paused
+//! reader given room, a close) put the slot on the *due* list. The application sees the port only during its
 //! tick (`ShardApp::on_tick`): it polls [`PortEvent`]s, reads and consumes
 //! input, queues output and closes connections. A *detached* port
 //! ([`ClientPort::detached`]) has no sockets at all: a test feeds it by hand
@@ -31,7 +33,6 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::task::Waker;
 
 mod io;
 mod queue;
@@ -68,8 +69,8 @@ struct Slot {
     close_pending: bool,
     /// The reader stopped at `inbound_bytes_max`.
     read_paused: bool,
-    /// Wakes this connection's socket task.
-    waker: Option<Waker>,
+    /// The slot is on the port's `due` list (the socket side has work).
+    due: bool,
 }
 
 impl Slot {
@@ -83,13 +84,7 @@ impl Slot {
             io_held: false,
             close_pending: false,
             read_paused: false,
-            waker: None,
-        }
-    }
-
-    fn wake(&mut self) {
-        if let Some(w) = self.waker.take() {
-            w.wake();
+            due: false,
         }
     }
 }
@@ -109,6 +104,10 @@ pub struct ClientPort {
     counters: PortCounters,
     inbound_held: usize,
     outbound_held: usize,
+    /// Slots whose socket side has work it cannot learn from the kernel:
+    /// first bytes queued, a paused reader given room, a close. Each slot at
+    /// most once (its `due` flag), so at most `connections_max` entries.
+    due: Vec<u32>,
 }
 
 impl ClientPort {
@@ -117,7 +116,7 @@ impl ClientPort {
         ClientPort::new(params, false)
     }
 
-    /// A port whose connections are driven by the runtime's socket tasks.
+    /// A port whose connections are driven by the runtime's socket loop.
     pub(crate) fn attached(params: PortParams) -> ClientPort {
         ClientPort::new(params, true)
     }
@@ -134,6 +133,7 @@ impl ClientPort {
             counters: PortCounters::default(),
             inbound_held: 0,
             outbound_held: 0,
+            due: Vec::new(),
         }
     }
 
@@ -178,11 +178,14 @@ impl ClientPort {
         };
         let n = n.min(slot.inbound.len());
         slot.inbound.advance(n);
-        if slot.read_paused && slot.inbound.len() < inbound_max {
+        let resume = slot.read_paused && slot.inbound.len() < inbound_max;
+        if resume {
             slot.read_paused = false;
-            slot.wake();
         }
         self.inbound_held -= n;
+        if resume {
+            self.mark_due(conn.slot());
+        }
     }
 
     /// Queues bytes for `conn` (copied into its bounded send buffer).
@@ -206,10 +209,10 @@ impl ClientPort {
             return Ok(());
         }
         slot.outbound.push(bytes);
-        if queued == 0 {
-            slot.wake();
-        }
         self.outbound_held += bytes.len();
+        if queued == 0 {
+            self.mark_due(conn.slot());
+        }
         Ok(())
     }
 
@@ -385,10 +388,20 @@ impl ClientPort {
             slot.state = SlotState::Done;
         }
         slot.close_pending = true;
-        slot.wake();
+        self.mark_due(index);
         self.open -= 1;
         self.counters.closed[reason.index()] += 1;
         self.events.push_back(PortEvent::Closed { conn, reason });
+    }
+
+    /// Puts a slot on the socket side's work list (once; detached ports keep
+    /// no list, nobody would take it).
+    fn mark_due(&mut self, index: u32) {
+        let slot = &mut self.slots[index as usize];
+        if self.attached && slot.io_held && !slot.due {
+            slot.due = true;
+            self.due.push(index);
+        }
     }
 
     /// Frees a slot once nobody refers to it any more.
@@ -402,7 +415,6 @@ impl ClientPort {
         slot.state = SlotState::Free;
         slot.generation = slot.generation.wrapping_add(1);
         slot.peer = None;
-        slot.waker = None;
         slot.inbound.reset();
         slot.outbound.reset();
         self.free.push(index);

@@ -13,6 +13,8 @@ fn params() -> PortParams {
         send_queue_bytes_max: 32,
         read_batch_bytes: 8,
         linger_ms: 10,
+        io_poll_ms: 5,
+        io_events_max: 64,
     }
 }
 
@@ -252,45 +254,44 @@ fn shutdown_closes_every_connection() {
 }
 
 #[test]
-fn io_side_wakes_on_send_consume_and_close() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-    use std::task::Wake;
-    struct Counter(AtomicUsize);
-    impl Wake for Counter {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-    let counter = Arc::new(Counter(AtomicUsize::new(0)));
-    let waker = Waker::from(counter.clone());
-    let wakes = || counter.0.load(Ordering::Relaxed);
+fn io_side_is_told_of_send_consume_and_close() {
+    let mut due = Vec::new();
     let mut port = ClientPort::attached(params());
     let a = port.io_open(peer(1)).expect("room");
+    let b = port.io_open(peer(2)).expect("room");
     let s = a.slot();
-    port.io_park(s, &waker);
     port.send(a, b"x").expect("room");
-    assert_eq!(wakes(), 1, "first byte queued wakes the writer");
-    port.io_park(s, &waker);
+    port.send(b, b"z").expect("room");
     port.send(a, b"y").expect("room");
-    assert_eq!(wakes(), 1, "queue already non-empty: no extra wake");
-    assert_eq!(port.io_pending_output(s), b"xy");
-    port.io_wrote(s, 2);
+    port.verify();
+    port.io_take_due(&mut due);
+    assert_eq!(
+        due,
+        vec![s, b.slot()],
+        "first byte queued makes the slot due, once, in order"
+    );
+    port.send(a, b"w").expect("room");
+    port.io_take_due(&mut due);
+    assert!(due.is_empty(), "queue already non-empty: not due again");
+    assert_eq!(port.io_pending_output(s), b"xyw");
+    port.io_wrote(s, 3);
     port.io_received(s, &[0; 16]);
     assert_eq!(port.io_read_room(s), 0);
     port.consume(a, 1);
-    assert_eq!(wakes(), 2, "room again wakes the paused reader");
-    port.io_park(s, &waker);
+    port.io_take_due(&mut due);
+    assert_eq!(due, vec![s], "room again makes the paused reader due");
     port.close(a);
-    assert_eq!(wakes(), 3, "close wakes the task");
+    port.verify();
+    port.io_take_due(&mut due);
+    assert_eq!(due, vec![s], "a close makes the slot due");
     assert_eq!(
         port.io_state(s),
         SlotState::Lingering,
         "graceful close lingers"
     );
     port.io_release(s);
-    assert_eq!(port.slots_in_use(), 1, "Closed not polled yet");
+    assert_eq!(port.slots_in_use(), 2, "Closed not polled yet");
     assert_eq!(closed(&mut port), vec![(a, CloseReason::ClosedByApp)]);
-    assert_eq!(port.slots_in_use(), 0);
+    assert_eq!(port.slots_in_use(), 1);
     port.verify();
 }

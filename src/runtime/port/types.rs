@@ -122,6 +122,10 @@ pub struct PortParams {
     pub read_batch_bytes: usize,
     /// How long a closing connection may take to flush its queue.
     pub linger_ms: u64,
+    /// Interval of the socket loop between ticks, ms.
+    pub io_poll_ms: u64,
+    /// Readiness events taken per epoll wait.
+    pub io_events_max: usize,
 }
 
 impl Default for PortParams {
@@ -133,6 +137,8 @@ impl Default for PortParams {
             send_queue_bytes_max: 1_048_576,
             read_batch_bytes: 65_536,
             linger_ms: 500,
+            io_poll_ms: 5,
+            io_events_max: 1024,
         }
     }
 }
@@ -147,6 +153,8 @@ impl PortParams {
             send_queue_bytes_max: g.send_queue_bytes_max as usize,
             read_batch_bytes: g.read_batch_bytes as usize,
             linger_ms: g.linger_ms,
+            io_poll_ms: g.io_poll_ms,
+            io_events_max: g.io_events_max as usize,
         }
     }
 }
@@ -162,4 +170,6 @@ pub struct PortCounters {
     pub bytes_in: u64,
     /// Bytes written to clients.
     pub bytes_out: u64,
+    /// Write calls that sent bytes.
+    pub writes: u64,
 }

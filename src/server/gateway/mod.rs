@@ -56,6 +56,11 @@ pub struct GatewayParams {
     /// sends no view batches after Welcome, `DropAck` no InputAcks; the
     /// others are the observer's. Default none.
     pub fault: Fault,
+    /// Ticks between two view batches of a client (config
+    /// `view.client_update_hz`): output that is only input acknowledgements
+    /// waits up to this many ticks minus one for the next view batch, so
+    /// that a client gets one write per update, not one per tick. Default 1.
+    pub send_every_ticks: u16,
 }
 
 impl Default for GatewayParams {
@@ -71,6 +76,7 @@ impl Default for GatewayParams {
             world: Rect::new(0.0, 0.0, 4096.0, 4096.0),
             spawn_local: true,
             fault: Fault::None,
+            send_every_ticks: 1,
         }
     }
 }
@@ -89,6 +95,7 @@ impl GatewayParams {
             world: c.world.bounds(),
             spawn_local: c.gateway.spawn_local,
             fault: c.testing.fault(),
+            send_every_ticks: c.view.flush_every_ticks(c.runtime.tick_ms),
         }
     }
 }

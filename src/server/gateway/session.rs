@@ -113,6 +113,11 @@ pub struct Session {
     acked: u64,
     hits: VecDeque<(u64, u64)>,
     out: Vec<u8>,
+    /// `out[..acks_end]` holds only InputAcks (when it is all of `out`, the
+    /// output may wait for the next view batch).
+    acks_end: usize,
+    /// Ticks the output has waited (see [`Session::output_due`]).
+    held_ticks: u16,
     refused: [u64; RULES],
     text: String,
     travel: Travel,
@@ -133,6 +138,8 @@ impl Session {
             acked: 0,
             hits: VecDeque::new(),
             out: Vec::new(),
+            acks_end: 0,
+            held_ticks: 0,
             refused: [0; RULES],
             text: String::new(),
             travel: Travel::new(crate::server::balance::WORLD_SPACE, 1),
@@ -191,6 +198,25 @@ impl Session {
     /// Marks the output written.
     pub fn clear_output(&mut self) {
         self.out.clear();
+        self.acks_end = 0;
+        self.held_ticks = 0;
+    }
+
+    /// Whether the output is to be written this tick (call once per tick,
+    /// after [`Session::end_tick`]): anything but input acknowledgements
+    /// goes at once; acknowledgements alone wait up to
+    /// `send_every_ticks - 1` ticks for the next view batch to share its
+    /// write.
+    pub fn output_due(&mut self) -> bool {
+        if self.out.is_empty() {
+            return false;
+        }
+        if self.out.len() > self.acks_end {
+            return true;
+        }
+        let due = self.held_ticks + 1 >= self.params.send_every_ticks;
+        self.held_ticks = self.held_ticks.saturating_add(1);
+        due
     }
 
     /// Splits and handles every whole frame of `input`; returns the bytes
@@ -531,7 +557,11 @@ impl Session {
         if done > self.acked {
             self.acked = done;
             if self.params.fault != Fault::DropAck {
+                let only_acks = self.out.len() == self.acks_end;
                 ServerMsg::InputAck { last_seq: done }.encode(&mut self.out);
+                if only_acks {
+                    self.acks_end = self.out.len();
+                }
             }
         }
     }

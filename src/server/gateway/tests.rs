@@ -349,3 +349,46 @@ fn the_silence_fault_sends_no_view_batches() {
         assert_eq!(!p.server.output().is_empty(), sent, "{fault}");
     }
 }
+
+/// At a client update rate of every other tick, acknowledgements alone wait
+/// one tick for the next view batch; anything else goes at once.
+#[test]
+fn acks_alone_wait_for_the_next_update_but_not_longer() {
+    let mut p = Pair::with(GatewayParams {
+        send_every_ticks: 2,
+        ..params()
+    });
+    assert!(!p.server.output_due(), "nothing queued");
+    p.client
+        .send_move(p.now, Vec3::ground(101.0, 100.0), 0.0)
+        .expect("move");
+    p.pump();
+    p.real_ack(1);
+    p.server.end_tick();
+    assert!(!p.server.output_due(), "an ack alone waits a tick");
+    p.real_ack(1);
+    p.server.end_tick();
+    assert!(p.server.output_due(), "but no longer than one");
+    p.deliver();
+    assert_eq!(p.client.last_acked(), 1);
+    // An ack followed by a view batch in the same tick goes at once.
+    p.client
+        .send_move(p.now, Vec3::ground(102.0, 100.0), 0.0)
+        .expect("move");
+    p.pump();
+    p.real_ack(2);
+    p.server.end_tick();
+    // A view batch from the cell (its first byte, an event tag, marks it;
+    // the bytes are not delivered here).
+    assert!(p.server.handle_down(1, &[0x01, 0x00]));
+    assert!(p.server.output_due(), "more than acks: at once");
+    // Every tick, as by default: an ack alone goes at once.
+    let mut q = Pair::new();
+    q.client
+        .send_move(q.now, Vec3::ground(101.0, 100.0), 0.0)
+        .expect("move");
+    q.pump();
+    q.real_ack(1);
+    q.server.end_tick();
+    assert!(q.server.output_due());
+}
