@@ -492,3 +492,62 @@ fn cli_prints_a_summary_and_one_json_line() {
         assert!(v.get(key).is_some(), "{key} missing: {last}");
     }
 }
+
+#[test]
+fn checker_catches_a_property_delta_that_skips_a_version() {
+    let mut w = crowd_world(7);
+    let (e, _) = batch_with_enter(&mut w);
+    let (&handle, shown) = w
+        .client_view(e)
+        .shown()
+        .iter()
+        .find(|(_, s)| s.entity != e)
+        .expect("the client sees another entity");
+    // A Props event two versions ahead: the version in between (a property
+    // change) was lost on the way.
+    let version_low = shown.version.wrapping_add(2) as u8;
+    let mut batch = Vec::new();
+    tessera::core::view::encode_event(
+        &mut batch,
+        &ClientEvent::Props {
+            handle,
+            version_low,
+            delta: &[0],
+        },
+    );
+    w.inject_view_batch(e, &batch);
+    assert!(
+        kinds(&w).contains(&ViolationKind::VersionGap),
+        "{:?}",
+        kinds(&w)
+    );
+}
+
+#[test]
+fn checker_catches_a_world_that_did_not_quiesce() {
+    let mut w = small_world(8);
+    let total = w.options().ticks + w.options().heal_ticks;
+    while w.tick() < total {
+        w.step();
+    }
+    assert!(kinds(&w).is_empty(), "{:?}", kinds(&w));
+    // A message still on its way when the run ends.
+    let e = EntityId(0);
+    let home = w.real_cell(e).expect("landed");
+    let call = ToReal {
+        entity: e,
+        hops: 0,
+        body: ToRealBody::Call(Call {
+            kind: CallKind::Game,
+            id: 0,
+            data: Arc::from(&[][..]),
+        }),
+    };
+    w.inject(Source::Local, home, CellMsg::ToReal(call));
+    w.finish();
+    assert!(
+        kinds(&w).contains(&ViolationKind::NotQuiesced),
+        "{:?}",
+        kinds(&w)
+    );
+}

@@ -31,8 +31,11 @@ impl World {
     pub(super) fn check_converged(&mut self) {
         let tick = self.tick;
         let (in_flight, backlog) = (self.net.in_flight(), self.router.backlog_len());
-        if in_flight > 0 || backlog > 0 {
-            let d = format!("{in_flight} batches in flight, {backlog} backlogged after healing");
+        let unsent = self.router.outbox_len();
+        if in_flight > 0 || backlog > 0 || unsent > 0 {
+            let d = format!(
+                "{in_flight} batches in flight, {backlog} backlogged, {unsent} packets unsent after healing"
+            );
             self.checker
                 .report(tick, ViolationKind::NotQuiesced, None, d);
         }

@@ -144,6 +144,12 @@ impl Router {
         }
     }
 
+    /// Packets queued for this tick's flush (none between steps, unless a
+    /// test injected one).
+    pub fn outbox_len(&self) -> usize {
+        self.outbox.values().map(|b| b.len()).sum()
+    }
+
     /// Batches waiting in the backlog.
     pub fn backlog_len(&self) -> usize {
         self.backlog.values().map(VecDeque::len).sum()
