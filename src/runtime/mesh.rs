@@ -2,8 +2,8 @@
 //!
 //! # Model
 //!
-//! For `n` shards there are `n * n` flume bounded channels, one per ordered
-//! pair `(source, dest)`, including each shard to itself (so a shard's
+//! For `n` shards there are `n * n` bounded lock-free queues (crossbeam's
+//! `ArrayQueue`), one per ordered pair `(source, dest)`, including each shard to itself (so a shard's
 //! messages to itself take the same path, bounds and counters as any other).
 //! A channel carries [`Batch`]es, not single envelopes: every tick a shard
 //! puts at most one batch (normally) into each destination's queue.
@@ -19,9 +19,12 @@
 //!   20-60 µs p50 with 4-12 ms tails on this VM, see MACHINE.md) only to
 //!   park the batch in a buffer until the tick. That is `n - 1` extra wakes
 //!   per shard per tick, for no latency gain.
-//! - With `try_send` at flush and `try_recv` at the start of the next tick, no
-//!   receiver is ever parked on a channel, so a send is just flume's short
-//!   mutex-protected push: **no cross-core wake-up at all** in steady state.
+//! - With a `push` at flush and `pop`s at the start of the next tick, no
+//!   receiver is ever parked on a queue, so a send is one lock-free push
+//!   (a compare-and-swap on the queue's tail; no lock, no waker): **no
+//!   cross-core wake-up at all** in steady state. (Until issue 21 the queues
+//!   were flume channels: a mutex on every push and pop, and wakers the
+//!   mesh never used.)
 //!   The only wake-up per tick is the shard's own timer. Latency is bounded by
 //!   one tick, which the tick design imposes anyway.
 //! - No polling loop: draining happens once per tick, never by spinning.
@@ -29,7 +32,7 @@
 //! The `mesh` bench (`bench/benches/mesh.rs`, second part) measures both.
 //!
 //! # Limits
-//! `mesh.batch_queue_depth` batches per channel. A full channel pushes back on
+//! `mesh.batch_queue_depth` batches per queue. A full queue pushes back on
 //! the sender (see [`super::outbox`]). Memory per pair is bounded by depth x
 //! `mesh.batch_items_max` envelopes.
 //!
@@ -42,29 +45,36 @@
 
 use super::inbox::InboxBuf;
 use super::outbox::Batch;
+use crossbeam_queue::ArrayQueue;
+use std::sync::Arc;
+
+/// The queue of one ordered pair of shards; the source pushes, the
+/// destination pops.
+pub(crate) type Queue = Arc<ArrayQueue<Batch>>;
 
 /// One shard's ends of the mesh.
 #[derive(Debug)]
 pub(crate) struct ShardLinks {
-    /// Senders, indexed by destination shard index.
-    pub(crate) tx: Vec<flume::Sender<Batch>>,
-    /// Receivers, indexed by source shard index.
-    pub(crate) rx: Vec<flume::Receiver<Batch>>,
+    /// Queues to each destination, indexed by destination shard index.
+    pub(crate) tx: Vec<Queue>,
+    /// Queues from each source, indexed by source shard index.
+    pub(crate) rx: Vec<Queue>,
     /// The next sequence number expected from each source.
     expected_seq: Vec<u64>,
 }
 
-/// Builds the `shards x shards` channels, each of `depth` batches.
+/// Builds the `shards x shards` queues, each of `depth` batches (at least
+/// one).
 pub(crate) fn build(shards: u16, depth: usize) -> Vec<ShardLinks> {
     let n = usize::from(shards);
-    let mut tx: Vec<Vec<flume::Sender<Batch>>> = (0..n).map(|_| Vec::with_capacity(n)).collect();
-    let mut rx: Vec<Vec<flume::Receiver<Batch>>> = (0..n).map(|_| Vec::with_capacity(n)).collect();
-    // tx[s][d] and rx[d][s] are the ends of channel (s, d).
+    let mut tx: Vec<Vec<Queue>> = (0..n).map(|_| Vec::with_capacity(n)).collect();
+    let mut rx: Vec<Vec<Queue>> = (0..n).map(|_| Vec::with_capacity(n)).collect();
+    // tx[s][d] and rx[d][s] are the same queue (s, d).
     for rx_d in rx.iter_mut() {
         for tx_s in tx.iter_mut() {
-            let (t, r) = flume::bounded(depth);
-            tx_s.push(t);
-            rx_d.push(r);
+            let q = Arc::new(ArrayQueue::new(depth.max(1)));
+            tx_s.push(q.clone());
+            rx_d.push(q);
         }
     }
     tx.into_iter()
@@ -96,7 +106,7 @@ impl ShardLinks {
         let mut r = DrainReport::default();
         for (source, rx) in self.rx.iter().enumerate() {
             r.queued += rx.len() as u64;
-            while let Ok(batch) = rx.try_recv() {
+            while let Some(batch) = rx.pop() {
                 let expected = &mut self.expected_seq[source];
                 let first = batch.first().map_or(*expected, |e| e.seq());
                 assert_eq!(
@@ -115,7 +125,7 @@ impl ShardLinks {
 
     /// Batches waiting in this shard's outbound queues (a gauge).
     pub(crate) fn outbound_queued(&self) -> usize {
-        self.tx.iter().map(flume::Sender::len).sum()
+        self.tx.iter().map(|q| q.len()).sum()
     }
 }
 
@@ -136,14 +146,11 @@ mod tests {
     #[test]
     fn every_ordered_pair_has_its_own_queue() {
         let mut links = build(3, 2);
-        links[0].tx[2].try_send(batch(0, 2, 0..2)).expect("room");
-        links[1].tx[2].try_send(batch(1, 2, 0..1)).expect("room");
-        links[2].tx[2].try_send(batch(2, 2, 0..3)).expect("room");
-        links[0].tx[2].try_send(batch(0, 2, 2..3)).expect("room");
-        assert!(
-            links[0].tx[2].try_send(batch(0, 2, 3..4)).is_err(),
-            "depth 2"
-        );
+        links[0].tx[2].push(batch(0, 2, 0..2)).expect("room");
+        links[1].tx[2].push(batch(1, 2, 0..1)).expect("room");
+        links[2].tx[2].push(batch(2, 2, 0..3)).expect("room");
+        links[0].tx[2].push(batch(0, 2, 2..3)).expect("room");
+        assert!(links[0].tx[2].push(batch(0, 2, 3..4)).is_err(), "depth 2");
         assert_eq!(links[0].outbound_queued(), 2);
         let mut inbox = InboxBuf::default();
         let r = links[2].drain(&mut inbox);
@@ -156,8 +163,8 @@ mod tests {
     #[should_panic(expected = "broke FIFO")]
     fn a_gap_in_sequence_is_a_bug() {
         let mut links = build(2, 4);
-        links[0].tx[1].try_send(batch(0, 1, 0..2)).expect("room");
-        links[0].tx[1].try_send(batch(0, 1, 3..4)).expect("room");
+        links[0].tx[1].push(batch(0, 1, 0..2)).expect("room");
+        links[0].tx[1].push(batch(0, 1, 3..4)).expect("room");
         links[1].drain(&mut InboxBuf::default());
     }
 }

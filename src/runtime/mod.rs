@@ -335,7 +335,10 @@ impl<A: ShardApp> RuntimeHandle<A> {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         for (index, rx) in orphans.drain(..) {
-            let lost: usize = rx.iter().flat_map(|r| r.try_iter()).map(|b| b.len()).sum();
+            let lost: usize = (rx.iter())
+                .flat_map(|q| std::iter::from_fn(|| q.pop()))
+                .map(|b| b.len())
+                .sum();
             if lost > 0 {
                 tracing::error!(
                     shard = index,

@@ -37,7 +37,7 @@ use super::gateway_io::GatewayIo;
 use super::inbox::{Inbox, InboxBuf};
 use super::mesh::{DrainReport, ShardLinks};
 use super::metrics::{Count, Hist, Level, LocalHists, MetricSink, ShardStats};
-use super::outbox::{Batch, FlushReport, Outbox};
+use super::outbox::{FlushReport, Outbox};
 use super::port::{ClientPort, CloseReason, PortCounters, PortParams};
 use crate::core::time::Time;
 use std::cell::{Cell, RefCell};
@@ -68,7 +68,7 @@ pub(crate) struct Shared {
     pub(crate) dead: Vec<AtomicBool>,
     /// Inbound queues of crashed shards, kept so that what is in them is
     /// counted as dropped once every thread has stopped.
-    pub(crate) orphans: Mutex<Vec<(usize, Vec<flume::Receiver<Batch>>)>>,
+    pub(crate) orphans: Mutex<Vec<(usize, Vec<super::mesh::Queue>)>>,
 }
 
 impl Shared {

@@ -1,5 +1,5 @@
 //! A sans-IO test harness for the cell host: several [`CellHost`]s wired by
-//! the runtime's own outboxes and inboxes (flume queues, polled by hand),
+//! the runtime's own outboxes and inboxes (the mesh's lock-free queues, polled by hand),
 //! each with a detached [`ClientPort`], and game clients driven by the
 //! client library's [`ClientSession`]. Deterministic: no threads, no
 //! sockets, time advanced by hand.
@@ -16,9 +16,11 @@ use crate::core::entity::TypeRegistry;
 use crate::core::ids::ShardId;
 use crate::core::time::Time;
 use crate::runtime::inbox::InboxBuf;
+use crate::runtime::mesh::Queue;
 use crate::runtime::{
     Batch, ClientPort, ConnId, Inbox, Outbox, PortParams, ShardApp, ShardContext,
 };
+use crossbeam_queue::ArrayQueue;
 
 use super::CellHost;
 
@@ -44,8 +46,8 @@ pub struct Harness {
     pub ports: Vec<ClientPort>,
     inboxes: Vec<InboxBuf>,
     outboxes: Vec<Outbox>,
-    tx: Vec<flume::Sender<Batch>>,
-    rx: Vec<flume::Receiver<Batch>>,
+    /// Each shard's inbound queue (all sources share it here).
+    queues: Vec<Queue>,
     dead: Vec<AtomicBool>,
     /// The clients.
     pub clients: Vec<TestClient>,
@@ -91,8 +93,7 @@ impl Harness {
             ports: Vec::new(),
             inboxes: Vec::new(),
             outboxes: Vec::new(),
-            tx: Vec::new(),
-            rx: Vec::new(),
+            queues: Vec::new(),
             dead: Vec::new(),
             clients: Vec::new(),
             now: Time::from_millis(1000),
@@ -111,9 +112,7 @@ impl Harness {
             h.inboxes.push(InboxBuf::default());
             h.outboxes
                 .push(Outbox::new(ShardId::local(index), shards, 4096, 65536));
-            let (tx, rx) = flume::bounded(1024);
-            h.tx.push(tx);
-            h.rx.push(rx);
+            h.queues.push(Arc::new(ArrayQueue::new(1024)));
             h.dead.push(AtomicBool::new(false));
         }
         h
@@ -147,12 +146,12 @@ impl Harness {
             }
         }
         for i in 0..self.hosts.len() {
-            for batch in self.rx[i].try_iter() {
+            while let Some(batch) = self.queues[i].pop() {
                 self.inboxes[i].push_batch(batch);
             }
             let inbox = Inbox::new(&mut self.inboxes[i]);
             self.hosts[i].on_tick(self.now, inbox, &mut self.outboxes[i], &mut self.ports[i]);
-            self.outboxes[i].flush(&self.tx, &self.dead);
+            self.outboxes[i].flush(&self.queues, &self.dead);
         }
         for c in &mut self.clients {
             if c.paused || c.closed {
