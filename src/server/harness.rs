@@ -17,9 +17,7 @@ use crate::core::ids::ShardId;
 use crate::core::time::Time;
 use crate::runtime::inbox::InboxBuf;
 use crate::runtime::mesh::Queue;
-use crate::runtime::{
-    Batch, ClientPort, ConnId, Inbox, Outbox, PortParams, ShardApp, ShardContext,
-};
+use crate::runtime::{ClientPort, ConnId, Inbox, Outbox, PortParams, ShardApp, ShardContext};
 use crossbeam_queue::ArrayQueue;
 
 use super::CellHost;
