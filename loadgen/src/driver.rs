@@ -204,6 +204,21 @@ pub fn spawn(
 mod tests {
     use super::*;
 
+    fn checked_of(f: f64, bots: u32) -> Vec<u32> {
+        let plan = crate::run::tests::tests_plan(f);
+        (0..bots).filter(|&i| plan.checks(i)).collect()
+    }
+
+    #[test]
+    fn the_checked_bots_are_the_fraction_asked_spread_evenly() {
+        assert_eq!(checked_of(1.0, 1000).len(), 1000);
+        assert!(checked_of(0.0, 1000).is_empty());
+        let tenth = checked_of(0.1, 1000);
+        assert_eq!(tenth.len(), 100);
+        assert!(tenth.windows(2).all(|w| w[1] - w[0] == 10), "{tenth:?}");
+        assert_eq!(checked_of(0.5, 20).len(), 10);
+    }
+
     #[test]
     fn bot_threads_pin_from_the_last_cpu() {
         assert_eq!(cpu_of(0, 2), 1);

@@ -36,7 +36,6 @@ use tessera::core::time::Time;
 
 use crate::bot::{Bot, Phase};
 use crate::driver::{Report, ThreadCtx};
-use crate::measure::Interval;
 
 /// How often a thread reports its measurements.
 const REPORT_PERIOD: Duration = Duration::from_secs(1);
@@ -223,7 +222,7 @@ pub fn run(thread: usize, mut ctx: ThreadCtx, tx: Sender<Report>) -> Result<(), 
             let report = Report {
                 thread,
                 at: now,
-                interval: std::mem::replace(&mut ctx.interval, Interval::default()),
+                interval: std::mem::take(&mut ctx.interval),
                 last,
             };
             if tx.send(report).is_err() || last {

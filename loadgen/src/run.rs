@@ -701,7 +701,7 @@ pub fn check(cli: &Cli, s: &Summary) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #[test]
     fn server_migrations_count_over_the_steady_seconds_only() {
         // One migration a second; seconds 3..=7 are steady (5 s).
@@ -768,9 +768,45 @@ mod tests {
     #[test]
     fn the_json_report_has_every_key_the_issue_names() {
         let a = cli(&["--bots", "3"]);
+        let plan = tests_plan(1.0);
+        let s = summarize(
+            &a,
+            &plan,
+            &Looped::default(),
+            json!({"source": "embedded"}),
+            40.0,
+        );
+        let v = serde_json::to_value(&s).expect("serialises");
+        for key in [
+            "bots_connected",
+            "duration_s",
+            "violations",
+            "migrations",
+            "updates_per_bot_per_s",
+            "bytes_per_bot_per_s",
+            "server",
+            "loadgen_cpu_us_per_bot_s",
+            "check_fraction",
+            "bots_checked",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key}");
+        }
+        for key in ["p50", "p99", "max"] {
+            assert!(
+                v["update_latency_ms"].get(key).is_some(),
+                "missing update_latency_ms.{key}"
+            );
+        }
+        assert_eq!(check(&a, &s), vec!["no bot connected (connect)".to_owned()]);
+    }
+
+    /// A plan of 3 bots on the default auto world, `check_fraction` as
+    /// given.
+    pub(crate) fn tests_plan(check_fraction: f64) -> Plan {
+        let a = cli(&["--bots", "3"]);
         let config = server_config(&a).expect("valid");
         let (scenario, cells) = scenario_params(&a, &config).expect("layout");
-        let plan = Plan {
+        Plan {
             addr: "127.0.0.1:1".parse().expect("addr"),
             bots: 3,
             threads: 1,
@@ -790,35 +826,9 @@ mod tests {
             session: ClientSessionParams::default(),
             read_bytes: 1024,
             events_max: 16,
-            check_fraction: 1.0,
+            check_fraction,
             name_prefix: "b".to_owned(),
-        };
-        let s = summarize(
-            &a,
-            &plan,
-            &Looped::default(),
-            json!({"source": "embedded"}),
-            40.0,
-        );
-        let v = serde_json::to_value(&s).expect("serialises");
-        for key in [
-            "bots_connected",
-            "duration_s",
-            "violations",
-            "migrations",
-            "updates_per_bot_per_s",
-            "bytes_per_bot_per_s",
-            "server",
-        ] {
-            assert!(v.get(key).is_some(), "missing {key}");
         }
-        for key in ["p50", "p99", "max"] {
-            assert!(
-                v["update_latency_ms"].get(key).is_some(),
-                "missing update_latency_ms.{key}"
-            );
-        }
-        assert_eq!(check(&a, &s), vec!["no bot connected (connect)".to_owned()]);
     }
 
     /// A summary every rule passes: 50 bots connected, heard, acked, with
