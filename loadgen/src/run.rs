@@ -956,8 +956,8 @@ pub(crate) mod tests {
 
     #[test]
     fn a_check_fraction_outside_zero_to_one_is_refused() {
-        for f in ["1.5", "-0.1"] {
-            let e = run(&cli(&["--bots", "1", "--check-fraction", f])).expect_err("refused");
+        for f in ["--check-fraction=1.5", "--check-fraction=-0.1"] {
+            let e = run(&cli(&["--bots", "1", f])).expect_err("refused");
             assert!(e.to_string().contains("--check-fraction"), "{e}");
         }
     }
