@@ -134,6 +134,13 @@ pub struct Cli {
     /// the checked bots only, and the report says how many they were.
     #[arg(long, value_name = "F", default_value_t = 1.0)]
     pub check_fraction: f64,
+    /// Bytes each socket read takes (each bot thread's one read buffer).
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 10, hide = true)]
+    pub read_bytes: usize,
+    /// Readiness events a bot thread takes per wait (more wait for its
+    /// next round).
+    #[arg(long, value_name = "N", default_value_t = 1024, hide = true)]
+    pub events_max: usize,
     /// Print the `--set` overrides a separate server process needs to
     /// match the auto world of these flags (for `tessera` and `loadgen
     /// --server ... --set ...`), then exit.

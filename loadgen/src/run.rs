@@ -133,13 +133,6 @@ pub const HOTSPOT_BALANCE: [&str; 5] = [
     "balance.merge_reports_min=8",
 ];
 
-/// Bytes one socket read takes (each bot thread's one read buffer).
-pub const READ_BYTES: usize = 64 << 10;
-
-/// Readiness events a bot thread takes per wait (more wait for the next
-/// round, a few microseconds later).
-pub const EVENTS_MAX: usize = 1024;
-
 /// Bot threads for `--threads` (0 = one per available CPU).
 fn bot_threads(asked: usize) -> usize {
     match asked {
@@ -236,6 +229,8 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         (0.0..=1.0).contains(&cli.check_fraction),
         "--check-fraction must be within 0..=1"
     );
+    anyhow::ensure!(cli.read_bytes > 0, "--read-bytes must be at least 1");
+    anyhow::ensure!(cli.events_max > 0, "--events-max must be at least 1");
     let config = server_config(cli)?;
     let (scenario, cells) = scenario_params(cli, &config)?;
     let per_bot = if cli.server.is_some() { 1 } else { 2 };
@@ -279,8 +274,8 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         cells,
         migration_window: Duration::from_millis(1500),
         session: ClientSessionParams::default(),
-        read_bytes: READ_BYTES,
-        events_max: EVENTS_MAX,
+        read_bytes: cli.read_bytes,
+        events_max: cli.events_max,
         check_fraction: cli.check_fraction,
         name_prefix: "bot".to_owned(),
     });
@@ -955,10 +950,14 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_check_fraction_outside_zero_to_one_is_refused() {
+    fn a_check_fraction_outside_zero_to_one_and_empty_loop_bounds_are_refused() {
         for f in ["--check-fraction=1.5", "--check-fraction=-0.1"] {
             let e = run(&cli(&["--bots", "1", f])).expect_err("refused");
             assert!(e.to_string().contains("--check-fraction"), "{e}");
+        }
+        for flag in ["--read-bytes", "--events-max"] {
+            let e = run(&cli(&["--bots", "1", flag, "0"])).expect_err("refused");
+            assert!(e.to_string().contains(flag), "{e}");
         }
     }
 

@@ -1,5 +1,6 @@
 //! The bot threads' batched loop over loopback TCP: refused connections
-//! end as connect failures (and the run still ends), and a sampled run
+//! end as connect failures (and the run still ends), the loop's bounds at
+//! their smallest still serve every bot, and a sampled run
 //! (`--check-fraction`) checks the fraction asked, times updates from
 //! those bots only and says so.
 //!
@@ -53,6 +54,33 @@ fn refused_connections_are_connect_failures_and_the_run_ends() {
         vec!["no bot connected (connect)".to_owned()],
         "{c:?}"
     );
+}
+
+#[test]
+fn one_event_per_wait_and_tiny_reads_still_serve_every_bot() {
+    // One readiness event per wait and 64-byte reads: every round serves
+    // one socket, and a batch takes many reads; nothing is lost.
+    let out = run(&[
+        "--bots",
+        "12",
+        "--threads",
+        "1",
+        "--duration",
+        "2s",
+        "--ramp",
+        "500ms",
+        "--shards",
+        "1",
+        "--events-max",
+        "1",
+        "--read-bytes",
+        "64",
+    ]);
+    let s = &out.summary;
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    assert_eq!(s.bots_connected, 12);
+    assert!(s.update_latency_ms.count > 0 && s.ack_rtt_ms.count > 0);
+    assert!(s.per_bot_per_s.moves > 8.0, "{:?}", s.per_bot_per_s);
 }
 
 #[test]
