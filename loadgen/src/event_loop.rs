@@ -190,8 +190,8 @@ pub fn run(thread: usize, mut ctx: ThreadCtx, tx: Sender<Report>) -> Result<(), 
             let Some(c) = bots.slots[slot].as_mut() else {
                 continue;
             };
-            if c.scheduled != t {
-                continue; // stale: the tick was brought forward
+            if c.scheduled != t || c.bot.phase() == Phase::Done {
+                continue; // stale (the tick was brought forward), or ended
             }
             c.bot.on_tick(&mut ctx, now);
             bots.after(slot);
