@@ -106,7 +106,11 @@ fn enter_move_leave() -> Vec<u8> {
 }
 
 fn live_session(hooks: &mut Hooks) -> ClientSession {
-    let mut s = ClientSession::new(ClientSessionParams::default(), registry());
+    live_session_with(ClientSessionParams::default(), hooks)
+}
+
+fn live_session_with(params: ClientSessionParams, hooks: &mut Hooks) -> ClientSession {
+    let mut s = ClientSession::new(params, registry());
     s.connect("bob", Some(b"tok")).expect("connect");
     let sent = s.transmit().to_vec();
     s.advance_transmit(sent.len());
@@ -239,6 +243,104 @@ fn view_batches_feed_the_checking_view_and_the_hooks() {
         s.counters().violations,
         0,
         "a view rule, not a session rule"
+    );
+}
+
+#[test]
+fn without_view_checks_only_the_own_stream_is_applied_and_checked() {
+    let params = ClientSessionParams {
+        view_checks: false,
+        ..ClientSessionParams::default()
+    };
+    let mut hooks = Hooks::default();
+    let mut s = live_session_with(params, &mut hooks);
+    let batch = enter_move_leave();
+    let bytes = frames(&[ServerMsg::ViewBatch {
+        tick: 8,
+        batch: &batch,
+    }]);
+    s.handle_bytes(Time(500), &bytes, &mut hooks);
+    // Every event decoded and counted, none applied: no entity, no position.
+    let c = *s.counters();
+    assert_eq!((c.batches, c.enters, c.updates, c.leaves), (1, 1, 1, 1));
+    let kinds: Vec<_> = hooks
+        .updates
+        .iter()
+        .map(|u| (u.kind, u.entity, u.pos))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (UpdateKind::Enter, None, None),
+            (UpdateKind::Move, None, None),
+            (UpdateKind::Leave, None, None)
+        ]
+    );
+    assert!(s.view().is_some_and(|v| v.shown().is_empty()));
+    // A move of a handle never entered: not checked here (a checking
+    // session counts it, see the test above)...
+    let mut stray = Vec::new();
+    encode_event(
+        &mut stray,
+        &ClientEvent::Move {
+            handle: 9,
+            version_low: 1,
+            mv: Movement {
+                absolute: true,
+                d: [0, 0, 0],
+                yaw: 0,
+            },
+        },
+    );
+    s.handle_bytes(
+        Time(600),
+        &frames(&[ServerMsg::ViewBatch {
+            tick: 9,
+            batch: &stray,
+        }]),
+        &mut hooks,
+    );
+    assert_eq!(s.violation_count(), 0);
+    // ...but the own stream is: an own move before the own snapshot.
+    let mut own = Vec::new();
+    encode_event(
+        &mut own,
+        &ClientEvent::OwnMove {
+            version_low: 2,
+            mv: Movement {
+                absolute: true,
+                d: [0, 0, 0],
+                yaw: 0,
+            },
+        },
+    );
+    s.handle_bytes(
+        Time(700),
+        &frames(&[ServerMsg::ViewBatch {
+            tick: 10,
+            batch: &own,
+        }]),
+        &mut hooks,
+    );
+    assert_eq!(
+        s.violation_count(),
+        1,
+        "{:?}",
+        s.view().map(|v| v.violations())
+    );
+    // And bytes that do not decode still count.
+    s.handle_bytes(
+        Time(800),
+        &frames(&[ServerMsg::ViewBatch {
+            tick: 11,
+            batch: &[0xff, 0xff, 0xff],
+        }]),
+        &mut hooks,
+    );
+    assert!(
+        s.violation_kinds().contains_key("Decode"),
+        "{:?}",
+        s.violation_kinds()
     );
 }
 

@@ -1,29 +1,23 @@
-//! One bot: a TCP connection driving a [`ClientSession`].
+//! One bot: the game logic of one connection driving a [`ClientSession`],
+//! with no socket and no timer of its own.
 //!
-//! Owns the per-connection loop. [`run`] waits for the bot's ramp slot,
-//! connects, then polls [`BotConn`], a hand-written future that on each
-//! wake-up fires the move timer (one move per period, maybe a hit), writes
-//! what the session queued, and reads what arrived into the thread's shared
-//! buffer, feeding the session. Readiness-based glommio socket polls plus
-//! one timer: a bot costs nothing while idle (no spinning). Measurements go
-//! into the thread's [`Interval`] through [`Hooks`].
+//! Owns [`Bot`]: its session, walk, phase and per-bot measurement state.
+//! The thread's loop ([`crate::event_loop`]) owns the socket: it calls
+//! [`Bot::on_tick`] when [`Bot::next_tick`] is due (one move per period,
+//! maybe a hit), [`Bot::on_bytes`] with what the socket read, writes
+//! [`Bot::transmit`] and reports it with [`Bot::wrote`]. Measurements go
+//! into the thread's [`Interval`] through [`Hooks`]. Must not touch
+//! sockets or read the clock (time is an argument).
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::rc::Rc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures_lite::io::{AsyncRead, AsyncWrite};
-use glommio::net::TcpStream;
-use glommio::timer::Timer;
 use tessera::client::{
     CallKind, ClientSession, SessionEvent, SessionHooks, UpdateKind, UpdateSeen,
 };
 use tessera::core::geom::Vec3;
 use tessera::core::time::Time;
-use tessera::sim::bots::Bot;
+use tessera::sim::bots::Bot as Walker;
 use tessera::sim::rng::Rng;
 use tessera::wire::client::{CallOutcome, ErrorCode};
 
@@ -37,79 +31,40 @@ use crate::scenario::{self, pick_target, wants_attack};
 /// How long a bot waits for the server to close after its Bye.
 const BYE_WAIT: Duration = Duration::from_secs(2);
 
-/// Poll rounds before a bot yields to the others.
-const ROUNDS_MAX: usize = 8;
-
 /// A bot is judged for silence (no view batch at all) only over at least
 /// this much of the steady window: with a tick of 50 ms and its own stream
 /// alone, a bot that moves gets about 20 batches a second.
 pub const SILENCE_WINDOW_MIN: Duration = Duration::from_secs(1);
 
-/// Runs bot `i` of the plan to the end of the run.
-pub async fn run(ctx: Rc<ThreadCtx>, i: u32) {
-    let plan = &ctx.plan;
-    let start = Time(0)
-        + plan
-            .ramp
-            .mul_f64(f64::from(i) / f64::from(plan.bots.max(1)));
-    Timer::new(ctx.clock.until(start)).await;
-    let conn = connect(&ctx, i).await;
-    match conn {
-        Some(c) => c.await,
-        None => ctx.interval.borrow_mut().counters.connect_failures += 1,
-    }
-    ctx.running.set(ctx.running.get() - 1);
-}
-
-async fn connect(ctx: &Rc<ThreadCtx>, i: u32) -> Option<BotConn> {
-    let plan = &ctx.plan;
-    let stream = TcpStream::connect(plan.addr).await.ok()?;
-    stream.set_nodelay(true).ok()?;
-    let mut session = ClientSession::new(plan.session, ctx.registry.clone());
-    let name = format!("{}{i}", plan.name_prefix);
-    session.connect(&name, None).ok()?;
-    let (bot, rng) = plan.scenario.bot(&plan.world, i);
-    let now = ctx.clock.now();
-    Some(BotConn {
-        ctx: ctx.clone(),
-        idx: i,
-        stream,
-        session,
-        bot,
-        rng,
-        timer: Timer::new(plan.handshake_timeout),
-        next_tick: now + plan.handshake_timeout,
-        phase: Phase::Handshake,
-        snap_back: false,
-        spawn_deadline: now + plan.handshake_timeout,
-        home: None,
-        own: OwnTrack::default(),
-        seen_violations: 0,
-        seen_kinds: BTreeMap::new(),
-        welcomed_at: None,
-        heard: false,
-    })
-}
-
+/// Where a bot is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
+pub enum Phase {
+    /// Hello and Login sent (or queued), waiting for Welcome.
     Handshake,
+    /// Welcomed, waiting for the own snapshot.
     Spawning,
+    /// Moving on every tick.
     Moving,
+    /// Stopped moving, waiting for acks before Bye.
     Settling,
+    /// Bye sent, waiting for the server to close.
     Closing,
+    /// Ended; the loop closes the socket.
     Done,
 }
 
-struct BotConn {
-    ctx: Rc<ThreadCtx>,
+/// One bot (see the module doc).
+#[derive(Debug)]
+pub struct Bot {
     idx: u32,
-    stream: TcpStream,
     session: ClientSession,
-    bot: Bot,
+    bot: Walker,
     rng: Rng,
-    timer: Timer,
+    /// When [`Bot::on_tick`] is next due.
     next_tick: Time,
+    /// This bot runs every view check (else it skips the other entities'
+    /// events: see `Plan::check_fraction`).
+    checked: bool,
     phase: Phase,
     /// A move was refused: restart from the server's position.
     snap_back: bool,
@@ -180,56 +135,105 @@ impl SessionHooks for Hooks<'_> {
     }
 }
 
-impl Future for BotConn {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
-        for _ in 0..ROUNDS_MAX {
-            let mut progressed = false;
-            if Pin::new(&mut this.timer).poll(cx).is_ready() {
-                let now = this.ctx.clock.now();
-                this.on_tick(now);
-                this.timer.reset(this.ctx.clock.until(this.next_tick));
-                progressed = true;
-            }
-            progressed |= this.flush(cx);
-            progressed |= this.read(cx);
-            if this.phase == Phase::Done {
-                return Poll::Ready(());
-            }
-            if !progressed {
-                return Poll::Pending;
-            }
-        }
-        cx.waker().wake_by_ref();
-        Poll::Pending
+impl Bot {
+    /// Bot `i` of the plan, its Hello and Login queued, due at `now +
+    /// handshake_timeout` (a bot not welcomed by then ends).
+    ///
+    /// # Errors
+    /// If the session refuses the login name.
+    pub fn new(ctx: &ThreadCtx, i: u32, now: Time) -> Result<Bot, tessera::client::SessionError> {
+        let plan = &ctx.plan;
+        let checked = plan.checks(i);
+        let mut params = plan.session;
+        params.view_checks = checked;
+        let mut session = ClientSession::new(params, ctx.registry.clone());
+        let name = format!("{}{i}", plan.name_prefix);
+        session.connect(&name, None)?;
+        let (bot, rng) = plan.scenario.bot(&plan.world, i);
+        Ok(Bot {
+            idx: i,
+            session,
+            bot,
+            rng,
+            next_tick: now + plan.handshake_timeout,
+            checked,
+            phase: Phase::Handshake,
+            snap_back: false,
+            spawn_deadline: now + plan.handshake_timeout,
+            home: None,
+            own: OwnTrack::default(),
+            seen_violations: 0,
+            seen_kinds: BTreeMap::new(),
+            welcomed_at: None,
+            heard: false,
+        })
     }
-}
 
-impl BotConn {
-    fn on_tick(&mut self, now: Time) {
-        let plan = self.ctx.plan.clone();
+    /// When [`Bot::on_tick`] is next due.
+    pub fn next_tick(&self) -> Time {
+        self.next_tick
+    }
+
+    /// Where the bot is.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// True if this bot runs every view check.
+    pub fn checked(&self) -> bool {
+        self.checked
+    }
+
+    /// Bytes waiting to be written.
+    pub fn transmit(&self) -> &[u8] {
+        self.session.transmit()
+    }
+
+    /// The first `n` bytes of [`Bot::transmit`] were written.
+    pub fn wrote(&mut self, ctx: &mut ThreadCtx, n: usize) {
+        self.session.advance_transmit(n);
+        ctx.interval.counters.bytes_out += n as u64;
+    }
+
+    /// The socket failed before the connection was established: counted
+    /// as a connect failure, no more.
+    pub fn connect_failed(&mut self, ctx: &mut ThreadCtx) {
+        if self.phase != Phase::Done {
+            self.phase = Phase::Done;
+            ctx.interval.counters.connect_failures += 1;
+        }
+    }
+
+    /// The socket failed (a read or write error).
+    pub fn io_error(&mut self, ctx: &mut ThreadCtx, now: Time) {
+        self.end(ctx, now, "io-error");
+    }
+
+    /// Due work at `now` (call when [`Bot::next_tick`] has come): ends a
+    /// handshake that timed out, waits for the own snapshot, moves (and
+    /// maybe hits), says Bye when the run ends; then sets the next tick.
+    pub fn on_tick(&mut self, ctx: &mut ThreadCtx, now: Time) {
+        let plan = ctx.plan.clone();
         let period = Duration::from_secs_f64(plan.scenario.move_period_s());
         match self.phase {
             Phase::Handshake => {
-                self.end(now, "handshake-timeout");
+                self.end(ctx, now, "handshake-timeout");
                 return;
             }
             Phase::Spawning => {
                 if !self.spawned() {
                     if now >= self.spawn_deadline {
-                        self.end(now, "no-own-snapshot");
+                        self.end(ctx, now, "no-own-snapshot");
                         return;
                     }
                     self.next_tick = now;
                 } else if now < plan.stop_moves_at {
                     self.phase = Phase::Moving;
-                    self.step(now);
+                    self.step(ctx, now);
                 }
             }
             Phase::Moving if now >= plan.stop_moves_at => self.phase = Phase::Settling,
-            Phase::Moving => self.step(now),
+            Phase::Moving => self.step(ctx, now),
             Phase::Settling | Phase::Closing | Phase::Done => {}
         }
         if self.phase == Phase::Spawning && now >= plan.stop_moves_at {
@@ -240,7 +244,7 @@ impl BotConn {
             self.phase = Phase::Closing;
         }
         if let Some(closed) = self.own.close_if_due(now, self.phase == Phase::Moving) {
-            let mut iv = self.ctx.interval.borrow_mut();
+            let iv = &mut ctx.interval;
             if closed.gap_us > 0 {
                 record(&mut iv.hists.migration_gap, closed.gap_us);
             }
@@ -248,13 +252,13 @@ impl BotConn {
         }
         self.next_tick = self.next_tick + period;
         if self.next_tick <= now {
-            self.ctx.interval.borrow_mut().counters.late_ticks += 1;
+            ctx.interval.counters.late_ticks += 1;
             self.next_tick = now + period;
         }
         if self.phase == Phase::Closing {
             // After Bye the server closes; give it a moment, then go.
             if now >= plan.close_at + BYE_WAIT {
-                self.end(now, "bye-unanswered");
+                self.end(ctx, now, "bye-unanswered");
                 return;
             }
             self.next_tick = now + Duration::from_millis(100);
@@ -273,8 +277,8 @@ impl BotConn {
     }
 
     /// One move (and maybe a hit).
-    fn step(&mut self, now: Time) {
-        let plan = self.ctx.plan.clone();
+    fn step(&mut self, ctx: &mut ThreadCtx, now: Time) {
+        let plan = ctx.plan.clone();
         let dt = plan.scenario.move_period_s();
         let area = plan.scenario.walk_area(&plan.world);
         if std::mem::take(&mut self.snap_back) {
@@ -285,17 +289,17 @@ impl BotConn {
             return; // no Move until SpaceChanged (old-space coordinates)
         }
         if wants_attack(&mut self.rng, plan.space_rate, dt) {
-            self.hop_space();
+            self.hop_space(ctx);
             return;
         }
         let before = self.bot.clone();
         let t_s = now.0 as f64 / 1e6;
         let s = scenario::step(&mut self.bot, &mut self.rng, &area, t_s, dt);
         let pos = Vec3::ground(s.pose.pos.x, s.pose.pos.z);
-        let mut iv = self.ctx.interval.borrow_mut();
+        let iv = &mut ctx.interval;
         match self.session.send_move(now, pos, s.pose.yaw as f32) {
             Ok(_) => {
-                self.ctx.book.record(self.idx, pos, now);
+                ctx.book.record(self.idx, pos, now);
                 iv.counters.moves += 1;
             }
             Err(_) => {
@@ -313,6 +317,10 @@ impl BotConn {
         let Some(view) = self.session.view() else {
             return;
         };
+        if !self.checked {
+            // The view shows only the own entity: nothing to sample or hit.
+            return;
+        }
         let shown = view.shown();
         iv.counters.view_size_sum += shown.len() as u64;
         iv.counters.view_size_samples += 1;
@@ -346,7 +354,7 @@ impl BotConn {
 
     /// Scenario `spaces`: from the world into a town or a dungeon (by
     /// type), from an instance back to the world.
-    fn hop_space(&mut self) {
+    fn hop_space(&mut self, ctx: &mut ThreadCtx) {
         const WORLD: u32 = 1;
         let in_world = self.session.space().is_none_or(|s| s.1 == WORLD);
         let to = match (in_world, self.rng.bool(0.5)) {
@@ -354,106 +362,75 @@ impl BotConn {
             (true, true) => 2,
             (true, false) => 3,
         };
-        let mut iv = self.ctx.interval.borrow_mut();
+        let c = &mut ctx.interval.counters;
         match self.session.send_enter_space(0, to) {
-            Ok(()) => iv.counters.space_requests += 1,
-            Err(_) => iv.counters.send_refused += 1,
+            Ok(()) => c.space_requests += 1,
+            Err(_) => c.send_refused += 1,
         }
     }
 
-    /// Writes what the session queued; true if bytes were written.
-    fn flush(&mut self, cx: &mut Context<'_>) -> bool {
-        let mut wrote = false;
-        while !self.session.transmit().is_empty() {
-            match Pin::new(&mut self.stream).poll_write(cx, self.session.transmit()) {
-                Poll::Ready(Ok(n)) if n > 0 => {
-                    self.session.advance_transmit(n);
-                    self.ctx.interval.borrow_mut().counters.bytes_out += n as u64;
-                    wrote = true;
-                }
-                Poll::Ready(_) => {
-                    let now = self.ctx.clock.now();
-                    self.end(now, "io-error");
-                    return true;
-                }
-                Poll::Pending => break,
-            }
-        }
-        wrote
-    }
-
-    /// Reads once; true if something arrived (or the stream ended).
-    fn read(&mut self, cx: &mut Context<'_>) -> bool {
+    /// The socket ended (end of stream): "bye" after our Bye, else "eof".
+    pub fn on_eof(&mut self, ctx: &mut ThreadCtx, now: Time) {
         if self.phase == Phase::Done {
-            return false;
+            return;
         }
-        let ctx = self.ctx.clone();
-        let mut scratch = ctx.scratch.borrow_mut();
-        let n = match Pin::new(&mut self.stream).poll_read(cx, &mut scratch[..]) {
-            Poll::Pending => return false,
-            Poll::Ready(Ok(n)) => n,
-            Poll::Ready(Err(_)) => {
-                let now = ctx.clock.now();
-                self.end(now, "io-error");
-                return true;
-            }
+        self.session.handle_eof(now);
+        self.drain_events(ctx, now);
+        let why = if self.phase == Phase::Closing {
+            "bye"
+        } else {
+            "eof"
         };
-        let now = ctx.clock.now();
-        if n == 0 {
-            self.session.handle_eof(now);
-            self.drain_events(now);
-            let why = if self.phase == Phase::Closing {
-                "bye"
-            } else {
-                "eof"
-            };
-            self.end(now, why);
-            return true;
+        self.end(ctx, now, why);
+    }
+
+    /// `bytes` arrived from the server at `now`: decoded, checked (every
+    /// view rule for a checked bot), measured, events handled.
+    pub fn on_bytes(&mut self, ctx: &mut ThreadCtx, now: Time, bytes: &[u8]) {
+        if self.phase == Phase::Done {
+            return;
         }
         {
-            let mut iv = ctx.interval.borrow_mut();
-            iv.counters.bytes_in += n as u64;
-            let mut cache = ctx.cache.borrow_mut();
+            let iv = &mut ctx.interval;
+            iv.counters.bytes_in += bytes.len() as u64;
             let me = self
                 .session
                 .view()
                 .and_then(|v| v.own())
                 .map(|o| o.replica.core().pos);
             let mut hooks = Hooks {
-                iv: &mut iv,
+                iv,
                 book: &ctx.book,
-                cache: &mut cache,
+                cache: &mut ctx.cache,
                 own: &mut self.own,
                 me,
                 bands: &ctx.plan.bands,
             };
             let batches = self.session.counters().batches;
-            self.session.handle_bytes(now, &scratch[..n], &mut hooks);
+            self.session.handle_bytes(now, bytes, &mut hooks);
             let got = self.session.counters().batches - batches;
-            iv.counters.batches += got;
-            if got > 0 && self.in_window(now) {
+            ctx.interval.counters.batches += got;
+            if got > 0 && self.in_window(ctx, now) {
                 self.heard = true;
             }
         }
-        drop(scratch);
-        self.drain_events(now);
-        self.check_violations();
-        true
+        self.drain_events(ctx, now);
+        self.check_violations(ctx);
     }
 
-    fn drain_events(&mut self, now: Time) {
+    fn drain_events(&mut self, ctx: &mut ThreadCtx, now: Time) {
         while let Some(ev) = self.session.poll_event() {
-            let mut iv = self.ctx.interval.borrow_mut();
+            let iv = &mut ctx.interval;
             let c = &mut iv.counters;
             match ev {
                 SessionEvent::Welcomed(w) => {
-                    self.ctx.book.register(self.idx, w.entity);
+                    ctx.book.register(self.idx, w.entity);
                     c.connects += 1;
+                    c.connects_checked += u64::from(self.checked);
                     self.welcomed_at = Some(now);
                     self.phase = Phase::Spawning;
-                    self.spawn_deadline = now + self.ctx.plan.handshake_timeout;
+                    self.spawn_deadline = now + ctx.plan.handshake_timeout;
                     self.next_tick = now;
-                    self.timer.reset(Duration::ZERO);
                 }
                 SessionEvent::CallDone {
                     kind: CallKind::Hit,
@@ -490,20 +467,19 @@ impl BotConn {
                 SessionEvent::Closed { code, .. } => {
                     if self.phase != Phase::Closing {
                         let why = code.map_or("closed", |c| c.rule());
-                        drop(iv);
-                        self.end(now, why);
+                        self.end(ctx, now, why);
                     }
                 }
             }
         }
     }
 
-    fn check_violations(&mut self) {
+    fn check_violations(&mut self, ctx: &mut ThreadCtx) {
         let total = self.session.violation_count();
         if total <= self.seen_violations {
             return;
         }
-        let mut iv = self.ctx.interval.borrow_mut();
+        let iv = &mut ctx.interval;
         iv.counters.violations += total - self.seen_violations;
         self.seen_violations = total;
         for (kind, n) in self.session.violation_kinds() {
@@ -535,40 +511,39 @@ impl BotConn {
 
     /// This bot's part of the steady window: from the ramp's end (or its
     /// Welcome, if later) until the bots stop moving.
-    fn window(&self) -> Option<(Time, Time)> {
-        let plan = &self.ctx.plan;
+    fn window(&self, ctx: &ThreadCtx) -> Option<(Time, Time)> {
+        let plan = &ctx.plan;
         let start = (Time(0) + plan.ramp).max(self.welcomed_at?);
         Some((start, plan.stop_moves_at))
     }
 
-    fn in_window(&self, now: Time) -> bool {
-        self.window()
+    fn in_window(&self, ctx: &ThreadCtx, now: Time) -> bool {
+        self.window(ctx)
             .is_some_and(|(start, stop)| now >= start && now <= stop)
     }
 
     /// True if the bot was welcomed, was connected for at least
     /// [`SILENCE_WINDOW_MIN`] of the steady window until `now`, and got no
     /// view batch in it.
-    fn silent(&self, now: Time) -> bool {
-        let Some((start, stop)) = self.window() else {
+    fn silent(&self, ctx: &ThreadCtx, now: Time) -> bool {
+        let Some((start, stop)) = self.window(ctx) else {
             return false;
         };
         !self.heard && now.min(stop).saturating_since(start) >= SILENCE_WINDOW_MIN
     }
 
     /// Ends the connection: `why` is "bye" for a normal close.
-    fn end(&mut self, now: Time, why: &str) {
+    fn end(&mut self, ctx: &mut ThreadCtx, now: Time, why: &str) {
         if self.phase == Phase::Done {
             return;
         }
         // What the last read or the end of the stream broke (a truncated
         // frame) counts too.
-        self.check_violations();
+        self.check_violations(ctx);
         let was = self.phase;
         self.phase = Phase::Done;
-        let silent = self.silent(now);
-        let mut iv = self.ctx.interval.borrow_mut();
-        let c = &mut iv.counters;
+        let silent = self.silent(ctx, now);
+        let c = &mut ctx.interval.counters;
         c.silent += u64::from(silent);
         match was {
             Phase::Handshake => c.connect_failures += 1,

@@ -49,9 +49,9 @@ pub struct Cli {
     /// Any other embedded-server override, `section.key=value` (repeatable).
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
     pub sets: Vec<String>,
-    /// Bot executor threads (pinned glommio executors); 0 = one per
-    /// available CPU. Nothing spins, so they share the CPUs with an
-    /// embedded server's shards.
+    /// Bot threads (pinned, each one batched epoll loop over its bots'
+    /// sockets); 0 = one per available CPU. Nothing spins, so they share
+    /// the CPUs with an embedded server's shards.
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
     /// Do not pin bot threads to CPUs.
@@ -128,6 +128,19 @@ pub struct Cli {
     /// acknowledged.
     #[arg(long, value_name = "FRACTION", default_value_t = 0.5)]
     pub min_ack_fraction: f64,
+    /// Share of bots that run every view check (the others decode every
+    /// frame, ack and time their own stream but skip other entities'
+    /// events): update latency, in-view and band figures then come from
+    /// the checked bots only, and the report says how many they were.
+    #[arg(long, value_name = "F", default_value_t = 1.0)]
+    pub check_fraction: f64,
+    /// Bytes each socket read takes (each bot thread's one read buffer).
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 10, hide = true)]
+    pub read_bytes: usize,
+    /// Readiness events a bot thread takes per wait (more wait for its
+    /// next round).
+    #[arg(long, value_name = "N", default_value_t = 1024, hide = true)]
+    pub events_max: usize,
     /// Print the `--set` overrides a separate server process needs to
     /// match the auto world of these flags (for `tessera` and `loadgen
     /// --server ... --set ...`), then exit.

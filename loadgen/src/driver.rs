@@ -1,21 +1,20 @@
-//! The bot threads: pinned glommio executors, each running its share of the
-//! bots as tasks, and a reporter task sending that thread's measurements to
-//! the main thread once per second.
+//! The bot threads: plain OS threads (pinned unless `--no-pin`), each
+//! running its share of the bots in one batched I/O loop
+//! ([`crate::event_loop`]) that also sends the thread's measurements to the
+//! main thread once per second.
 //!
 //! Owns [`Plan`] (what every bot needs to know, shared read-only),
 //! [`Clock`] (the one clock of the process), [`ThreadCtx`] (the per-thread
-//! state bots share: measurements, the entity cache, a read buffer) and the
-//! thread start ([`spawn`]). The per-connection logic is [`crate::bot`].
+//! state bots share: measurements, the entity cache) and the thread start
+//! ([`spawn`]). The per-bot logic is [`crate::bot`]; sockets and timers are
+//! [`crate::event_loop`]'s. Nothing here touches a socket.
 
-use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
-use std::rc::Rc;
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use glommio::timer::Timer;
-use glommio::{LocalExecutorBuilder, Placement};
 use tessera::client::ClientSessionParams;
 use tessera::core::entity::TypeRegistry;
 use tessera::core::geom::Rect;
@@ -59,7 +58,7 @@ pub struct Plan {
     pub addr: SocketAddr,
     /// Bots in the run.
     pub bots: u32,
-    /// Executor threads.
+    /// Bot threads.
     pub threads: usize,
     /// Pin threads to CPUs.
     pub pin: bool,
@@ -93,8 +92,15 @@ pub struct Plan {
     pub migration_window: Duration,
     /// Bounds of each client session.
     pub session: ClientSessionParams,
-    /// Bytes read per socket read.
+    /// Bytes read per socket read (the thread's one read buffer).
     pub read_bytes: usize,
+    /// Readiness events taken per wait of a bot thread's loop.
+    pub events_max: usize,
+    /// Share of bots whose sessions run every view check (the others
+    /// decode every frame, ack and time their own stream, but skip the
+    /// other entities' events): bot `i` is checked if
+    /// `floor((i + 1) * f) > floor(i * f)`, spreading them evenly.
+    pub check_fraction: f64,
     /// Prefix of bot login names.
     pub name_prefix: String,
 }
@@ -112,7 +118,8 @@ pub struct Report {
     pub last: bool,
 }
 
-/// What the bots of one thread share.
+/// What the bots of one thread share (owned by the thread's loop and lent
+/// to one bot at a time: no cell, no lock).
 #[derive(Debug)]
 pub struct ThreadCtx {
     /// The run.
@@ -124,92 +131,99 @@ pub struct ThreadCtx {
     /// Entity types (for decoding snapshots).
     pub registry: Arc<TypeRegistry>,
     /// This interval's measurements.
-    pub interval: RefCell<Interval>,
+    pub interval: Interval,
     /// Entity -> bot cache.
-    pub cache: RefCell<EntityCache>,
-    /// The read buffer every bot of this thread reads into.
-    pub scratch: RefCell<Vec<u8>>,
-    /// Bots of this thread still running.
-    pub running: Cell<usize>,
+    pub cache: EntityCache,
 }
 
-/// Starts `plan.threads` executor threads running the bots; each sends a
-/// [`Report`] per second on `tx` and a last one when its bots are done.
+impl Plan {
+    /// True if bot `i` runs every view check (see [`Plan::check_fraction`]).
+    pub fn checks(&self, i: u32) -> bool {
+        let f = self.check_fraction.clamp(0.0, 1.0);
+        (f64::from(i + 1) * f).floor() > (f64::from(i) * f).floor()
+    }
+}
+
+/// The CPU bot thread `t` of `cpus` pins to: the last CPUs first (the
+/// embedded server pins its shards from CPU 0).
+pub fn cpu_of(t: usize, cpus: usize) -> usize {
+    let cpus = cpus.max(1);
+    cpus - 1 - t % cpus
+}
+
+/// Starts `plan.threads` bot threads (named `loadgen-N`, which is how
+/// [`crate::cpu`] tells them from the server's); each sends a [`Report`]
+/// per second on `tx` and a last one when its bots are done. A thread's
+/// result is its loop's error, if it failed.
 ///
 /// # Errors
-/// If an executor cannot start (e.g. a CPU is unavailable).
+/// If a thread cannot start or cannot pin to its CPU.
 pub fn spawn(
     plan: Arc<Plan>,
     clock: Clock,
     book: Arc<MoveBook>,
     tx: Sender<Report>,
-) -> anyhow::Result<Vec<glommio::ExecutorJoinHandle<()>>> {
+) -> anyhow::Result<Vec<JoinHandle<anyhow::Result<()>>>> {
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let mut joins = Vec::with_capacity(plan.threads);
     for t in 0..plan.threads {
-        // Last CPUs first: the embedded server pins its shards from CPU 0.
-        let placement = if plan.pin {
-            Placement::Fixed(cpus - 1 - t % cpus)
-        } else {
-            Placement::Unbound
-        };
+        let cpu = plan.pin.then(|| cpu_of(t, cpus));
         let (plan, book, tx) = (plan.clone(), book.clone(), tx.clone());
-        let join = LocalExecutorBuilder::new(placement)
-            .name(&format!("loadgen-{t}"))
-            .spawn(move || async move { thread_main(t, plan, clock, book, tx).await })
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
+        let join = std::thread::Builder::new()
+            .name(format!("loadgen-{t}"))
+            .spawn(move || {
+                if let Some(id) = cpu {
+                    if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
+                        let _ = ready_tx.send(Err(format!("cannot pin to CPU {id}")));
+                        return Ok(());
+                    }
+                }
+                let _ = ready_tx.send(Ok(()));
+                let ctx = ThreadCtx {
+                    registry: Arc::new(TypeRegistry::with_builtins()),
+                    interval: Interval::default(),
+                    cache: EntityCache::default(),
+                    plan,
+                    clock,
+                    book,
+                };
+                crate::event_loop::run(t, ctx, tx).map_err(anyhow::Error::from)
+            })
             .map_err(|e| anyhow::anyhow!("starting loadgen thread {t}: {e}"))?;
-        joins.push(join);
+        match ready_rx.recv() {
+            Ok(Ok(())) => joins.push(join),
+            Ok(Err(e)) => anyhow::bail!("loadgen thread {t}: {e}"),
+            Err(_) => anyhow::bail!("loadgen thread {t} ended before starting"),
+        }
     }
     Ok(joins)
 }
 
-async fn thread_main(
-    t: usize,
-    plan: Arc<Plan>,
-    clock: Clock,
-    book: Arc<MoveBook>,
-    tx: Sender<Report>,
-) {
-    let mine: Vec<u32> = (0..plan.bots)
-        .filter(|i| *i as usize % plan.threads == t)
-        .collect();
-    let ctx = Rc::new(ThreadCtx {
-        scratch: RefCell::new(vec![0; plan.read_bytes]),
-        plan,
-        clock,
-        book,
-        registry: Arc::new(TypeRegistry::with_builtins()),
-        interval: RefCell::new(Interval::default()),
-        cache: RefCell::new(EntityCache::default()),
-        running: Cell::new(mine.len()),
-    });
-    let reporter = glommio::spawn_local(report_loop(t, ctx.clone(), tx));
-    let tasks: Vec<_> = mine
-        .into_iter()
-        .map(|i| glommio::spawn_local(crate::bot::run(ctx.clone(), i)))
-        .collect();
-    for task in tasks {
-        task.await;
-    }
-    reporter.await;
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-async fn report_loop(thread: usize, ctx: Rc<ThreadCtx>, tx: Sender<Report>) {
-    let period = Duration::from_secs(1);
-    let mut next = ctx.clock.now() + period;
-    loop {
-        Timer::new(ctx.clock.until(next)).await;
-        next = next + period;
-        let last = ctx.running.get() == 0;
-        let interval = std::mem::take(&mut *ctx.interval.borrow_mut());
-        let report = Report {
-            thread,
-            at: ctx.clock.now(),
-            interval,
-            last,
-        };
-        if tx.send(report).is_err() || last {
-            return;
-        }
+    fn checked_of(f: f64, bots: u32) -> Vec<u32> {
+        let plan = crate::run::tests::tests_plan(f);
+        (0..bots).filter(|&i| plan.checks(i)).collect()
+    }
+
+    #[test]
+    fn the_checked_bots_are_the_fraction_asked_spread_evenly() {
+        assert_eq!(checked_of(1.0, 1000).len(), 1000);
+        assert!(checked_of(0.0, 1000).is_empty());
+        let tenth = checked_of(0.1, 1000);
+        assert_eq!(tenth.len(), 100);
+        assert!(tenth.windows(2).all(|w| w[1] - w[0] == 10), "{tenth:?}");
+        assert_eq!(checked_of(0.5, 20).len(), 10);
+    }
+
+    #[test]
+    fn bot_threads_pin_from_the_last_cpu() {
+        assert_eq!(cpu_of(0, 2), 1);
+        assert_eq!(cpu_of(1, 2), 0);
+        assert_eq!(cpu_of(2, 2), 1);
+        assert_eq!(cpu_of(0, 0), 0);
     }
 }

@@ -81,6 +81,8 @@ impl Hists {
 pub struct Counters {
     /// Sessions welcomed.
     pub connects: u64,
+    /// Of them, sessions that ran every view check (`--check-fraction`).
+    pub connects_checked: u64,
     /// Connections that failed before a Welcome (TCP error, refused login).
     pub connect_failures: u64,
     /// Welcomed sessions that ended before the run did (kick, EOF, error).
@@ -161,6 +163,7 @@ impl Counters {
     pub fn add(&mut self, o: &Counters) {
         let pairs = [
             (&mut self.connects, o.connects),
+            (&mut self.connects_checked, o.connects_checked),
             (&mut self.connect_failures, o.connect_failures),
             (&mut self.disconnects, o.disconnects),
             (&mut self.closed, o.closed),

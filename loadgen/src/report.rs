@@ -221,6 +221,14 @@ pub struct Summary {
     pub counters: Counters,
     /// CPU use in the steady window, percent of one core.
     pub cpu_pct: Value,
+    /// The load generator's CPU (main and bot threads) per bot-second of
+    /// the steady window, µs (`None` without `/proc` or a steady window).
+    pub loadgen_cpu_us_per_bot_s: Option<f64>,
+    /// `--check-fraction`: the share of bots asked to run every view check.
+    pub check_fraction: f64,
+    /// Bots welcomed that ran every view check (the rest skipped other
+    /// entities' events; update latency, in-view and bands are theirs).
+    pub bots_checked: u64,
     /// `/proc/loadavg` at the start and the end.
     pub load_avg: Value,
     /// The server's own figures (embedded counters or remote `/metrics`).
@@ -411,6 +419,10 @@ pub fn summary_table(s: &Summary) -> String {
         );
     }
     row("cpu (% of one core)", s.cpu_pct.to_string());
+    if let Some(us) = s.loadgen_cpu_us_per_bot_s {
+        row("loadgen CPU per bot", format!("{us:.1} µs per bot-second"));
+    }
+    row("view checks", checks_text(s));
     row("load average", s.load_avg.to_string());
     let kinds: Vec<String> = s
         .counters
@@ -428,6 +440,18 @@ pub fn summary_table(s: &Summary) -> String {
         row("  e.g.", v.clone());
     }
     out
+}
+
+/// Which bots ran every view check.
+pub fn checks_text(s: &Summary) -> String {
+    let welcomed = s.counters.connects;
+    if s.bots_checked >= welcomed {
+        return format!("every bot ({welcomed})");
+    }
+    format!(
+        "{} of {welcomed} bots (--check-fraction {}); update latency, in view and bands from those only",
+        s.bots_checked, s.check_fraction
+    )
 }
 
 /// The first three fields of `/proc/loadavg` (`None` without it).

@@ -225,6 +225,12 @@ fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
 /// bot threads cannot start.
 pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
     anyhow::ensure!(cli.move_hz > 0.0, "--move-hz must be positive");
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&cli.check_fraction),
+        "--check-fraction must be within 0..=1"
+    );
+    anyhow::ensure!(cli.read_bytes > 0, "--read-bytes must be at least 1");
+    anyhow::ensure!(cli.events_max > 0, "--events-max must be at least 1");
     let config = server_config(cli)?;
     let (scenario, cells) = scenario_params(cli, &config)?;
     let per_bot = if cli.server.is_some() { 1 } else { 2 };
@@ -268,7 +274,9 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         cells,
         migration_window: Duration::from_millis(1500),
         session: ClientSessionParams::default(),
-        read_bytes: 64 << 10,
+        read_bytes: cli.read_bytes,
+        events_max: cli.events_max,
+        check_fraction: cli.check_fraction,
         name_prefix: "bot".to_owned(),
     });
     let book = Arc::new(MoveBook::new(cli.bots as usize));
@@ -276,7 +284,8 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
     let joins = driver::spawn(plan.clone(), clock, book, tx)?;
     let looped = main_loop(cli, &plan, clock, &server, &rx);
     for j in joins {
-        j.join().map_err(|e| anyhow::anyhow!("bot thread: {e}"))?;
+        j.join()
+            .map_err(|_| anyhow::anyhow!("a bot thread panicked"))??;
     }
     let mut looped = looped?;
     while let Ok(r) = rx.try_recv() {
@@ -314,6 +323,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         "max_disconnects": cli.max_disconnects,
         "min_in_view_fraction": cli.min_in_view_fraction,
         "min_ack_fraction": cli.min_ack_fraction,
+        "check_fraction": cli.check_fraction,
         "failures": failures,
         "passed": failures.is_empty(),
     });
@@ -483,13 +493,22 @@ pub fn summarize(
         None => (steady.counters.crossings, "client-estimate"),
     };
     let sc = &steady.counters;
+    let cpu_window_s = (c.steady_s - 1.0).max(1.0);
     let cpu_pct = match l.cpu {
         Some((a, b)) => {
-            let (client, server) = b.percent_since(&a, (c.steady_s - 1.0).max(1.0));
+            let (client, server) = b.percent_since(&a, cpu_window_s);
             json!({"loadgen": client, "server": server})
         }
         None => json!(null),
     };
+    let loadgen_cpu_us_per_bot_s = l.cpu.and_then(|(a, b)| {
+        let bots = if c.steady_s > 0.0 {
+            c.steady_bot_s / c.steady_s
+        } else {
+            0.0
+        };
+        cpu_us_per_bot_s(b.client_s - a.client_s, bots, cpu_window_s)
+    });
     Summary {
         settings: json!({
             "scenario": cli.scenario, "bots": cli.bots, "threads": plan.threads,
@@ -543,12 +562,22 @@ pub fn summarize(
         },
         counters: c.total.counters.clone(),
         cpu_pct,
+        loadgen_cpu_us_per_bot_s,
+        check_fraction: plan.check_fraction,
+        bots_checked: c.total.counters.connects_checked,
         load_avg: json!(null),
         server,
         hottest_shard_tick: ShardTicks::of(&c.steady_hottest_tick_ms, tick_budget_ms),
         thresholds: json!(null),
         series: c.series.clone(),
     }
+}
+
+/// Microseconds of CPU per bot-second: `cpu_s` of CPU over `window_s`
+/// seconds with `bots` bots connected on average (`None` without bots or
+/// time).
+pub fn cpu_us_per_bot_s(cpu_s: f64, bots: f64, window_s: f64) -> Option<f64> {
+    (bots > 0.0 && window_s > 0.0).then(|| cpu_s * 1e6 / (bots * window_s))
 }
 
 /// The entities a bot should see on average in the auto world the
@@ -667,7 +696,7 @@ pub fn check(cli: &Cli, s: &Summary) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #[test]
     fn server_migrations_count_over_the_steady_seconds_only() {
         // One migration a second; seconds 3..=7 are steady (5 s).
@@ -734,9 +763,45 @@ mod tests {
     #[test]
     fn the_json_report_has_every_key_the_issue_names() {
         let a = cli(&["--bots", "3"]);
+        let plan = tests_plan(1.0);
+        let s = summarize(
+            &a,
+            &plan,
+            &Looped::default(),
+            json!({"source": "embedded"}),
+            40.0,
+        );
+        let v = serde_json::to_value(&s).expect("serialises");
+        for key in [
+            "bots_connected",
+            "duration_s",
+            "violations",
+            "migrations",
+            "updates_per_bot_per_s",
+            "bytes_per_bot_per_s",
+            "server",
+            "loadgen_cpu_us_per_bot_s",
+            "check_fraction",
+            "bots_checked",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key}");
+        }
+        for key in ["p50", "p99", "max"] {
+            assert!(
+                v["update_latency_ms"].get(key).is_some(),
+                "missing update_latency_ms.{key}"
+            );
+        }
+        assert_eq!(check(&a, &s), vec!["no bot connected (connect)".to_owned()]);
+    }
+
+    /// A plan of 3 bots on the default auto world, `check_fraction` as
+    /// given.
+    pub(crate) fn tests_plan(check_fraction: f64) -> Plan {
+        let a = cli(&["--bots", "3"]);
         let config = server_config(&a).expect("valid");
         let (scenario, cells) = scenario_params(&a, &config).expect("layout");
-        let plan = Plan {
+        Plan {
             addr: "127.0.0.1:1".parse().expect("addr"),
             bots: 3,
             threads: 1,
@@ -755,34 +820,10 @@ mod tests {
             migration_window: Duration::from_secs(1),
             session: ClientSessionParams::default(),
             read_bytes: 1024,
+            events_max: 16,
+            check_fraction,
             name_prefix: "b".to_owned(),
-        };
-        let s = summarize(
-            &a,
-            &plan,
-            &Looped::default(),
-            json!({"source": "embedded"}),
-            40.0,
-        );
-        let v = serde_json::to_value(&s).expect("serialises");
-        for key in [
-            "bots_connected",
-            "duration_s",
-            "violations",
-            "migrations",
-            "updates_per_bot_per_s",
-            "bytes_per_bot_per_s",
-            "server",
-        ] {
-            assert!(v.get(key).is_some(), "missing {key}");
         }
-        for key in ["p50", "p99", "max"] {
-            assert!(
-                v["update_latency_ms"].get(key).is_some(),
-                "missing update_latency_ms.{key}"
-            );
-        }
-        assert_eq!(check(&a, &s), vec!["no bot connected (connect)".to_owned()]);
     }
 
     /// A summary every rule passes: 50 bots connected, heard, acked, with
@@ -897,6 +938,27 @@ mod tests {
         s.counters.acks = 1_000;
         fails(&[], &s, "(acks)");
         assert!(check(&cli(&["--min-ack-fraction", "0.4"]), &s).is_empty());
+    }
+
+    #[test]
+    fn loadgen_cpu_is_per_bot_second() {
+        // 0.5 s of CPU over 10 s with 1,000 bots: 50 µs per bot-second.
+        let us = cpu_us_per_bot_s(0.5, 1000.0, 10.0).expect("bots and time");
+        assert!((us - 50.0).abs() < 1e-9, "{us}");
+        assert_eq!(cpu_us_per_bot_s(0.5, 0.0, 10.0), None);
+        assert_eq!(cpu_us_per_bot_s(0.5, 10.0, 0.0), None);
+    }
+
+    #[test]
+    fn a_check_fraction_outside_zero_to_one_and_empty_loop_bounds_are_refused() {
+        for f in ["--check-fraction=1.5", "--check-fraction=-0.1"] {
+            let e = run(&cli(&["--bots", "1", f])).expect_err("refused");
+            assert!(e.to_string().contains("--check-fraction"), "{e}");
+        }
+        for flag in ["--read-bytes", "--events-max"] {
+            let e = run(&cli(&["--bots", "1", flag, "0"])).expect_err("refused");
+            assert!(e.to_string().contains(flag), "{e}");
+        }
     }
 
     #[test]

@@ -56,6 +56,13 @@ pub struct ClientSessionParams {
     pub violations_max: usize,
     /// Most bytes queued for sending. Default 256 KiB.
     pub transmit_bytes_max: usize,
+    /// Apply and check every view event (default). `false`: every frame
+    /// and view event is still decoded, acks, calls and the own stream are
+    /// handled and checked as always, but other entities' events are only
+    /// reported to the hooks (no entity, no position) and neither applied
+    /// nor checked ([`ClientView::handle_batch_own_inspect`]): a load
+    /// generator's cheap bots.
+    pub view_checks: bool,
 }
 
 impl Default for ClientSessionParams {
@@ -68,6 +75,7 @@ impl Default for ClientSessionParams {
             events_max: 256,
             violations_max: 256,
             transmit_bytes_max: 256 << 10,
+            view_checks: true,
         }
     }
 }
@@ -655,7 +663,7 @@ impl Core {
         self.last_tick = Some(tick);
         let counters = &mut self.counters;
         let view = self.view.as_mut().expect("live sessions have a view");
-        view.handle_batch_inspect(batch, |ev, entity, pos| {
+        let seen = |ev: &ClientEvent<'_>, entity, pos| {
             match ev {
                 ClientEvent::Enter { .. } => counters.enters += 1,
                 ClientEvent::Leave { .. } => counters.leaves += 1,
@@ -667,6 +675,11 @@ impl Core {
                 ClientEvent::Degraded { .. } => counters.degraded_notices += 1,
             }
             hooks.on_update(&UpdateSeen::of(tick, now, ev, entity, pos));
-        });
+        };
+        if self.params.view_checks {
+            view.handle_batch_inspect(batch, seen);
+        } else {
+            view.handle_batch_own_inspect(batch, seen);
+        }
     }
 }

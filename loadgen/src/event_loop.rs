@@ -1,0 +1,328 @@
+//! One bot thread's I/O: a single batched loop over all of its bots'
+//! sockets, with no task, future or waker per bot.
+//!
+//! Owns the thread's sockets (one `mio` epoll set), its read buffer, the
+//! schedule of due bot ticks, the ramp and the once-a-second report to the
+//! main thread. Each round it:
+//! 1. waits for readiness, at most until the next due tick, ramp slot or
+//!    report (one `epoll_wait`);
+//! 2. drains every readable socket into its bot's session
+//!    ([`Bot::on_bytes`]; reads until the socket is empty);
+//! 3. connects the bots whose ramp slot has come;
+//! 4. runs every bot whose tick is due ([`Bot::on_tick`]);
+//! 5. writes each bot's queued output with one `send` (a partial write
+//!    keeps the rest for the next round, after the socket says writable);
+//! 6. closes the sockets of bots that ended, and reports if a second
+//!    passed.
+//!
+//! Must not know the game: what a bot does is [`crate::bot`]'s.
+//!
+//! # Limits
+//! - One read buffer of `Plan::read_bytes` per thread; at most
+//!   `Plan::events_max` readiness events per wait.
+//! - The schedule holds at most two entries per bot (its live tick, and
+//!   one stale entry left behind when a Welcome brings the tick forward);
+//!   it is allocated once, for that bound.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::{self, Read, Write};
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use tessera::core::time::Time;
+
+use crate::bot::{Bot, Phase};
+use crate::driver::{Report, ThreadCtx};
+
+/// How often a thread reports its measurements.
+const REPORT_PERIOD: Duration = Duration::from_secs(1);
+
+/// Why a bot thread's loop stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    /// The epoll set could not be created or waited on.
+    #[error("bot thread {thread}: polling: {source}")]
+    Poll {
+        /// The thread.
+        thread: usize,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+/// One bot and its socket.
+struct Conn {
+    stream: TcpStream,
+    bot: Bot,
+    /// The socket finished connecting (a writable event came).
+    connected: bool,
+    /// The last write would have blocked: wait for a writable event.
+    blocked: bool,
+    /// On the `dirty` list.
+    queued: bool,
+    /// The time of this bot's live schedule entry.
+    scheduled: Time,
+}
+
+/// The thread's bots and what the rounds share.
+struct Bots {
+    /// By token: the thread's `k`-th bot is `slots[k]`, `None` before its
+    /// ramp slot and after it ended.
+    slots: Vec<Option<Conn>>,
+    /// Global bot index of each slot.
+    ids: Vec<u32>,
+    /// Due ticks: `(time, slot)`, earliest first.
+    schedule: BinaryHeap<Reverse<(Time, usize)>>,
+    /// Slots with output to write this round.
+    dirty: Vec<usize>,
+    /// Slots whose bot ended this round.
+    ended: Vec<usize>,
+}
+
+impl Bots {
+    /// After `slot`'s bot was driven: schedule its next tick, queue its
+    /// output, note its end.
+    fn after(&mut self, slot: usize) {
+        let Some(c) = self.slots[slot].as_mut() else {
+            return;
+        };
+        if c.bot.phase() == Phase::Done {
+            self.ended.push(slot);
+            return;
+        }
+        let due = c.bot.next_tick();
+        if due != c.scheduled {
+            c.scheduled = due;
+            self.schedule.push(Reverse((due, slot)));
+        }
+        if !c.queued && c.connected && !c.blocked && !c.bot.transmit().is_empty() {
+            c.queued = true;
+            self.dirty.push(slot);
+        }
+    }
+}
+
+/// Runs thread `thread`'s share of the bots (bot `i` where `i % threads ==
+/// thread`) to the end of the run, sending a [`Report`] per second and a
+/// last one when every bot has ended.
+///
+/// # Errors
+/// If the epoll set cannot be created or waited on.
+pub fn run(thread: usize, mut ctx: ThreadCtx, tx: Sender<Report>) -> Result<(), LoopError> {
+    let plan = ctx.plan.clone();
+    let ids: Vec<u32> = (0..plan.bots)
+        .filter(|i| *i as usize % plan.threads == thread)
+        .collect();
+    let n = ids.len();
+    let mut poll = Poll::new().map_err(|source| LoopError::Poll { thread, source })?;
+    let mut events = Events::with_capacity(plan.events_max.max(1));
+    let mut scratch = vec![0u8; plan.read_bytes.max(1)];
+    let mut bots = Bots {
+        slots: (0..n).map(|_| None).collect(),
+        ids,
+        schedule: BinaryHeap::with_capacity(2 * n),
+        dirty: Vec::with_capacity(n),
+        ended: Vec::with_capacity(n),
+    };
+    let start_of = |i: u32| {
+        Time(0)
+            + plan
+                .ramp
+                .mul_f64(f64::from(i) / f64::from(plan.bots.max(1)))
+    };
+    let (mut next_connect, mut running) = (0usize, n);
+    let mut next_report = ctx.clock.now() + REPORT_PERIOD;
+    loop {
+        let now = ctx.clock.now();
+        let mut wake = next_report;
+        if let Some(&i) = bots.ids.get(next_connect) {
+            wake = wake.min(start_of(i));
+        }
+        if let Some(Reverse((t, _))) = bots.schedule.peek() {
+            wake = wake.min(*t);
+        }
+        let timeout = wake.saturating_since(now);
+        if let Err(source) = poll.poll(&mut events, Some(timeout)) {
+            if source.kind() != io::ErrorKind::Interrupted {
+                return Err(LoopError::Poll { thread, source });
+            }
+        }
+        let now = ctx.clock.now();
+        for ev in events.iter() {
+            let slot = ev.token().0;
+            if ev.is_writable() {
+                if let Some(c) = bots.slots[slot].as_mut() {
+                    writable(c, &mut ctx);
+                }
+            }
+            if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                if let Some(c) = bots.slots[slot].as_mut() {
+                    drain(c, &mut ctx, now, &mut scratch);
+                }
+            }
+            bots.after(slot);
+        }
+        while let Some(&i) = bots.ids.get(next_connect) {
+            if start_of(i) > now {
+                break;
+            }
+            let slot = next_connect;
+            next_connect += 1;
+            match connect(&poll, &ctx, i, slot, now) {
+                Some(c) => {
+                    bots.slots[slot] = Some(c);
+                    bots.after(slot);
+                }
+                None => {
+                    ctx.interval.counters.connect_failures += 1;
+                    running -= 1;
+                }
+            }
+        }
+        while let Some(&Reverse((t, slot))) = bots.schedule.peek() {
+            if t > now {
+                break;
+            }
+            bots.schedule.pop();
+            let Some(c) = bots.slots[slot].as_mut() else {
+                continue;
+            };
+            if c.scheduled != t || c.bot.phase() == Phase::Done {
+                continue; // stale (the tick was brought forward), or ended
+            }
+            c.bot.on_tick(&mut ctx, now);
+            bots.after(slot);
+        }
+        // One send per bot; one interrupted by a signal is queued again
+        // (past `sends`) for the next round.
+        let sends = bots.dirty.len();
+        for k in 0..sends {
+            let slot = bots.dirty[k];
+            if let Some(c) = bots.slots[slot].as_mut() {
+                c.queued = false;
+                send(c, &mut ctx, now);
+            }
+            bots.after(slot);
+        }
+        bots.dirty.drain(..sends);
+        for k in 0..bots.ended.len() {
+            let slot = bots.ended[k];
+            if let Some(mut c) = bots.slots[slot].take() {
+                let _ = poll.registry().deregister(&mut c.stream);
+                running -= 1;
+            }
+        }
+        bots.ended.clear();
+        if now >= next_report {
+            next_report = next_report + REPORT_PERIOD;
+            let last = running == 0 && next_connect == n;
+            let report = Report {
+                thread,
+                at: now,
+                interval: std::mem::take(&mut ctx.interval),
+                last,
+            };
+            if tx.send(report).is_err() || last {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Opens bot `i`'s socket (non-blocking; the connection completes later)
+/// in `slot`, with its Hello and Login queued.
+fn connect(poll: &Poll, ctx: &ThreadCtx, i: u32, slot: usize, now: Time) -> Option<Conn> {
+    let mut stream = TcpStream::connect(ctx.plan.addr).ok()?;
+    stream.set_nodelay(true).ok()?;
+    poll.registry()
+        .register(
+            &mut stream,
+            Token(slot),
+            Interest::READABLE | Interest::WRITABLE,
+        )
+        .ok()?;
+    let bot = Bot::new(ctx, i, now).ok()?;
+    Some(Conn {
+        stream,
+        bot,
+        connected: false,
+        blocked: false,
+        queued: false,
+        scheduled: Time(u64::MAX),
+    })
+}
+
+/// A writable event: the connection is up (or failed), writes may go on.
+fn writable(c: &mut Conn, ctx: &mut ThreadCtx) {
+    if !c.connected {
+        match c.stream.take_error() {
+            Ok(None) => {}
+            Ok(Some(_)) | Err(_) => return c.bot.connect_failed(ctx),
+        }
+        match c.stream.peer_addr() {
+            Ok(_) => c.connected = true,
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
+            Err(_) => return c.bot.connect_failed(ctx),
+        }
+    }
+    c.blocked = false;
+}
+
+/// Reads everything the socket holds into the bot's session.
+fn drain(c: &mut Conn, ctx: &mut ThreadCtx, now: Time, scratch: &mut [u8]) {
+    loop {
+        if c.bot.phase() == Phase::Done {
+            return;
+        }
+        match c.stream.read(scratch) {
+            Ok(0) => {
+                if c.connected {
+                    c.bot.on_eof(ctx, now);
+                } else {
+                    c.bot.connect_failed(ctx);
+                }
+                return;
+            }
+            Ok(got) => {
+                c.connected = true;
+                c.bot.on_bytes(ctx, now, &scratch[..got]);
+                if got < scratch.len() {
+                    // The receive queue is empty: epoll reports the next
+                    // bytes that arrive as a new edge.
+                    return;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) if !c.connected => return c.bot.connect_failed(ctx),
+            Err(_) => return c.bot.io_error(ctx, now),
+        }
+    }
+}
+
+/// One `send` of what the bot queued.
+fn send(c: &mut Conn, ctx: &mut ThreadCtx, now: Time) {
+    if !c.connected || c.blocked || c.bot.phase() == Phase::Done {
+        return;
+    }
+    let out = c.bot.transmit();
+    if out.is_empty() {
+        return;
+    }
+    match c.stream.write(out) {
+        Ok(0) => c.bot.io_error(ctx, now),
+        Ok(n) => {
+            c.bot.wrote(ctx, n);
+            if !c.bot.transmit().is_empty() {
+                // Partial: the socket buffer is full until it says writable.
+                c.blocked = true;
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => c.blocked = true,
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+        Err(_) => c.bot.io_error(ctx, now),
+    }
+}

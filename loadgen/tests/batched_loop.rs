@@ -1,0 +1,129 @@
+//! The bot threads' batched loop over loopback TCP: refused connections
+//! end as connect failures (and the run still ends), the loop's bounds at
+//! their smallest still serve every bot, and a sampled run
+//! (`--check-fraction`) checks the fraction asked, times updates from
+//! those bots only and says so.
+//!
+//! The runs take turns (one lock), as in faults.rs.
+
+use std::sync::Mutex;
+
+use clap::Parser;
+use loadgen::cli::Cli;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn run(args: &[&str]) -> loadgen::run::Outcome {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut all = vec![
+        "loadgen",
+        "--quiet",
+        "--no-pin",
+        "--set",
+        "runtime.pin=false",
+    ];
+    all.extend_from_slice(args);
+    let cli = Cli::try_parse_from(all).expect("valid arguments");
+    loadgen::run::run(&cli).expect("the run starts and ends")
+}
+
+#[test]
+fn refused_connections_are_connect_failures_and_the_run_ends() {
+    // A port nobody listens on: bind, learn it, close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let out = run(&[
+        "--server",
+        &addr,
+        "--bots",
+        "6",
+        "--threads",
+        "2",
+        "--ramp",
+        "200ms",
+        "--duration",
+        "1s",
+    ]);
+    let c = &out.summary.counters;
+    assert_eq!((c.connects, c.connect_failures), (0, 6), "{c:?}");
+    assert_eq!(
+        out.failures,
+        vec!["no bot connected (connect)".to_owned()],
+        "{c:?}"
+    );
+}
+
+#[test]
+fn one_event_per_wait_and_tiny_reads_still_serve_every_bot() {
+    // One readiness event per wait and 64-byte reads: every round serves
+    // one socket, and a batch takes many reads; nothing is lost.
+    let out = run(&[
+        "--bots",
+        "12",
+        "--threads",
+        "1",
+        "--duration",
+        "2s",
+        "--ramp",
+        "500ms",
+        "--shards",
+        "1",
+        "--events-max",
+        "1",
+        "--read-bytes",
+        "64",
+    ]);
+    let s = &out.summary;
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    assert_eq!(s.bots_connected, 12);
+    assert!(s.update_latency_ms.count > 0 && s.ack_rtt_ms.count > 0);
+    assert!(s.per_bot_per_s.moves > 8.0, "{:?}", s.per_bot_per_s);
+}
+
+#[test]
+fn a_sampled_run_checks_the_fraction_asked_and_says_so() {
+    let out = run(&[
+        "--bots",
+        "20",
+        "--threads",
+        "1",
+        "--duration",
+        "3s",
+        "--ramp",
+        "1s",
+        "--shards",
+        "1",
+        "--check-fraction",
+        "0.5",
+    ]);
+    let s = &out.summary;
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    assert_eq!(
+        (s.bots_connected, s.bots_checked),
+        (20, 10),
+        "{:?}",
+        s.counters
+    );
+    assert_eq!(s.check_fraction, 0.5);
+    assert!(s.update_latency_ms.count > 0, "checked bots time updates");
+    // Every bot counts its updates, only the checked half can time them.
+    assert!(
+        s.updates_timed_fraction > 0.2 && s.updates_timed_fraction < 0.8,
+        "{}",
+        s.updates_timed_fraction
+    );
+    assert!(s.ack_rtt_ms.count > 0 && s.own_gap_ms.count > 0);
+    let table = loadgen::report::summary_table(s);
+    assert!(
+        table.contains("10 of 20 bots (--check-fraction 0.5)"),
+        "{table}"
+    );
+    assert!(
+        s.loadgen_cpu_us_per_bot_s.is_some_and(|us| us > 0.0),
+        "{:?}",
+        s.loadgen_cpu_us_per_bot_s
+    );
+}
