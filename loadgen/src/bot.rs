@@ -67,7 +67,13 @@ async fn connect(ctx: &Rc<ThreadCtx>, i: u32) -> Option<BotConn> {
     stream.set_nodelay(true).ok()?;
     let mut session = ClientSession::new(plan.session, ctx.registry.clone());
     let name = format!("{}{i}", plan.name_prefix);
-    session.connect(&name, None).ok()?;
+    let ticket = plan
+        .ticket_key
+        .as_ref()
+        .map(|k| crate::tickets::bot_ticket(k, &name, i));
+    session
+        .connect(&name, ticket.as_deref().map(str::as_bytes))
+        .ok()?;
     let (bot, rng) = plan.scenario.bot(&plan.world, i);
     let now = ctx.clock.now();
     Some(BotConn {

@@ -225,7 +225,17 @@ fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
 /// bot threads cannot start.
 pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
     anyhow::ensure!(cli.move_hz > 0.0, "--move-hz must be positive");
-    let config = server_config(cli)?;
+    let mut config = server_config(cli)?;
+    // The embedded server checks signed tickets with a key of this run;
+    // a remote one with its own (`--key-file`) or none.
+    let (ticket_key, _key_file) = match (&cli.server, &cli.key_file) {
+        (None, _) => {
+            let (k, f) = crate::tickets::embedded_key(&mut config)?;
+            (Some(k), Some(f))
+        }
+        (Some(_), Some(path)) => (Some(crate::tickets::read_key(path)?), None),
+        (Some(_), None) => (None, None),
+    };
     let (scenario, cells) = scenario_params(cli, &config)?;
     let per_bot = if cli.server.is_some() { 1 } else { 2 };
     let needed = u64::from(cli.bots) * per_bot + 256;
@@ -270,6 +280,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         session: ClientSessionParams::default(),
         read_bytes: 64 << 10,
         name_prefix: "bot".to_owned(),
+        ticket_key,
     });
     let book = Arc::new(MoveBook::new(cli.bots as usize));
     let (tx, rx) = mpsc::channel();
@@ -756,6 +767,7 @@ mod tests {
             session: ClientSessionParams::default(),
             read_bytes: 1024,
             name_prefix: "b".to_owned(),
+            ticket_key: None,
         };
         let s = summarize(
             &a,

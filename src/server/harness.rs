@@ -22,6 +22,10 @@ use crate::runtime::{
 
 use super::CellHost;
 
+/// The Unix time (s) the harness's world starts at (tickets minted for it
+/// expire relative to this).
+pub const HARNESS_UNIX_AT_START_S: u64 = 1_800_000_000;
+
 /// One test client.
 pub struct TestClient {
     /// The shard whose port it is connected to.
@@ -104,6 +108,7 @@ impl Harness {
                 shard: ShardId::local(index),
                 shards,
                 tick,
+                unix_at_start_s: HARNESS_UNIX_AT_START_S,
             };
             h.hosts.push(CellHost::new(config, ctx).expect("host"));
             h.ports

@@ -362,8 +362,16 @@ mod tests {
     #[test]
     fn hello_checks_magic_then_version() {
         let mut b = Vec::new();
-        ClientMsg::Hello { version: 3 }.encode(&mut b);
-        assert_eq!(one(&b), Ok(ClientMsg::Hello { version: 3 }));
+        ClientMsg::Hello {
+            version: PROTOCOL_VERSION,
+        }
+        .encode(&mut b);
+        assert_eq!(
+            one(&b),
+            Ok(ClientMsg::Hello {
+                version: PROTOCOL_VERSION
+            })
+        );
         let mut v4 = b.clone();
         v4[12] = 4;
         v4.extend_from_slice(&[0; 4]);
