@@ -126,10 +126,16 @@ impl Harness {
 
     /// Connects a client to `shard` and queues its Hello and Login.
     pub fn connect(&mut self, shard: usize, name: &str) -> usize {
+        self.connect_with(shard, name, None)
+    }
+
+    /// Connects a client to `shard` and queues its Hello and a Login with
+    /// `token`.
+    pub fn connect_with(&mut self, shard: usize, name: &str, token: Option<&[u8]>) -> usize {
         let peer: SocketAddr = "127.0.0.1:5000".parse().expect("addr");
         let conn = self.ports[shard].inject_open(peer);
         let mut session = ClientSession::new(ClientSessionParams::default(), self.registry.clone());
-        session.connect(name, None).expect("connect");
+        session.connect(name, token).expect("connect");
         self.clients.push(TestClient {
             shard,
             conn,

@@ -373,12 +373,15 @@ mod tests {
             })
         );
         let mut v4 = b.clone();
-        v4[12] = 4;
+        v4[12] = PROTOCOL_VERSION as u8 + 1;
         v4.extend_from_slice(&[0; 4]);
         v4[0] = 12;
         assert_eq!(
             one(&v4),
-            Err(DecodeError::VersionMismatch { got: 4, want: 3 })
+            Err(DecodeError::VersionMismatch {
+                got: PROTOCOL_VERSION + 1,
+                want: PROTOCOL_VERSION
+            })
         );
         let mut bad = b.clone();
         bad[8] = b'X';
