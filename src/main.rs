@@ -317,7 +317,7 @@ fn run() -> anyhow::Result<ExitCode> {
                 .duration_since(std::time::UNIX_EPOCH)?
                 .as_secs();
             let mut nonce = [0u8; 8];
-            getrandom::getrandom(&mut nonce).context("random nonce")?;
+            getrandom::getrandom(&mut nonce).map_err(|e| anyhow::anyhow!("random nonce: {e}"))?;
             let ticket = tessera::server::gateway::mint(
                 &key,
                 &account,
@@ -329,7 +329,7 @@ fn run() -> anyhow::Result<ExitCode> {
         }
         Some(Command::Keygen) => {
             let mut key = [0u8; 32];
-            getrandom::getrandom(&mut key).context("random key")?;
+            getrandom::getrandom(&mut key).map_err(|e| anyhow::anyhow!("random key: {e}"))?;
             println!("{}", hex::encode(key));
             Ok(ExitCode::SUCCESS)
         }

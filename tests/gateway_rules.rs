@@ -167,7 +167,10 @@ fn oversized_frames_and_bad_handshakes_are_closed() {
 
 #[test]
 fn a_slow_reader_is_cut_off_while_the_others_carry_on() {
-    let cfg = config(&["gateway.send_queue_bytes_max=65536"]);
+    let cfg = config(&[
+        "gateway.send_queue_bytes_max=65536",
+        "gateway.reconnect_window_ms=0",
+    ]);
     let server = EmbeddedServer::start(&cfg).expect("start");
     let addr = server.client_addr();
     let mut slow = RawClient::connect(addr);

@@ -15,7 +15,7 @@ use tessera::core::geom::{Rect, Vec3};
 use tessera::core::ids::EntityId;
 use tessera::wire::client::{
     split_frame, CallOutcome, ClientMsg, DecodeError, ErrorCode, Frame, FrameDecoder, RefuseReason,
-    ServerMsg, Welcome, HEADER_BYTES, PROTOCOL_VERSION,
+    ServerMsg, Welcome, HEADER_BYTES, PROTOCOL_VERSION as V,
 };
 
 const BODY_MAX: u32 = 1 << 16;
@@ -35,9 +35,7 @@ enum C {
 impl C {
     fn msg(&self) -> ClientMsg<'_> {
         match self {
-            C::Hello => ClientMsg::Hello {
-                version: PROTOCOL_VERSION,
-            },
+            C::Hello => ClientMsg::Hello { version: V },
             C::Login(n, t) => ClientMsg::Login {
                 name: n,
                 token: t.as_deref(),
@@ -357,7 +355,9 @@ mod doc_examples {
     use tessera::core::geom::{Rect, Vec3};
     use tessera::core::ids::EntityId;
     use tessera::core::view::{encode_event, ClientEvent, Movement};
-    use tessera::wire::client::{CallOutcome, ClientMsg, ErrorCode, ServerMsg, Welcome};
+    use tessera::wire::client::{
+        CallOutcome, ClientMsg, ErrorCode, ServerMsg, Welcome, PROTOCOL_VERSION as V,
+    };
 
     /// The view batch of the example session: entity 43 (an Avatar named
     /// "Bo" with 100 hp) enters as handle 0 at version 1, moves (v2), loses
@@ -465,9 +465,9 @@ mod doc_examples {
         out
     }
 
-    /// Every example of PROTOCOL.md by name, as the encoder writes it.
-    pub fn all() -> Vec<(&'static str, Vec<u8>)> {
-        let welcome = Welcome {
+    /// The Welcome of the example session.
+    fn welcome() -> Welcome {
+        Welcome {
             tick_ms: 50,
             entity: EntityId(42),
             own_handle: None,
@@ -483,15 +483,15 @@ mod doc_examples {
             pos: tessera::core::geom::Vec3::ground(512.0, 512.0),
             space: 1,
             space_type: 1,
-        };
+        }
+    }
+
+    /// Every example of PROTOCOL.md by name, as the encoder writes it.
+    pub fn all() -> Vec<(&'static str, Vec<u8>)> {
+        let welcome = welcome();
         let batch = batch();
         vec![
-            (
-                "hello",
-                c(ClientMsg::Hello {
-                    version: PROTOCOL_VERSION,
-                }),
-            ),
+            ("hello", c(ClientMsg::Hello { version: V })),
             (
                 "login",
                 c(ClientMsg::Login {

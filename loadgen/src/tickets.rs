@@ -43,7 +43,7 @@ impl Drop for KeyFile {
 /// No randomness, or the file cannot be written.
 pub fn embedded_key(config: &mut Config) -> anyhow::Result<(TicketKey, KeyFile)> {
     let mut bytes = [0u8; 32];
-    getrandom::getrandom(&mut bytes).context("random key")?;
+    getrandom::getrandom(&mut bytes).map_err(|e| anyhow::anyhow!("random key: {e}"))?;
     let key = TicketKey::from_hex(&hex::encode(bytes)).context("a 32-byte key")?;
     let path = std::env::temp_dir().join(format!("loadgen-key-{}.hex", std::process::id()));
     write_private(&path, &key.to_hex()).with_context(|| format!("writing {}", path.display()))?;
