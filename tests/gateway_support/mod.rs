@@ -201,6 +201,18 @@ impl RawClient {
         }
     }
 
+    /// Hello + Login with `token`; what came until a Welcome, a Kick or
+    /// EOF (at most 5 s).
+    pub fn login_with(&mut self, name: &str, token: Option<&[u8]>) -> Vec<Seen> {
+        self.send(&ClientMsg::Hello {
+            version: PROTOCOL_VERSION,
+        });
+        self.send(&ClientMsg::Login { name, token });
+        self.until(Duration::from_secs(5), |s| {
+            matches!(s, Seen::Welcome(_) | Seen::Kick(_))
+        })
+    }
+
     /// Reads frames until one matches `stop` (included), EOF or `timeout`.
     pub fn until(&mut self, timeout: Duration, mut stop: impl FnMut(&Seen) -> bool) -> Vec<Seen> {
         let until = Instant::now() + timeout;
