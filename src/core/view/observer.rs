@@ -234,7 +234,7 @@ impl Observer {
     /// under new handles. Counters are kept.
     pub fn restart(&mut self) {
         let stats = std::mem::take(&mut self.stats);
-        *self = Observer::from_parts(self.owner, self.params.clone());
+        *self = Observer::from_parts(self.owner, self.params);
         self.stats = stats;
         self.needs_view = true;
     }
