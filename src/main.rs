@@ -1,5 +1,6 @@
 //! The `tessera` binary: with no subcommand it serves (the cell host on
-//! every shard until SIGINT/SIGTERM); `check-config` and `sim` otherwise.
+//! every shard until SIGINT/SIGTERM); `check-config`, `sim`, `ticket` and
+//! `keygen` otherwise.
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -52,6 +53,18 @@ enum Command {
     /// Options not given are drawn from each seed (VOPR swarm); given ones
     /// apply to every seed. Cell knobs come from the config (`--config`).
     Sim(Box<SimArgs>),
+    /// Mint a signed login ticket (for tests and tools; a game's login
+    /// service does the same) with the key of `gateway.key_file`.
+    Ticket {
+        /// The account the ticket logs in.
+        #[arg(long)]
+        account: String,
+        /// Seconds until it expires.
+        #[arg(long, default_value_t = 300)]
+        ttl_s: u64,
+    },
+    /// Print a new random ticket key (hex, 32 bytes) for `gateway.key_file`.
+    Keygen,
 }
 
 /// `tessera sim` options (every flag `report::replay_command` prints).
@@ -291,6 +304,35 @@ fn run() -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Sim(args)) => run_sim(&args, &config, cli.config.as_deref()),
+        Some(Command::Ticket { account, ttl_s }) => {
+            let key = config
+                .gateway
+                .ticket_key()?
+                .context("gateway.auth is \"none\": set auth = \"hmac\" and key_file")?;
+            anyhow::ensure!(
+                tessera::server::gateway::ticket::valid_account(&account),
+                "an account is 1..=64 bytes of [A-Za-z0-9_-]"
+            );
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_secs();
+            let mut nonce = [0u8; 8];
+            getrandom::getrandom(&mut nonce).map_err(|e| anyhow::anyhow!("random nonce: {e}"))?;
+            let ticket = tessera::server::gateway::mint(
+                &key,
+                &account,
+                now + ttl_s,
+                u64::from_le_bytes(nonce),
+            );
+            println!("{ticket}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Keygen) => {
+            let mut key = [0u8; 32];
+            getrandom::getrandom(&mut key).map_err(|e| anyhow::anyhow!("random key: {e}"))?;
+            println!("{}", hex::encode(key));
+            Ok(ExitCode::SUCCESS)
+        }
         None => serve(&config),
     }
 }

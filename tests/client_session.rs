@@ -14,6 +14,7 @@ use tessera::core::time::Time;
 use tessera::core::view::{encode_event, ClientEvent, Movement};
 use tessera::wire::client::{
     split_frame, CallOutcome, ClientMsg, ErrorCode, RefuseReason, ServerMsg, Welcome,
+    PROTOCOL_VERSION,
 };
 
 const ME: EntityId = EntityId(7);
@@ -50,6 +51,10 @@ fn welcome() -> Welcome {
             max_z: 1000.0,
         },
         server_time_us: 5,
+        next_seq: 1,
+        pos: tessera::core::geom::Vec3::ground(500.0, 500.0),
+        space: 1,
+        space_type: 1,
     }
 }
 
@@ -117,7 +122,9 @@ fn live_session_with(params: ClientSessionParams, hooks: &mut Hooks) -> ClientSe
     let (f, n) = split_frame(&sent, 4096).expect("ok").expect("hello");
     assert_eq!(
         ClientMsg::decode(&f),
-        Ok(ClientMsg::Hello { version: 3 }),
+        Ok(ClientMsg::Hello {
+            version: PROTOCOL_VERSION
+        }),
         "first frame is Hello"
     );
     let (f, _) = split_frame(&sent[n..], 4096).expect("ok").expect("login");

@@ -18,7 +18,7 @@ use tessera::core::ids::EntityId;
 use tessera::core::time::Time;
 use tessera::server::gateway::{GatewayParams, Session, Step};
 use tessera::server::relay::DOWN_FRAMES;
-use tessera::wire::client::{split_frame, ClientMsg, ServerMsg};
+use tessera::wire::client::{split_frame, ClientMsg, ServerMsg, PROTOCOL_VERSION as V};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -151,10 +151,10 @@ fn run(ops: &[Op], strikes_max: u32) -> Result<(), TestCaseError> {
         abuse_strikes_max: strikes_max,
         ..GatewayParams::default()
     };
-    let mut s = Session::new(params, avatar);
+    let mut s = Session::new(params, avatar, Time::ZERO);
     let mut now = Time::from_millis(1000);
     let mut input = Vec::new();
-    ClientMsg::Hello { version: 3 }.encode(&mut input);
+    ClientMsg::Hello { version: V }.encode(&mut input);
     ClientMsg::Login {
         name: "p",
         token: None,

@@ -11,7 +11,7 @@ use gateway_support::{config, now, pump_until, Client, RawClient, Seen};
 use tessera::core::entity::{TypeRegistry, AVATAR};
 use tessera::core::geom::Vec3;
 use tessera::server::EmbeddedServer;
-use tessera::wire::client::{ClientMsg, ErrorCode};
+use tessera::wire::client::{ClientMsg, ErrorCode, PROTOCOL_VERSION};
 
 fn mv(seq: u64, x: f64) -> ClientMsg<'static> {
     ClientMsg::Move {
@@ -110,7 +110,9 @@ fn each_rule_refuses_with_its_code_then_abuse_is_kicked() {
     let seen = c.until(Duration::from_secs(3), |s| *s == Seen::Ack(8));
     assert_eq!(seen.last(), Some(&Seen::Ack(8)), "{seen:?}");
     // The 8th refusal (strikes max 7) kicks.
-    c.send(&ClientMsg::Hello { version: 3 });
+    c.send(&ClientMsg::Hello {
+        version: PROTOCOL_VERSION,
+    });
     let seen = c.until(Duration::from_secs(3), |s| matches!(s, Seen::Kick(_)));
     assert_eq!(
         seen.last(),
@@ -165,7 +167,10 @@ fn oversized_frames_and_bad_handshakes_are_closed() {
 
 #[test]
 fn a_slow_reader_is_cut_off_while_the_others_carry_on() {
-    let cfg = config(&["gateway.send_queue_bytes_max=65536"]);
+    let cfg = config(&[
+        "gateway.send_queue_bytes_max=65536",
+        "gateway.reconnect_window_ms=0",
+    ]);
     let server = EmbeddedServer::start(&cfg).expect("start");
     let addr = server.client_addr();
     let mut slow = RawClient::connect(addr);

@@ -26,3 +26,11 @@ fn the_defaults_file_matches_the_embedded_defaults() {
         Config::default()
     );
 }
+
+#[test]
+fn the_production_preset_checks_signed_tickets() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tuning/presets/production.toml");
+    let c = Config::load(Some(&path), &[]).expect("loads");
+    assert_eq!(c.gateway.auth, "hmac");
+    assert!(!c.gateway.key_file.is_empty());
+}

@@ -15,7 +15,7 @@ use tessera::core::geom::{Rect, Vec3};
 use tessera::core::ids::EntityId;
 use tessera::wire::client::{
     split_frame, CallOutcome, ClientMsg, DecodeError, ErrorCode, Frame, FrameDecoder, RefuseReason,
-    ServerMsg, Welcome, HEADER_BYTES,
+    ServerMsg, Welcome, HEADER_BYTES, PROTOCOL_VERSION as V,
 };
 
 const BODY_MAX: u32 = 1 << 16;
@@ -35,7 +35,7 @@ enum C {
 impl C {
     fn msg(&self) -> ClientMsg<'_> {
         match self {
-            C::Hello => ClientMsg::Hello { version: 3 },
+            C::Hello => ClientMsg::Hello { version: V },
             C::Login(n, t) => ClientMsg::Login {
                 name: n,
                 token: t.as_deref(),
@@ -150,20 +150,27 @@ fn welcome() -> impl Strategy<Value = Welcome> {
         any::<u32>(),
         any::<[f64; 4]>(),
         any::<u64>(),
+        (any::<u64>(), any::<[f64; 3]>(), any::<u32>(), any::<u32>()),
     )
-        .prop_map(|(tick_ms, e, own_handle, max, [a, b, c, d], t)| Welcome {
-            tick_ms,
-            entity: EntityId(e),
-            own_handle,
-            client_body_bytes_max: max,
-            bounds: Rect {
-                min_x: a,
-                min_z: b,
-                max_x: c,
-                max_z: d,
+        .prop_map(
+            |(tick_ms, e, own_handle, max, [a, b, c, d], t, (n, [x, y, z], sp, st))| Welcome {
+                tick_ms,
+                entity: EntityId(e),
+                own_handle,
+                client_body_bytes_max: max,
+                bounds: Rect {
+                    min_x: a,
+                    min_z: b,
+                    max_x: c,
+                    max_z: d,
+                },
+                server_time_us: t,
+                next_seq: n,
+                pos: tessera::core::geom::Vec3 { x, y, z },
+                space: sp,
+                space_type: st,
             },
-            server_time_us: t,
-        })
+        )
 }
 
 fn server_msg() -> impl Strategy<Value = S> {
@@ -348,7 +355,9 @@ mod doc_examples {
     use tessera::core::geom::{Rect, Vec3};
     use tessera::core::ids::EntityId;
     use tessera::core::view::{encode_event, ClientEvent, Movement};
-    use tessera::wire::client::{CallOutcome, ClientMsg, ErrorCode, ServerMsg, Welcome};
+    use tessera::wire::client::{
+        CallOutcome, ClientMsg, ErrorCode, ServerMsg, Welcome, PROTOCOL_VERSION as V,
+    };
 
     /// The view batch of the example session: entity 43 (an Avatar named
     /// "Bo" with 100 hp) enters as handle 0 at version 1, moves (v2), loses
@@ -456,9 +465,9 @@ mod doc_examples {
         out
     }
 
-    /// Every example of PROTOCOL.md by name, as the encoder writes it.
-    pub fn all() -> Vec<(&'static str, Vec<u8>)> {
-        let welcome = Welcome {
+    /// The Welcome of the example session.
+    fn welcome() -> Welcome {
+        Welcome {
             tick_ms: 50,
             entity: EntityId(42),
             own_handle: None,
@@ -470,10 +479,19 @@ mod doc_examples {
                 max_z: 1024.0,
             },
             server_time_us: 1_000_000,
-        };
+            next_seq: 1,
+            pos: tessera::core::geom::Vec3::ground(512.0, 512.0),
+            space: 1,
+            space_type: 1,
+        }
+    }
+
+    /// Every example of PROTOCOL.md by name, as the encoder writes it.
+    pub fn all() -> Vec<(&'static str, Vec<u8>)> {
+        let welcome = welcome();
         let batch = batch();
         vec![
-            ("hello", c(ClientMsg::Hello { version: 3 })),
+            ("hello", c(ClientMsg::Hello { version: V })),
             (
                 "login",
                 c(ClientMsg::Login {

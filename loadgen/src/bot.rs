@@ -148,7 +148,11 @@ impl Bot {
         params.view_checks = checked;
         let mut session = ClientSession::new(params, ctx.registry.clone());
         let name = format!("{}{i}", plan.name_prefix);
-        session.connect(&name, None)?;
+        let ticket = plan
+            .ticket_key
+            .as_ref()
+            .map(|k| crate::tickets::bot_ticket(k, &name, i));
+        session.connect(&name, ticket.as_deref().map(str::as_bytes))?;
         let (bot, rng) = plan.scenario.bot(&plan.world, i);
         Ok(Bot {
             idx: i,

@@ -31,6 +31,10 @@ pub struct Cli {
     /// The remote server's admin address, for its /metrics counters.
     #[arg(long, value_name = "HOST:PORT", requires = "server")]
     pub server_admin: Option<String>,
+    /// The remote server's ticket key (its `gateway.key_file`), for a
+    /// server with `gateway.auth = "hmac"`: bots sign their logins with it.
+    #[arg(long, value_name = "FILE", requires = "server")]
+    pub key_file: Option<PathBuf>,
     /// The remote server's process id (same machine), for its CPU use.
     #[arg(long, value_name = "PID", requires = "server")]
     pub server_pid: Option<u32>,

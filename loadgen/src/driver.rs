@@ -103,6 +103,9 @@ pub struct Plan {
     pub check_fraction: f64,
     /// Prefix of bot login names.
     pub name_prefix: String,
+    /// The key bots sign their login tickets with (none: no ticket, for a
+    /// server with `gateway.auth = "none"`).
+    pub ticket_key: Option<tessera::server::gateway::TicketKey>,
 }
 
 /// A thread's measurements for one interval.

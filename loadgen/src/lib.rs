@@ -37,3 +37,4 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod server;
+pub mod tickets;

@@ -231,7 +231,17 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
     );
     anyhow::ensure!(cli.read_bytes > 0, "--read-bytes must be at least 1");
     anyhow::ensure!(cli.events_max > 0, "--events-max must be at least 1");
-    let config = server_config(cli)?;
+    let mut config = server_config(cli)?;
+    // The embedded server checks signed tickets with a key of this run;
+    // a remote one with its own (`--key-file`) or none.
+    let (ticket_key, _key_file) = match (&cli.server, &cli.key_file) {
+        (None, _) => {
+            let (k, f) = crate::tickets::embedded_key(&mut config)?;
+            (Some(k), Some(f))
+        }
+        (Some(_), Some(path)) => (Some(crate::tickets::read_key(path)?), None),
+        (Some(_), None) => (None, None),
+    };
     let (scenario, cells) = scenario_params(cli, &config)?;
     let per_bot = if cli.server.is_some() { 1 } else { 2 };
     let needed = u64::from(cli.bots) * per_bot + 256;
@@ -278,6 +288,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         events_max: cli.events_max,
         check_fraction: cli.check_fraction,
         name_prefix: "bot".to_owned(),
+        ticket_key,
     });
     let book = Arc::new(MoveBook::new(cli.bots as usize));
     let (tx, rx) = mpsc::channel();
@@ -823,6 +834,7 @@ pub(crate) mod tests {
             events_max: 16,
             check_fraction,
             name_prefix: "b".to_owned(),
+            ticket_key: None,
         }
     }
 

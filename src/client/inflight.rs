@@ -35,6 +35,20 @@ impl InputTracker {
         self.next_seq
     }
 
+    /// Numbering starts at `next_seq` (the Welcome's: after a takeover the
+    /// avatar's inputs go on from the replaced connection's). Acks of the
+    /// replaced connection's inputs (below `next_seq`) are then accepted.
+    ///
+    /// # Panics
+    /// If an input was sent already (a bug of the caller).
+    pub fn resume_at(&mut self, next_seq: u64) {
+        assert!(
+            self.sent.is_empty() && self.next_seq == 1,
+            "before any input"
+        );
+        self.next_seq = next_seq.max(1);
+    }
+
     /// The last seq sent (0 before the first).
     pub fn last_sent(&self) -> u64 {
         self.next_seq - 1

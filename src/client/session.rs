@@ -565,6 +565,7 @@ impl Core {
             ServerMsg::Welcome(w) if self.state == SessionState::Handshake => {
                 self.state = SessionState::Live;
                 self.welcome = Some(w);
+                self.inputs.resume_at(w.next_seq);
                 let reg = Arc::clone(&self.registry);
                 self.view = Some(ClientView::new(w.entity, reg, self.params.view));
                 self.event(SessionEvent::Welcomed(w));

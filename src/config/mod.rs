@@ -318,6 +318,19 @@ mod tests {
             ("view.client_update_hz=0.0", "view.client_update_hz"),
             ("view.client_update_hz=40.0", "view.client_update_hz"),
             ("view.client_update_hz=5.0", "view.bands[0].min_hz"),
+            (
+                "gateway.handshake_timeout_ms=0",
+                "gateway.handshake_timeout_ms",
+            ),
+            ("gateway.idle_timeout_ms=99", "gateway.idle_timeout_ms"),
+            (
+                "gateway.reconnect_window_ms=3600001",
+                "gateway.reconnect_window_ms",
+            ),
+            ("gateway.auth=\"open\"", "gateway.auth"),
+            ("gateway.auth=\"hmac\"", "gateway.key_file"),
+            ("gateway.ticket_ttl_max_s=0", "gateway.ticket_ttl_max_s"),
+            ("gateway.replay_table_max=0", "gateway.replay_table_max"),
         ] {
             let err = Config::load(None, &[text.into()]).unwrap_err();
             assert!(
@@ -355,6 +368,29 @@ mod tests {
         let err = Config::load(None, &["testing.fault=\"drop-leaves\"".into()]).unwrap_err();
         assert_eq!(key_of(&err), "testing.fault", "{err}");
         assert!(err.to_string().contains("\"stale-version\""), "{err}");
+    }
+
+    #[test]
+    fn the_ticket_key_is_read_only_with_hmac_and_refused_when_bad() {
+        assert!(Config::default()
+            .gateway
+            .ticket_key()
+            .expect("none")
+            .is_none());
+        let path = std::env::temp_dir().join(format!("tessera-key-{}.hex", std::process::id()));
+        for (text, ok) in [("ab".repeat(32), true), ("ab".repeat(8), false)] {
+            std::fs::write(&path, text).expect("write");
+            let set = [
+                "gateway.auth=\"hmac\"".to_owned(),
+                format!("gateway.key_file=\"{}\"", path.display()),
+            ];
+            let c = Config::load(None, &set).expect("valid");
+            match c.gateway.ticket_key() {
+                Ok(k) => assert!(ok && k.is_some()),
+                Err(e) => assert!(!ok && key_of(&e) == "gateway.key_file", "{e}"),
+            }
+        }
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

@@ -514,6 +514,26 @@ pub struct GatewayConfig {
     pub io_poll_ms: u64,
     /// Readiness events taken per epoll wait of the client socket loop.
     pub io_events_max: u32,
+    /// A connection that has not sent a whole Login this long after it
+    /// opened is closed (Error `idle-timeout`).
+    pub handshake_timeout_ms: u64,
+    /// A logged-in connection that sent no whole frame for this long is
+    /// closed (Kick `idle-timeout`); a quiet client sends Ping.
+    pub idle_timeout_ms: u64,
+    /// After a connection drops (not Bye, not a Kick for abuse), the avatar
+    /// stays this long for a login of the same account to take it over.
+    pub reconnect_window_ms: u64,
+    /// How logins are checked: `"none"` (the name is the account; local
+    /// benchmarks only) or `"hmac"` (the token is a signed ticket).
+    pub auth: String,
+    /// File holding the ticket key as hex (at least 32 bytes), for
+    /// `auth = "hmac"`.
+    pub key_file: String,
+    /// Longest ticket lifetime accepted (expiry minus now), seconds.
+    pub ticket_ttl_max_s: u64,
+    /// Tickets remembered against replay (until they expire) per shard;
+    /// when full of unexpired tickets, logins are refused.
+    pub replay_table_max: u32,
 }
 
 impl GatewayConfig {
@@ -608,7 +628,71 @@ impl GatewayConfig {
                 "must be <= 60000",
             ));
         }
-        Ok(())
+        self.validate_door()
+    }
+
+    fn validate_door(&self) -> Result<(), ConfigError> {
+        for (key, v) in [
+            ("gateway.handshake_timeout_ms", self.handshake_timeout_ms),
+            ("gateway.idle_timeout_ms", self.idle_timeout_ms),
+        ] {
+            if !(100..=3_600_000).contains(&v) {
+                return Err(invalid(key, v, "must be within 100..=3600000"));
+            }
+        }
+        if self.reconnect_window_ms > 3_600_000 {
+            return Err(invalid(
+                "gateway.reconnect_window_ms",
+                self.reconnect_window_ms,
+                "must be <= 3600000",
+            ));
+        }
+        match self.auth.as_str() {
+            "none" => {}
+            "hmac" if self.key_file.is_empty() => {
+                return Err(invalid(
+                    "gateway.key_file",
+                    "\"\"",
+                    "auth = \"hmac\" needs a key file",
+                ))
+            }
+            "hmac" => {}
+            other => {
+                return Err(invalid(
+                    "gateway.auth",
+                    other,
+                    "must be \"none\" or \"hmac\"",
+                ))
+            }
+        }
+        if !(1..=86_400).contains(&self.ticket_ttl_max_s) {
+            return Err(invalid(
+                "gateway.ticket_ttl_max_s",
+                self.ticket_ttl_max_s,
+                "must be within 1..=86400",
+            ));
+        }
+        at_least(
+            "gateway.replay_table_max",
+            u64::from(self.replay_table_max),
+            1,
+        )
+    }
+
+    /// The ticket key of `auth = "hmac"` (read from `key_file`); `None` for
+    /// `auth = "none"`.
+    ///
+    /// # Errors
+    /// `gateway.key_file` unreadable or not a key.
+    pub fn ticket_key(&self) -> Result<Option<crate::server::gateway::TicketKey>, ConfigError> {
+        if self.auth != "hmac" {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&self.key_file)
+            .map_err(|e| invalid("gateway.key_file", &self.key_file, e.to_string()))?;
+        crate::server::gateway::TicketKey::from_hex(&text)
+            .map(Some)
+            .map_err(|e| invalid("gateway.key_file", &self.key_file, e.to_string()))
     }
 }
 

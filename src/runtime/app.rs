@@ -26,6 +26,9 @@ pub struct ShardContext {
     pub shards: u16,
     /// The tick period.
     pub tick: Duration,
+    /// Unix time (seconds) at the world's `Time::ZERO`: what login tickets'
+    /// expiries are compared with (`now` stays monotonic).
+    pub unix_at_start_s: u64,
 }
 
 impl ShardContext {

@@ -217,6 +217,9 @@ impl Runtime {
             signals: Vec::new(),
         };
         let gateway = gateway_addr(config)?;
+        let unix_at_start_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         // Shard 0 binds the configured address; the others then bind the
         // address it resolved (the same port, SO_REUSEPORT).
         let mut bind_to = gateway;
@@ -226,6 +229,7 @@ impl Runtime {
                 shard: id,
                 shards,
                 tick: Duration::from_millis(config.runtime.tick_ms),
+                unix_at_start_s,
             };
             let stats = Arc::new(ShardStats::new(id));
             handle.stats.push(stats.clone());

@@ -16,8 +16,20 @@
 //! 4. writes: each session's frames of the tick, one `send` per
 //!    connection; a full send queue makes the port close it (slow reader).
 //!
-//! Ending a connection destroys its avatar everywhere: the proxy sends a
-//! destroy on the inputs' path and is dropped.
+//! Ending a connection destroys its avatar everywhere (the proxy sends a
+//! destroy on the inputs' path and is dropped), except a dropped one
+//! (peer gone, socket error, slow reader, idle timeout): its avatar and
+//! session wait `gateway.reconnect_window_ms` for the account to log in
+//! again.
+//!
+//! # Accounts
+//! A login names an account: the ticket's (`gateway.auth = "hmac"`), or
+//! the name (`"none"`). One session per account: a login of an account
+//! that has an avatar here takes it over ([`Session::reattach`]): the old
+//! connection gets what was queued, then Kick `replaced`, and is closed;
+//! the real's observer restarts so the new client gets a full view.
+//! Accounts are per shard (a second login that lands on another shard of
+//! the node is not seen here).
 //!
 //! Must not touch sockets (only the port) or cells (only through the
 //! host's routing and spawn).
@@ -31,12 +43,14 @@ use crate::core::ids::EntityId;
 use crate::core::proxy::Proxy;
 use crate::core::time::Time;
 use crate::runtime::{ClientPort, CloseReason, ConnId, MetricSink, PortError, PortEvent};
-use crate::wire::client::ErrorCode;
+use crate::wire::client::{ErrorCode, ServerMsg};
 
 use super::gateway::{
-    refused_metric, Closing, Disconnect, GatewayParams, Session, SessionPhase, Step, RULES,
+    refused_metric, Closing, Disconnect, GatewayParams, LoginRefusal, ReplayTable, Session,
+    SessionPhase, Step, TicketKey, RULES,
 };
 use super::host::{entity_id, proxy_params, CellHost, Spawn, WireSource};
+use super::relay::GameInput;
 use super::spawn::{new_avatar, SpawnRule};
 
 /// What the client side of a shard counts (exported as metrics).
@@ -47,7 +61,14 @@ pub struct ClientCounters {
     /// Avatars spawned for logins.
     pub logins: u64,
     /// Connections ended, by [`Disconnect`] index.
-    pub disconnects: [u64; 7],
+    pub disconnects: [u64; 10],
+    /// Logins refused, by [`LoginRefusal::index`].
+    pub login_refused: [u64; 7],
+    /// Logins that took over their account's avatar (from a live or a
+    /// dropped connection).
+    pub takeovers: u64,
+    /// Dropped avatars removed when their reconnect window ended.
+    pub reconnect_expired: u64,
     /// Refusals of sessions that ended, by `ErrorCode::code`.
     pub refused_closed: [u64; RULES],
     /// Downstream messages the session did not understand.
@@ -61,13 +82,35 @@ pub struct ClientCounters {
 struct Conn {
     session: Session,
     entity: Option<EntityId>,
+    account: Option<String>,
+}
+
+/// The session and avatar of a dropped connection, waiting for its account.
+#[derive(Debug)]
+struct Detached {
+    session: Session,
+    account: String,
+    until: Time,
+}
+
+/// How logins are checked (`gateway.auth`).
+#[derive(Debug)]
+pub struct Auth {
+    /// The ticket key (`"hmac"`), or none (`"none"`: the name is the account).
+    pub key: Option<TicketKey>,
+    /// Longest ticket lifetime accepted, s.
+    pub ttl_max_s: u64,
+    /// Used tickets.
+    pub replay: ReplayTable,
+    /// Unix time (s) at `Time::ZERO`.
+    pub unix_at_start_s: u64,
 }
 
 /// A host action taken out of a session step (owned, so the host can act
 /// with its whole state).
 #[derive(Debug)]
 enum Action {
-    Login(String),
+    Login(String, Option<Vec<u8>>),
     Input(Arc<[u8]>),
     EnterSpace(u32, u32),
     Close(Closing),
@@ -82,6 +125,12 @@ pub struct Clients {
     next_player: u64,
     conns: BTreeMap<ConnId, Conn>,
     by_entity: BTreeMap<EntityId, ConnId>,
+    /// Every avatar with an account here, live or detached.
+    accounts: BTreeMap<String, EntityId>,
+    /// At most `connections_max` (a dropped avatar past it is removed).
+    detached: BTreeMap<EntityId, Detached>,
+    detached_max: usize,
+    auth: Auth,
     scratch_conns: Vec<ConnId>,
     scratch_outs: Vec<(EntityId, Outgoing)>,
     actions: Vec<Action>,
@@ -89,12 +138,15 @@ pub struct Clients {
 }
 
 impl Clients {
-    /// No connections yet; players get entity numbers from `first_player`.
+    /// No connections yet; players get entity numbers from `first_player`;
+    /// at most `detached_max` dropped avatars wait for their account.
     pub fn new(
         params: GatewayParams,
         avatar: Arc<EntityType>,
         spawn: SpawnRule,
         first_player: u64,
+        auth: Auth,
+        detached_max: usize,
     ) -> Clients {
         Clients {
             params,
@@ -103,6 +155,10 @@ impl Clients {
             next_player: first_player,
             conns: BTreeMap::new(),
             by_entity: BTreeMap::new(),
+            accounts: BTreeMap::new(),
+            detached: BTreeMap::new(),
+            detached_max,
+            auth,
             scratch_conns: Vec::new(),
             scratch_outs: Vec::new(),
             actions: Vec::new(),
@@ -123,6 +179,36 @@ impl Clients {
     /// True with no connection.
     pub fn is_empty(&self) -> bool {
         self.conns.is_empty()
+    }
+
+    /// Dropped avatars waiting for their account.
+    pub fn detached(&self) -> usize {
+        self.detached.len()
+    }
+
+    /// The account a login names, checked (see the module doc).
+    fn account(
+        &mut self,
+        now: Time,
+        name: &str,
+        token: Option<&[u8]>,
+    ) -> Result<String, LoginRefusal> {
+        if !super::gateway::check_name(name) {
+            return Err(LoginRefusal::BadName);
+        }
+        let a = &mut self.auth;
+        let Some(key) = &a.key else {
+            return Ok(name.to_owned());
+        };
+        let unix_s = a.unix_at_start_s + now.as_micros() / 1_000_000;
+        let token = token.unwrap_or_default();
+        let (ticket, mac) = key
+            .verify(token, unix_s, a.ttl_max_s)
+            .map_err(LoginRefusal::Ticket)?;
+        a.replay
+            .use_once(mac, ticket.expires_unix_s, unix_s)
+            .map_err(LoginRefusal::Ticket)?;
+        Ok(ticket.account)
     }
 
     /// Refusals by rule: ended sessions plus live ones.
@@ -155,11 +241,12 @@ impl CellHost {
             match ev {
                 PortEvent::Opened { conn, .. } => {
                     let mut session =
-                        Session::new(self.clients.params, self.clients.avatar.clone());
+                        Session::new(self.clients.params, self.clients.avatar.clone(), now);
                     session.set_world_type(self.spaces.world_type);
                     let c = Conn {
                         session,
                         entity: None,
+                        account: None,
                     };
                     self.clients.conns.insert(conn, c);
                     self.clients.counters.opened += 1;
@@ -186,7 +273,9 @@ impl CellHost {
             let used = conn.session.handle_input(now, port.input(id), |_, step| {
                 actions.push(match step {
                     Step::None => return,
-                    Step::Login { name } => Action::Login(name.to_owned()),
+                    Step::Login { name, token } => {
+                        Action::Login(name.to_owned(), token.map(<[u8]>::to_vec))
+                    }
                     Step::Input(i) => Action::Input(i.to_arc()),
                     Step::EnterSpace { space, type_id } => Action::EnterSpace(space, type_id),
                     Step::Close(c) => Action::Close(c),
@@ -196,7 +285,9 @@ impl CellHost {
             let mut actions = std::mem::take(&mut self.clients.actions);
             for a in actions.drain(..) {
                 match a {
-                    Action::Login(name) => self.login(now, id, &name),
+                    Action::Login(name, token) => {
+                        self.login(now, port, id, &name, token.as_deref())
+                    }
                     Action::Input(data) => {
                         let e = self.clients.conns.get(&id).and_then(|c| c.entity);
                         if let Some(p) = e.and_then(|e| self.proxies.get_mut(&e)) {
@@ -220,7 +311,32 @@ impl CellHost {
     /// cell there (here, or by a spawn message to that cell's shard, which
     /// precedes every input on that FIFO channel), its proxy here; Welcome
     /// at once.
-    fn login(&mut self, now: Time, id: ConnId, name: &str) {
+    fn login(
+        &mut self,
+        now: Time,
+        port: &mut ClientPort,
+        id: ConnId,
+        name: &str,
+        token: Option<&[u8]>,
+    ) {
+        let account = match self.clients.account(now, name, token) {
+            Ok(a) => a,
+            Err(why) => {
+                self.clients.counters.login_refused[why.index()] += 1;
+                if let Some(conn) = self.clients.conns.get_mut(&id) {
+                    let text = match why {
+                        LoginRefusal::BadName => "bad name".to_owned(),
+                        LoginRefusal::Ticket(e) => e.to_string(),
+                    };
+                    let _ = conn.session.refuse_login(ErrorCode::LoginRefused, &text);
+                }
+                return;
+            }
+        };
+        if let Some(&entity) = self.clients.accounts.get(&account) {
+            self.take_over(now, port, id, entity);
+            return;
+        }
         let n = self.clients.next_player;
         self.clients.next_player += 1;
         let entity = entity_id(self.ctx.shard.index, n);
@@ -262,8 +378,56 @@ impl CellHost {
         self.proxies.insert(entity, proxy);
         conn.session.welcome(now, entity, pos);
         conn.entity = Some(entity);
+        conn.account = Some(account.clone());
         self.clients.by_entity.insert(entity, id);
+        self.clients.accounts.insert(account, entity);
         self.clients.counters.logins += 1;
+    }
+
+    /// Connection `id` takes over `entity`, its account's avatar: the old
+    /// connection (if live) gets its queued output and Kick `replaced` and
+    /// is closed; the session moves here and the real's observer restarts.
+    fn take_over(&mut self, now: Time, port: &mut ClientPort, id: ConnId, entity: EntityId) {
+        let k = &mut self.clients;
+        let old = match k.by_entity.get(&entity).copied() {
+            Some(old_id) => {
+                let mut old = k.conns.remove(&old_id).expect("an indexed connection");
+                let mut out = old.session.take_output();
+                ServerMsg::Kick {
+                    code: ErrorCode::Replaced,
+                    text: "the account logged in on another connection",
+                }
+                .encode(&mut out);
+                let _ = port.send(old_id, &out);
+                port.close(old_id);
+                k.counters.disconnects[Disconnect::Replaced as usize] += 1;
+                (old.session, old.account)
+            }
+            None => {
+                let d = k.detached.remove(&entity).expect("an account's avatar");
+                (d.session, Some(d.account))
+            }
+        };
+        let Some(conn) = k.conns.get_mut(&id) else {
+            return;
+        };
+        for (a, b) in k
+            .counters
+            .refused_closed
+            .iter_mut()
+            .zip(conn.session.refused())
+        {
+            *a += b;
+        }
+        conn.session = old.0;
+        conn.session.reattach(now);
+        conn.entity = Some(entity);
+        conn.account = old.1;
+        k.by_entity.insert(entity, id);
+        k.counters.takeovers += 1;
+        if let Some(p) = self.proxies.get_mut(&entity) {
+            p.send_input(now, GameInput::Resync { seq: 0 }.to_arc());
+        }
     }
 
     /// Creates a spawned avatar in its cell on this shard.
@@ -291,20 +455,70 @@ impl CellHost {
         let reason = match c {
             Closing::Bye => Disconnect::Bye,
             Closing::Kicked(_) => Disconnect::Kicked,
+            Closing::HandshakeTimeout => Disconnect::HandshakeTimeout,
+            Closing::IdleTimeout => Disconnect::IdleTimeout,
+            Closing::Replaced => Disconnect::Replaced,
         };
         self.end_conn(now, conn, reason);
     }
 
-    /// A connection ended: counted, its avatar destroyed everywhere.
+    /// A connection ended: counted; its avatar waits for its account if
+    /// the connection dropped (see the module doc), else is destroyed.
     fn end_conn(&mut self, now: Time, conn: Conn, why: Disconnect) {
+        let k = &mut self.clients;
+        k.counters.disconnects[why as usize] += 1;
+        let Some(e) = conn.entity else {
+            for (a, b) in k
+                .counters
+                .refused_closed
+                .iter_mut()
+                .zip(conn.session.refused())
+            {
+                *a += b;
+            }
+            return;
+        };
+        k.by_entity.remove(&e);
+        let dropped = matches!(
+            why,
+            Disconnect::PeerClosed
+                | Disconnect::IoError
+                | Disconnect::SlowReader
+                | Disconnect::IdleTimeout
+        );
+        match conn.account {
+            Some(account)
+                if dropped
+                    && !k.params.reconnect_window.is_zero()
+                    && k.detached.len() < k.detached_max =>
+            {
+                let until = now + k.params.reconnect_window;
+                k.detached.insert(
+                    e,
+                    Detached {
+                        session: conn.session,
+                        account,
+                        until,
+                    },
+                );
+            }
+            account => {
+                if let Some(a) = account {
+                    k.accounts.remove(&a);
+                }
+                self.destroy_avatar(now, e, conn.session);
+            }
+        }
+    }
+
+    /// Removes `e` (a player's avatar) from the world; its session's
+    /// refusals are kept in the counters.
+    fn destroy_avatar(&mut self, now: Time, e: EntityId, session: Session) {
         let k = &mut self.clients.counters;
-        k.disconnects[why as usize] += 1;
-        for (a, b) in k.refused_closed.iter_mut().zip(conn.session.refused()) {
+        for (a, b) in k.refused_closed.iter_mut().zip(session.refused()) {
             *a += b;
         }
-        let Some(e) = conn.entity else { return };
-        self.clients.by_entity.remove(&e);
-        self.space_left(conn.session.travel().counted);
+        self.space_left(session.travel().counted);
         if let Some(mut p) = self.proxies.remove(&e) {
             p.send_destroy(now);
             while let Some(o) = p.poll_output() {
@@ -321,13 +535,30 @@ impl CellHost {
 
     /// The session of `entity`'s client on this shard, mutable.
     pub(super) fn session_of_mut(&mut self, entity: EntityId) -> Option<&mut Session> {
-        let id = self.clients.by_entity.get(&entity)?;
+        let Some(id) = self.clients.by_entity.get(&entity) else {
+            return self
+                .clients
+                .detached
+                .get_mut(&entity)
+                .map(|d| &mut d.session);
+        };
         self.clients.conns.get_mut(id).map(|c| &mut c.session)
     }
 
-    /// Step 3: each proxy's ordered client data to its session.
+    /// Step 3: each proxy's ordered client data to its session (a
+    /// dropped one keeps its books and writes nowhere).
     pub(super) fn downstream(&mut self) {
         let tick = self.tick;
+        for (e, d) in &mut self.clients.detached {
+            let Some(p) = self.proxies.get_mut(e) else {
+                continue;
+            };
+            while let Some((_, data)) = p.poll_client() {
+                d.session.handle_down(tick, &data);
+            }
+            d.session.end_tick();
+            d.session.clear_output();
+        }
         for (&e, &id) in &self.clients.by_entity {
             let (Some(p), Some(c)) = (self.proxies.get_mut(&e), self.clients.conns.get_mut(&id))
             else {
@@ -344,9 +575,11 @@ impl CellHost {
     /// Step 4: each session's frames of this tick, one send each; sessions
     /// that ended on downstream news (a kick, a refused spawn) are closed.
     pub(super) fn write_clients(&mut self, now: Time, port: &mut ClientPort) {
+        self.expire_detached(now);
         let mut ended = std::mem::take(&mut self.clients.scratch_conns);
         ended.clear();
         for (&id, c) in &mut self.clients.conns {
+            let _ = c.session.check_timeouts(now);
             c.session.end_tick();
             if c.session.phase() == SessionPhase::Closed {
                 ended.push(id);
@@ -362,9 +595,25 @@ impl CellHost {
             c.session.clear_output();
         }
         for &id in &ended {
-            self.close_conn(now, port, id, Closing::Kicked(ErrorCode::ProtocolViolation));
+            let closing = self
+                .clients
+                .conns
+                .get(&id)
+                .and_then(|c| c.session.closing())
+                .unwrap_or(Closing::Kicked(ErrorCode::ProtocolViolation));
+            self.close_conn(now, port, id, closing);
         }
         self.clients.scratch_conns = ended;
+    }
+
+    /// Dropped avatars whose reconnect window ended are destroyed.
+    fn expire_detached(&mut self, now: Time) {
+        while let Some((&e, _)) = self.clients.detached.iter().find(|(_, d)| d.until <= now) {
+            let d = self.clients.detached.remove(&e).expect("found");
+            self.clients.accounts.remove(&d.account);
+            self.clients.counters.reconnect_expired += 1;
+            self.destroy_avatar(now, e, d.session);
+        }
     }
 
     /// Shutdown: every client gets Kick(shutdown) before the port closes.
@@ -395,6 +644,25 @@ impl CellHost {
             let n = k.disconnects[d as usize];
             sink.counter(d.metric(), "client connections ended, by reason", n);
         }
+        for r in LoginRefusal::ALL {
+            let n = k.login_refused[r.index()];
+            sink.counter(r.metric(), "logins refused, by reason", n);
+        }
+        sink.counter(
+            "gateway_takeovers",
+            "logins that took over their account's avatar",
+            k.takeovers,
+        );
+        sink.counter(
+            "gateway_reconnect_expired",
+            "dropped avatars removed after the reconnect window",
+            k.reconnect_expired,
+        );
+        sink.gauge(
+            "gateway_detached",
+            "dropped avatars waiting for their account",
+            self.clients.detached() as u64,
+        );
         let refused = self.clients.refused();
         let g = self.game.counters();
         for &code in ErrorCode::ALL {

@@ -118,6 +118,7 @@ impl EmbeddedServer {
             shard: crate::core::ids::ShardId::local(0),
             shards: config.runtime.shards.max(1),
             tick: std::time::Duration::from_millis(config.runtime.tick_ms),
+            unix_at_start_s: 0,
         };
         CellHost::new(config, probe).map_err(|e| ServerError::Config(e.to_string()))?;
         let factory_config = config.clone();

@@ -51,7 +51,7 @@ use crate::wire::client::{CallOutcome, RefuseReason, ServerMsg};
 
 use super::relay::{
     decode_input, hit_done, hit_started, push_call_result, space_down, tagged, GameInput,
-    DEFER_DOWN, DEFER_INPUT, DOWN_FRAMES,
+    DEFER_DOWN, DEFER_INPUT, DOWN_FRAMES, DOWN_RESYNCED,
 };
 
 /// What the game logic counts (exported as host metrics).
@@ -199,6 +199,11 @@ impl Game {
                     Ok(()) => self.counters.transfers += 1,
                     Err(_) => self.counters.bad_inputs += 1,
                 }
+                return;
+            }
+            GameInput::Resync { .. } => {
+                cell.restart_view(entity);
+                self.down(now, cell, entity, Arc::from(&[DOWN_RESYNCED][..]));
                 return;
             }
         }

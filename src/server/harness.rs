@@ -22,6 +22,10 @@ use crossbeam_queue::ArrayQueue;
 
 use super::CellHost;
 
+/// The Unix time (s) the harness's world starts at (tickets minted for it
+/// expire relative to this).
+pub const HARNESS_UNIX_AT_START_S: u64 = 1_800_000_000;
+
 /// One test client.
 pub struct TestClient {
     /// The shard whose port it is connected to.
@@ -103,6 +107,7 @@ impl Harness {
                 shard: ShardId::local(index),
                 shards,
                 tick,
+                unix_at_start_s: HARNESS_UNIX_AT_START_S,
             };
             h.hosts.push(CellHost::new(config, ctx).expect("host"));
             h.ports
@@ -118,10 +123,16 @@ impl Harness {
 
     /// Connects a client to `shard` and queues its Hello and Login.
     pub fn connect(&mut self, shard: usize, name: &str) -> usize {
+        self.connect_with(shard, name, None)
+    }
+
+    /// Connects a client to `shard` and queues its Hello and a Login with
+    /// `token`.
+    pub fn connect_with(&mut self, shard: usize, name: &str, token: Option<&[u8]>) -> usize {
         let peer: SocketAddr = "127.0.0.1:5000".parse().expect("addr");
         let conn = self.ports[shard].inject_open(peer);
         let mut session = ClientSession::new(ClientSessionParams::default(), self.registry.clone());
-        session.connect(name, None).expect("connect");
+        session.connect(name, token).expect("connect");
         self.clients.push(TestClient {
             shard,
             conn,

@@ -47,9 +47,9 @@ use std::sync::Arc;
 
 use super::balance::{HostBalance, SnapshotSink, TreeSnapshot};
 use super::cell_factory::CellFactory;
-use super::clients::Clients;
+use super::clients::{Auth, Clients};
 use super::game::Game;
-use super::gateway::GatewayParams;
+use super::gateway::{GatewayParams, ReplayTable};
 use super::npcs::Npc;
 use super::spaces::{is_instance_cell, HostSpaces, SpaceCounters};
 use super::spawn::SpawnRule;
@@ -216,11 +216,28 @@ impl CellHost {
         let spaces = HostSpaces::new(config, ctx, world_cell, types.clone());
         let avatar = types.get(AVATAR).expect("built-in avatar").clone();
         let g = &config.gateway;
+        let key = g
+            .ticket_key()
+            .map_err(|e| HostError::Params(e.to_string()))?;
+        if key.is_none() && g.enabled && ctx.shard.index == 0 {
+            tracing::warn!(
+                "gateway.auth = \"none\": ANYONE CAN LOG IN AS ANY ACCOUNT (no ticket is \
+                 checked); for local benchmarks only, use auth = \"hmac\" in production"
+            );
+        }
+        let auth = Auth {
+            key,
+            ttl_max_s: g.ticket_ttl_max_s,
+            replay: ReplayTable::new(g.replay_table_max as usize),
+            unix_at_start_s: ctx.unix_at_start_s,
+        };
         let clients = Clients::new(
             GatewayParams::from_config(config),
             avatar,
             SpawnRule::new(&g.spawn, g.spawn_seed, ctx.shard.index),
             u64::from(config.server.npcs),
+            auth,
+            g.connections_max as usize,
         );
         let mut host = CellHost {
             ctx,

@@ -24,6 +24,8 @@ mod spaces_directory;
 mod spaces_host;
 pub mod spawn;
 #[cfg(test)]
+mod tests_door;
+#[cfg(test)]
 mod tests_host;
 #[cfg(test)]
 mod tests_spaces;

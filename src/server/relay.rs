@@ -14,6 +14,9 @@
 //! - 4 Space (made by the gateway from shard 0's placement, client seq 0):
 //!   `u32 space, u32 type, u32 cell, f64 x, f64 z` (37 bytes): move to
 //!   `cell` of another space at `(x, z)` ([`Cell::transfer`](crate::core::cell::Cell::transfer))
+//! - 5 Resync (made by the gateway when a login takes the avatar over,
+//!   client seq 0; 9 bytes): restart the real's observer (a full view
+//!   follows) and answer [`DOWN_RESYNCED`] before its first batch
 //!
 //! The client's own seq travels inside, so acks and call results name it
 //! whatever the proxy's numbering.
@@ -32,6 +35,8 @@
 //! - [`DOWN_SPACE`]: `u32 space, u32 type, f64 x, f64 z, f64 from_x, f64
 //!   from_z`: the real left its space (sent after the old space's last
 //!   batch); the gateway writes SpaceChanged and takes Moves again.
+//! - [`DOWN_RESYNCED`]: nothing more: the observer restarted; the view
+//!   batches before it were for the connection that was replaced.
 //!
 //! # Deferred effects (`Call::data` of a `CallKind::Game` call)
 //! An input applied in the tick its real was offloaded is re-sent to the
@@ -51,6 +56,8 @@ pub const DOWN_HIT_STARTED: u8 = 0xF1;
 pub const DOWN_HIT_DONE: u8 = 0xF2;
 /// Downstream: the real moved to another space.
 pub const DOWN_SPACE: u8 = 0xF3;
+/// Downstream: the observer restarted (takeover).
+pub const DOWN_RESYNCED: u8 = 0xF4;
 /// Game call: an input to apply at the real.
 pub const DEFER_INPUT: u8 = 0xD1;
 /// Game call: downstream bytes to send from the real.
@@ -60,6 +67,7 @@ const KIND_MOVE: u8 = 1;
 const KIND_HIT: u8 = 2;
 const KIND_SET_PROP: u8 = 3;
 const KIND_SPACE: u8 = 4;
+const KIND_RESYNC: u8 = 5;
 
 /// A client input as the real applies it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -104,6 +112,12 @@ pub enum GameInput<'a> {
         /// Where (ground x, z).
         pos: Vec3,
     },
+    /// Restart the observer: a new connection took the avatar over (made
+    /// by the gateway).
+    Resync {
+        /// 0 (not a client input).
+        seq: u64,
+    },
 }
 
 impl GameInput<'_> {
@@ -113,7 +127,8 @@ impl GameInput<'_> {
             GameInput::Move { seq, .. }
             | GameInput::Hit { seq, .. }
             | GameInput::SetProp { seq, .. }
-            | GameInput::Space { seq, .. } => seq,
+            | GameInput::Space { seq, .. }
+            | GameInput::Resync { seq } => seq,
         }
     }
 
@@ -158,6 +173,10 @@ impl GameInput<'_> {
                 }
                 out.extend_from_slice(&pos.x.to_le_bytes());
                 out.extend_from_slice(&pos.z.to_le_bytes());
+            }
+            GameInput::Resync { seq } => {
+                out.push(KIND_RESYNC);
+                out.extend_from_slice(&seq.to_le_bytes());
             }
         }
     }
@@ -212,6 +231,7 @@ pub fn decode_input(b: &[u8]) -> Option<GameInput<'_>> {
             cell: u32_at(b, 17)?,
             pos: Vec3::ground(f64_at(b, 21)?, f64_at(b, 29)?),
         }),
+        KIND_RESYNC if b.len() == 9 => Some(GameInput::Resync { seq }),
         _ => None,
     }
 }
@@ -243,6 +263,8 @@ pub enum Down<'a> {
         /// Where it was in the old space.
         from: Vec3,
     },
+    /// The observer restarted: batches from here on are a full view.
+    Resynced,
 }
 
 /// Classifies a downstream payload; `None` for an empty or unknown one.
@@ -255,6 +277,7 @@ pub fn decode_down(b: &[u8]) -> Option<Down<'_>> {
             combat_seq: u64_at(b, 9)?,
         }),
         DOWN_HIT_DONE => Some(Down::HitDone(&b[1..])),
+        DOWN_RESYNCED if b.len() == 1 => Some(Down::Resynced),
         DOWN_SPACE if b.len() == 41 => Some(Down::Space {
             space: u32_at(b, 1)?,
             type_id: u32_at(b, 5)?,
@@ -341,6 +364,7 @@ mod tests {
                 cell: 1 << 24,
                 pos: Vec3::ground(5.0, -6.0),
             },
+            GameInput::Resync { seq: 0 },
         ];
         for i in inputs {
             let b = i.to_arc();
@@ -351,6 +375,12 @@ mod tests {
         }
         assert_eq!(decode_input(&[9; 20]), None);
         assert_eq!(decode_input(&[3; 10]), None, "SetProp without its prop");
+    }
+
+    #[test]
+    fn the_resync_notice_is_told_apart() {
+        assert_eq!(decode_down(&[DOWN_RESYNCED]), Some(Down::Resynced));
+        assert_eq!(decode_down(&[DOWN_RESYNCED, 0]), None, "fixed size");
     }
 
     #[test]

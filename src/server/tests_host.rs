@@ -237,7 +237,7 @@ fn calls_resolve_through_the_gateway_and_the_reals() {
 
 #[test]
 fn disconnects_remove_the_avatar_everywhere() {
-    let mut h = Harness::new(&test_config(&[]));
+    let mut h = Harness::new(&test_config(&["gateway.reconnect_window_ms=1000"]));
     let a = h.connect(0, "a");
     let b = h.connect(1, "b");
     let c = h.connect(0, "c");
@@ -251,7 +251,11 @@ fn disconnects_remove_the_avatar_everywhere() {
     h.clients[b].closed = true;
     h.run(15);
     assert_eq!(h.copies(ea), (0, 0));
-    assert_eq!(h.copies(eb), (0, 0));
+    assert_eq!(h.copies(eb).0, 1, "a dropped avatar waits for its account");
+    assert_eq!(h.hosts[shard].clients.detached(), 1);
+    h.run(10);
+    assert_eq!(h.copies(eb), (0, 0), "gone after the reconnect window");
+    assert_eq!(h.hosts[shard].clients.counters().reconnect_expired, 1);
     assert_eq!(shown(&h, c, ea), None);
     assert_eq!(shown(&h, c, eb), None);
     assert_eq!(violations(&h), 0);

@@ -22,6 +22,7 @@ fn ctx(index: u16) -> ShardContext {
         shard: ShardId::local(index),
         shards: 2,
         tick: Duration::from_millis(50),
+        unix_at_start_s: 0,
     }
 }
 

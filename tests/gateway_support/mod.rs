@@ -15,7 +15,7 @@ use tessera::config::Config;
 use tessera::core::entity::TypeRegistry;
 use tessera::core::ids::EntityId;
 use tessera::core::time::Time;
-use tessera::wire::client::{ClientMsg, ErrorCode, FrameDecoder, ServerMsg};
+use tessera::wire::client::{ClientMsg, ErrorCode, FrameDecoder, ServerMsg, PROTOCOL_VERSION};
 
 /// Two shards, a 240 x 120 m world split at x = 120 (cell 0 on shard 0,
 /// cell 1 on shard 1), ghost radius 30 m, AOI 15 m, avatars at the centre
@@ -190,13 +190,27 @@ impl RawClient {
 
     /// Hello + Login, then waits for Welcome.
     pub fn login(&mut self, name: &str) -> EntityId {
-        self.send(&ClientMsg::Hello { version: 3 });
+        self.send(&ClientMsg::Hello {
+            version: PROTOCOL_VERSION,
+        });
         self.send(&ClientMsg::Login { name, token: None });
         let seen = self.until(Duration::from_secs(5), |s| matches!(s, Seen::Welcome(_)));
         match seen.last() {
             Some(Seen::Welcome(e)) => *e,
             other => panic!("no welcome: {other:?}"),
         }
+    }
+
+    /// Hello + Login with `token`; what came until a Welcome, a Kick or
+    /// EOF (at most 5 s).
+    pub fn login_with(&mut self, name: &str, token: Option<&[u8]>) -> Vec<Seen> {
+        self.send(&ClientMsg::Hello {
+            version: PROTOCOL_VERSION,
+        });
+        self.send(&ClientMsg::Login { name, token });
+        self.until(Duration::from_secs(5), |s| {
+            matches!(s, Seen::Welcome(_) | Seen::Kick(_))
+        })
     }
 
     /// Reads frames until one matches `stop` (included), EOF or `timeout`.

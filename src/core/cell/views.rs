@@ -418,6 +418,19 @@ impl Cell {
         self.views.watch(entity).map(|w| &w.observer)
     }
 
+    /// Restarts the observer of real `entity` (a new client took it over):
+    /// its next batch is a full view and the own snapshot. False if it has
+    /// no observer here.
+    pub fn restart_view(&mut self, entity: EntityId) -> bool {
+        match self.views.watch_mut(entity) {
+            Some(w) => {
+                w.observer.restart();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The cell's AOI index (every real and ghost; one area per observer).
     pub fn aoi(&self) -> &GridAoi {
         &self.views.aoi

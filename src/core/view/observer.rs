@@ -228,6 +228,17 @@ impl Observer {
         }
     }
 
+    /// Forgets what the client was sent (a new client took the owner
+    /// over): the next flush sends the own snapshot, and the next view
+    /// step (`needs_view`) an Enter for everything in the interest set,
+    /// under new handles. Counters are kept.
+    pub fn restart(&mut self) {
+        let stats = std::mem::take(&mut self.stats);
+        *self = Observer::from_parts(self.owner, self.params);
+        self.stats = stats;
+        self.needs_view = true;
+    }
+
     /// The observing entity.
     pub fn owner(&self) -> EntityId {
         self.owner

@@ -5,6 +5,7 @@
 //!   (handshake, input rules, strikes, downstream frames, acks).
 //! - [`rules`]: the speed limit, settable properties, login names.
 //! - [`travel`]: the session's space and its one space change at a time.
+//! - [`ticket`]: signed login tickets and the replay table.
 //!
 //! Owns the protocol state of connections; never touches a socket (the
 //! host feeds it the bytes of its `ClientPort`) nor a cell (inputs go out
@@ -14,11 +15,15 @@ pub mod rules;
 pub mod session;
 #[cfg(test)]
 mod tests;
+pub mod ticket;
 pub mod travel;
 
 pub use rules::{check_name, check_pos, check_set_prop, MoveLimiter};
 pub use session::{Closing, Session, SessionPhase, Step};
+pub use ticket::{mint, ReplayTable, Ticket, TicketError, TicketKey};
 pub use travel::Travel;
+
+use std::time::Duration;
 
 use crate::config::Config;
 use crate::core::fault::Fault;
@@ -61,6 +66,15 @@ pub struct GatewayParams {
     /// waits up to this many ticks minus one for the next view batch, so
     /// that a client gets one write per update, not one per tick. Default 1.
     pub send_every_ticks: u16,
+    /// No whole Login this long after connecting closes the connection
+    /// (`gateway.handshake_timeout_ms`). Default 5 s.
+    pub handshake_timeout: Duration,
+    /// Nothing heard this long from a live client closes it
+    /// (`gateway.idle_timeout_ms`). Default 30 s.
+    pub idle_timeout: Duration,
+    /// A dropped client's avatar waits this long for its account
+    /// (`gateway.reconnect_window_ms`). Default 10 s.
+    pub reconnect_window: Duration,
 }
 
 impl Default for GatewayParams {
@@ -77,6 +91,9 @@ impl Default for GatewayParams {
             spawn_local: true,
             fault: Fault::None,
             send_every_ticks: 1,
+            handshake_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(30),
+            reconnect_window: Duration::from_secs(10),
         }
     }
 }
@@ -96,6 +113,9 @@ impl GatewayParams {
             spawn_local: c.gateway.spawn_local,
             fault: c.testing.fault(),
             send_every_ticks: c.view.flush_every_ticks(c.runtime.tick_ms),
+            handshake_timeout: Duration::from_millis(c.gateway.handshake_timeout_ms),
+            idle_timeout: Duration::from_millis(c.gateway.idle_timeout_ms),
+            reconnect_window: Duration::from_millis(c.gateway.reconnect_window_ms),
         }
     }
 }
@@ -147,11 +167,17 @@ pub enum Disconnect {
     Shutdown,
     /// No room for one more connection.
     TooManyConnections,
+    /// No Login within `gateway.handshake_timeout_ms`.
+    HandshakeTimeout,
+    /// Nothing received within `gateway.idle_timeout_ms`.
+    IdleTimeout,
+    /// The account logged in on another connection.
+    Replaced,
 }
 
 impl Disconnect {
     /// Every reason, in index order.
-    pub const ALL: [Disconnect; 7] = [
+    pub const ALL: [Disconnect; 10] = [
         Disconnect::Bye,
         Disconnect::PeerClosed,
         Disconnect::IoError,
@@ -159,6 +185,9 @@ impl Disconnect {
         Disconnect::Kicked,
         Disconnect::Shutdown,
         Disconnect::TooManyConnections,
+        Disconnect::HandshakeTimeout,
+        Disconnect::IdleTimeout,
+        Disconnect::Replaced,
     ];
 
     /// The stable name (what `ServerCounters::disconnects` uses).
@@ -171,6 +200,9 @@ impl Disconnect {
             Disconnect::Kicked => "kicked",
             Disconnect::Shutdown => "shutdown",
             Disconnect::TooManyConnections => "too-many-connections",
+            Disconnect::HandshakeTimeout => "handshake-timeout",
+            Disconnect::IdleTimeout => "idle-timeout",
+            Disconnect::Replaced => "replaced",
         }
     }
 
@@ -184,6 +216,54 @@ impl Disconnect {
             Disconnect::Kicked => "gateway_disconnects_kicked",
             Disconnect::Shutdown => "gateway_disconnects_shutdown",
             Disconnect::TooManyConnections => "gateway_disconnects_too_many_connections",
+            Disconnect::HandshakeTimeout => "gateway_disconnects_handshake_timeout",
+            Disconnect::IdleTimeout => "gateway_disconnects_idle_timeout",
+            Disconnect::Replaced => "gateway_disconnects_replaced",
+        }
+    }
+}
+
+/// Why a login was refused (Error `login-refused`; counted by reason,
+/// `gateway_login_refused_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoginRefusal {
+    /// The name is not 1..=64 bytes of printable UTF-8 (refused by the
+    /// session before the host sees it).
+    BadName,
+    /// The ticket was refused.
+    Ticket(TicketError),
+}
+
+impl LoginRefusal {
+    /// Every reason, in index order.
+    pub const ALL: [LoginRefusal; 7] = [
+        LoginRefusal::BadName,
+        LoginRefusal::Ticket(TicketError::Malformed),
+        LoginRefusal::Ticket(TicketError::Forged),
+        LoginRefusal::Ticket(TicketError::Expired),
+        LoginRefusal::Ticket(TicketError::TooLong),
+        LoginRefusal::Ticket(TicketError::Replayed),
+        LoginRefusal::Ticket(TicketError::TableFull),
+    ];
+
+    /// The index in [`LoginRefusal::ALL`].
+    pub fn index(self) -> usize {
+        Self::ALL
+            .iter()
+            .position(|&r| r == self)
+            .expect("every reason is listed")
+    }
+
+    /// The metric name.
+    pub fn metric(self) -> &'static str {
+        match self {
+            LoginRefusal::BadName => "gateway_login_refused_bad_name",
+            LoginRefusal::Ticket(TicketError::Malformed) => "gateway_login_refused_malformed",
+            LoginRefusal::Ticket(TicketError::Forged) => "gateway_login_refused_forged",
+            LoginRefusal::Ticket(TicketError::Expired) => "gateway_login_refused_expired",
+            LoginRefusal::Ticket(TicketError::TooLong) => "gateway_login_refused_too_long",
+            LoginRefusal::Ticket(TicketError::Replayed) => "gateway_login_refused_replayed",
+            LoginRefusal::Ticket(TicketError::TableFull) => "gateway_login_refused_table_full",
         }
     }
 }

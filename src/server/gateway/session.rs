@@ -21,7 +21,18 @@
 //!   at the real by CallResult `Refused(not-visible)` (a strike here when
 //!   it passes back);
 //! - more than `abuse_strikes_max` refusals: Kick (the last rule) + close;
-//! - a frame over the size limit: Kick `frame-too-large` + close.
+//! - a frame over the size limit: Kick `frame-too-large` + close;
+//! - no whole Login within `handshake_timeout` of the connect (partial
+//!   frames do not count): Error `idle-timeout` + close; no whole frame
+//!   within `idle_timeout` once live: Kick `idle-timeout` + close
+//!   ([`Session::check_timeouts`], called every tick with `now`).
+//!
+//! # Takeover
+//! A second login of the same account moves this session to the new
+//! connection ([`Session::reattach`]): seqs, pending inputs and the speed
+//! limit carry on; the new client gets a Welcome naming the next seq, and
+//! view batches are dropped until the real's observer restarted
+//! ([`Down::Resynced`]), so the new client's first batch is a full view.
 //!
 //! # Acks
 //! An InputAck `n` promises every input `<= n` was processed. Inputs the
@@ -38,7 +49,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::rules::{check_name, check_pos, check_set_prop, MoveLimiter};
+use super::rules::{check_pos, check_set_prop, MoveLimiter};
 use super::travel::Travel;
 use super::{GatewayParams, RULES};
 use crate::core::entity::EntityType;
@@ -74,6 +85,12 @@ pub enum Closing {
     Bye,
     /// The server sent Kick (or a fatal handshake Error) with this rule.
     Kicked(ErrorCode),
+    /// No Login within the handshake timeout.
+    HandshakeTimeout,
+    /// Nothing received within the idle timeout.
+    IdleTimeout,
+    /// The account logged in on another connection.
+    Replaced,
 }
 
 /// What the host must do after a frame.
@@ -81,10 +98,13 @@ pub enum Closing {
 pub enum Step<'a> {
     /// Nothing (answered or refused in the output).
     None,
-    /// Spawn an avatar for `name`, then [`Session::welcome`].
+    /// Check the login, then spawn an avatar for `name` and
+    /// [`Session::welcome`] (or [`Session::refuse_login`]).
     Login {
         /// The player name.
         name: &'a str,
+        /// The credential (a ticket with `auth = "hmac"`).
+        token: Option<&'a [u8]>,
     },
     /// Forward this input to the real through the proxy.
     Input(GameInput<'a>),
@@ -121,11 +141,17 @@ pub struct Session {
     refused: [u64; RULES],
     text: String,
     travel: Travel,
+    opened_at: Time,
+    heard_at: Time,
+    closing: Option<Closing>,
+    /// View batches are dropped until the observer restarted (takeover).
+    awaiting_resync: bool,
 }
 
 impl Session {
-    /// A new connection's session; its avatar will be of type `avatar`.
-    pub fn new(params: GatewayParams, avatar: Arc<EntityType>) -> Session {
+    /// A new connection's session, opened at `now`; its avatar will be of
+    /// type `avatar`.
+    pub fn new(params: GatewayParams, avatar: Arc<EntityType>, now: Time) -> Session {
         Session {
             params,
             avatar,
@@ -143,7 +169,64 @@ impl Session {
             refused: [0; RULES],
             text: String::new(),
             travel: Travel::new(crate::server::balance::WORLD_SPACE, 1),
+            opened_at: now,
+            heard_at: now,
+            closing: None,
+            awaiting_resync: false,
         }
+    }
+
+    /// How the session ended, once it did.
+    pub fn closing(&self) -> Option<Closing> {
+        self.closing
+    }
+
+    /// True while view batches wait for the observer's restart.
+    pub fn awaiting_resync(&self) -> bool {
+        self.awaiting_resync
+    }
+
+    /// Closes the session if a timeout passed at `now`: no Login within
+    /// the handshake timeout, or nothing heard within the idle timeout
+    /// once live. Returns the closing, if it closed.
+    pub fn check_timeouts(&mut self, now: Time) -> Option<Closing> {
+        let p = &self.params;
+        match self.phase {
+            SessionPhase::Hello | SessionPhase::Login
+                if now.saturating_since(self.opened_at) >= p.handshake_timeout =>
+            {
+                let text = format!("no login within {} ms", p.handshake_timeout.as_millis());
+                let _ = self.fatal(ErrorCode::IdleTimeout, &text);
+                self.closing = Some(Closing::HandshakeTimeout);
+            }
+            SessionPhase::Live if now.saturating_since(self.heard_at) >= p.idle_timeout => {
+                let text = format!("nothing received for {} ms", p.idle_timeout.as_millis());
+                self.count(ErrorCode::IdleTimeout);
+                self.kick(ErrorCode::IdleTimeout, &text);
+                self.closing = Some(Closing::IdleTimeout);
+            }
+            _ => return None,
+        }
+        self.closing
+    }
+
+    /// This session moves to a new connection of the same account at
+    /// `now` (see the module doc): unsent output is dropped, the new client
+    /// is welcomed with the next seq, and view batches wait for the real's
+    /// restarted observer. The host sends the restart through the proxy.
+    pub fn reattach(&mut self, now: Time) {
+        debug_assert!(self.entity.is_some(), "a welcomed session");
+        self.out.clear();
+        self.phase = SessionPhase::Live;
+        self.closing = None;
+        self.heard_at = now;
+        self.awaiting_resync = true;
+        self.write_welcome(now);
+    }
+
+    /// Takes the unsent output (for the old connection at a takeover).
+    pub fn take_output(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out)
     }
 
     /// Where the avatar is among the spaces.
@@ -237,6 +320,7 @@ impl Session {
             match split_frame(&input[used..], self.params.client_body_bytes_max) {
                 Ok(Some((f, n))) => {
                     used += n;
+                    self.heard_at = now;
                     let s = self.handle_frame(now, &f);
                     step(self, s);
                 }
@@ -262,12 +346,11 @@ impl Session {
                 self.phase = SessionPhase::Login;
                 Step::None
             }
-            (SessionPhase::Login, ClientMsg::Login { name, .. }) => {
-                if !check_name(name) {
-                    return self.fatal(ErrorCode::LoginRefused, "bad name");
-                }
+            (SessionPhase::Login, ClientMsg::Login { name, token }) => {
+                // The name and the ticket are checked by the host
+                // (`CellHost::login`, counted by reason).
                 self.phase = SessionPhase::Spawning;
-                Step::Login { name }
+                Step::Login { name, token }
             }
             (SessionPhase::Hello | SessionPhase::Login, _) => {
                 self.fatal(ErrorCode::ProtocolViolation, "expected Hello then Login")
@@ -298,6 +381,7 @@ impl Session {
         debug_assert_eq!(self.phase, SessionPhase::Spawning);
         self.phase = SessionPhase::Live;
         self.entity = Some(entity);
+        self.heard_at = now;
         let p = &self.params;
         self.limiter = Some(MoveLimiter::new(
             p.move_speed_max_mps,
@@ -305,6 +389,14 @@ impl Session {
             spawn,
             now,
         ));
+        self.write_welcome(now);
+    }
+
+    fn write_welcome(&mut self, now: Time) {
+        let p = &self.params;
+        let entity = self.entity.expect("welcomed");
+        let last = self.limiter.as_ref().expect("welcomed").last_pos();
+        let pos = self.travel.restart_at.unwrap_or(last);
         ServerMsg::Welcome(Welcome {
             tick_ms: p.tick_ms,
             entity,
@@ -312,6 +404,10 @@ impl Session {
             client_body_bytes_max: p.client_body_bytes_max,
             bounds: p.world,
             server_time_us: now.0,
+            next_seq: self.next_seq,
+            pos,
+            space: self.travel.space.0,
+            space_type: self.travel.type_id,
         })
         .encode(&mut self.out);
     }
@@ -337,6 +433,7 @@ impl Session {
             }
             ClientMsg::Bye => {
                 self.phase = SessionPhase::Closed;
+                self.closing = Some(Closing::Bye);
                 Step::Close(Closing::Bye)
             }
             ClientMsg::Hello { .. } | ClientMsg::Login { .. } => {
@@ -452,6 +549,7 @@ impl Session {
         }
         .encode(&mut self.out);
         self.phase = SessionPhase::Closed;
+        self.closing = Some(Closing::Kicked(code));
         Step::Close(Closing::Kicked(code))
     }
 
@@ -463,6 +561,7 @@ impl Session {
         }
         .encode(&mut self.out);
         self.phase = SessionPhase::Closed;
+        self.closing.get_or_insert(Closing::Kicked(code));
     }
 
     /// Downstream data from the real (through the proxy, in order).
@@ -473,6 +572,9 @@ impl Session {
         }
         match decode_down(data) {
             Some(Down::ViewBatch(_)) if self.params.fault == Fault::Silence => {}
+            // Built for the connection this session left (takeover).
+            Some(Down::ViewBatch(_)) if self.awaiting_resync => {}
+            Some(Down::Resynced) => self.awaiting_resync = false,
             Some(Down::ViewBatch(b)) => {
                 self.out
                     .extend_from_slice(&view_batch_header(tick, b.len()));

@@ -13,7 +13,7 @@ use crate::core::geom::{Rect, Vec3};
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
 use crate::server::relay::{hit_done, hit_started, space_down, tagged, GameInput, DOWN_FRAMES};
-use crate::wire::client::{CallOutcome, ClientMsg, ErrorCode, ServerMsg};
+use crate::wire::client::{CallOutcome, ClientMsg, ErrorCode, ServerMsg, PROTOCOL_VERSION};
 
 const E: EntityId = EntityId(99);
 
@@ -47,7 +47,7 @@ impl Pair {
         let reg = registry();
         let avatar = reg.get(AVATAR).expect("avatar").clone();
         let mut p = Pair {
-            server: Session::new(params, avatar),
+            server: Session::new(params, avatar, Time::from_millis(1000)),
             client: ClientSession::new(ClientSessionParams::default(), reg),
             now: Time::from_millis(1000),
             inputs: Vec::new(),
@@ -72,7 +72,7 @@ impl Pair {
         let mut login = false;
         let (inputs, closed, entered) = (&mut self.inputs, &mut self.closed, &mut self.entered);
         let used = self.server.handle_input(now, bytes, |_, step| match step {
-            Step::Login { name } => {
+            Step::Login { name, .. } => {
                 assert_eq!(name, "ann");
                 login = true;
             }
@@ -178,7 +178,10 @@ fn raw_rule_breaks_unknown_kind_bad_sequence_second_hello() {
     let mut p = Pair::new();
     let mut raw = Vec::new();
     raw.extend_from_slice(&[0, 0, 0, 0, 0x09, 0x00, 0, 0]); // kind 9: unknown
-    ClientMsg::Hello { version: 3 }.encode(&mut raw);
+    ClientMsg::Hello {
+        version: PROTOCOL_VERSION,
+    }
+    .encode(&mut raw);
     let mv = |seq| ClientMsg::Move {
         seq,
         client_time_us: 0,
@@ -391,4 +394,144 @@ fn acks_alone_wait_for_the_next_update_but_not_longer() {
     q.real_ack(1);
     q.server.end_tick();
     assert!(q.server.output_due());
+}
+
+fn fresh_session(now: Time) -> Session {
+    Session::new(params(), registry().get(AVATAR).expect("a").clone(), now)
+}
+
+fn kinds_and_codes(out: &[u8]) -> Vec<(u16, Option<ErrorCode>)> {
+    let mut v = Vec::new();
+    let mut rest = out;
+    while let Ok(Some((f, n))) = crate::wire::client::split_frame(rest, u32::MAX) {
+        let code = match ServerMsg::decode(&f) {
+            Ok(ServerMsg::Error { code, .. }) | Ok(ServerMsg::Kick { code, .. }) => Some(code),
+            _ => None,
+        };
+        v.push((f.kind, code));
+        rest = &rest[n..];
+    }
+    v
+}
+
+#[test]
+fn no_login_within_the_handshake_timeout_closes_even_mid_frame() {
+    let t0 = Time::from_millis(1000);
+    let limit = params().handshake_timeout;
+    // Nothing sent, and a Hello then half a Login: both closed at the limit.
+    for partial in [false, true] {
+        let mut s = fresh_session(t0);
+        if partial {
+            let mut raw = Vec::new();
+            ClientMsg::Hello {
+                version: PROTOCOL_VERSION,
+            }
+            .encode(&mut raw);
+            let mut login = Vec::new();
+            ClientMsg::Login {
+                name: "ann",
+                token: None,
+            }
+            .encode(&mut login);
+            raw.extend_from_slice(&login[..login.len() / 2]);
+            let later = t0 + limit / 2;
+            s.handle_input(later, &raw, |_, _| {});
+            assert_eq!(s.phase(), SessionPhase::Login, "the Hello was read");
+        }
+        assert_eq!(
+            s.check_timeouts(t0 + limit - std::time::Duration::from_millis(1)),
+            None
+        );
+        assert_eq!(
+            s.check_timeouts(t0 + limit),
+            Some(Closing::HandshakeTimeout)
+        );
+        assert_eq!(s.phase(), SessionPhase::Closed);
+        assert_eq!(
+            kinds_and_codes(s.output()),
+            vec![(
+                crate::wire::client::kind::ERROR,
+                Some(ErrorCode::IdleTimeout)
+            )]
+        );
+    }
+}
+
+#[test]
+fn a_pinging_client_stays_and_a_silent_one_is_kicked_idle() {
+    let mut p = Pair::new();
+    let idle = params().idle_timeout;
+    let step = idle / 2;
+    for nonce in 0..4 {
+        p.now = p.now + step;
+        assert_eq!(
+            p.server.check_timeouts(p.now),
+            None,
+            "heard within the limit"
+        );
+        let mut raw = Vec::new();
+        ClientMsg::Ping {
+            nonce,
+            client_time_us: 0,
+        }
+        .encode(&mut raw);
+        p.feed(&raw);
+    }
+    p.now = p.now + idle;
+    assert_eq!(p.server.check_timeouts(p.now), Some(Closing::IdleTimeout));
+    assert_eq!(
+        kinds_and_codes(p.server.output()),
+        vec![(
+            crate::wire::client::kind::KICK,
+            Some(ErrorCode::IdleTimeout)
+        )]
+    );
+    assert_eq!(
+        p.server.refused()[usize::from(ErrorCode::IdleTimeout.code())],
+        1
+    );
+}
+
+#[test]
+fn a_reattached_session_welcomes_with_the_next_seq_and_drops_old_batches() {
+    let mut p = Pair::new();
+    for x in [101.0, 102.0] {
+        p.client
+            .send_move(p.now, Vec3::ground(x, 100.0), 0.0)
+            .expect("move");
+    }
+    p.pump();
+    p.real_ack(1);
+    let old_batch: &[u8] = &[0x02, 0x00]; // a Leave of handle 0: the old client's view
+    p.server.reattach(p.now);
+    let out = p.server.output().to_vec();
+    let (f, _) = crate::wire::client::split_frame(&out, u32::MAX)
+        .expect("ok")
+        .expect("frame");
+    let Ok(ServerMsg::Welcome(w)) = ServerMsg::decode(&f) else {
+        panic!("a Welcome first");
+    };
+    assert_eq!((w.entity, w.next_seq), (E, 3));
+    assert_eq!(
+        w.pos,
+        Vec3::ground(102.0, 100.0),
+        "the last accepted position"
+    );
+    assert_eq!((w.space, w.space_type), (1, 1));
+    p.server.clear_output();
+    assert!(p.server.awaiting_resync());
+    assert!(p.server.handle_down(5, old_batch));
+    assert!(
+        p.server.output().is_empty(),
+        "the replaced client's batch is dropped"
+    );
+    assert!(p
+        .server
+        .handle_down(5, &[crate::server::relay::DOWN_RESYNCED]));
+    assert!(!p.server.awaiting_resync());
+    assert!(p.server.handle_down(6, old_batch));
+    assert_eq!(
+        kinds_and_codes(p.server.output()),
+        vec![(crate::wire::client::kind::VIEW_BATCH, None)]
+    );
 }

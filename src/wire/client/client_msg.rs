@@ -362,15 +362,26 @@ mod tests {
     #[test]
     fn hello_checks_magic_then_version() {
         let mut b = Vec::new();
-        ClientMsg::Hello { version: 3 }.encode(&mut b);
-        assert_eq!(one(&b), Ok(ClientMsg::Hello { version: 3 }));
+        ClientMsg::Hello {
+            version: PROTOCOL_VERSION,
+        }
+        .encode(&mut b);
+        assert_eq!(
+            one(&b),
+            Ok(ClientMsg::Hello {
+                version: PROTOCOL_VERSION
+            })
+        );
         let mut v4 = b.clone();
-        v4[12] = 4;
+        v4[12] = PROTOCOL_VERSION as u8 + 1;
         v4.extend_from_slice(&[0; 4]);
         v4[0] = 12;
         assert_eq!(
             one(&v4),
-            Err(DecodeError::VersionMismatch { got: 4, want: 3 })
+            Err(DecodeError::VersionMismatch {
+                got: PROTOCOL_VERSION + 1,
+                want: PROTOCOL_VERSION
+            })
         );
         let mut bad = b.clone();
         bad[8] = b'X';

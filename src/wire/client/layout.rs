@@ -17,7 +17,7 @@ pub const MAGIC: [u8; 4] = *b"TSRA";
 /// The protocol version this code speaks (2: spaces, EnterSpace and
 /// SpaceChanged; 3: compact view movements with version steps, OwnMove and
 /// Degraded).
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;
 /// Bytes of a frame header.
 pub const HEADER_BYTES: usize = 8;
 /// `own_handle` value of a Welcome when the own entity has no view handle.
@@ -154,7 +154,7 @@ pub struct PingBody {
     pub client_time_us: U64,
 }
 
-/// Welcome body (64 bytes).
+/// Welcome body (104 bytes).
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
 #[repr(C)]
 pub struct WelcomeBody {
@@ -180,6 +180,18 @@ pub struct WelcomeBody {
     pub max_z: F64,
     /// The server's clock when it sent this, µs.
     pub server_time_us: U64,
+    /// The seq the client's next input must carry (1 for a new avatar).
+    pub next_seq: U64,
+    /// The avatar's position: x (m).
+    pub x: F64,
+    /// y (m).
+    pub y: F64,
+    /// z (m).
+    pub z: F64,
+    /// The space the avatar is in.
+    pub space: U32,
+    /// That space's type.
+    pub space_type: U32,
 }
 
 /// ViewBatch fixed part (8 bytes), then the batch to the end of the body.
@@ -285,7 +297,7 @@ const _: () = {
     assert!(size_of::<HitBody>() == 32);
     assert!(size_of::<SetPropHead>() == 20);
     assert!(size_of::<PingBody>() == 16);
-    assert!(size_of::<WelcomeBody>() == 64);
+    assert!(size_of::<WelcomeBody>() == 104);
     assert!(size_of::<ViewBatchHead>() == 8);
     assert!(size_of::<InputAckBody>() == 8);
     assert!(size_of::<CallResultBody>() == 24);

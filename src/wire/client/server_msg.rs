@@ -36,6 +36,16 @@ pub struct Welcome {
     pub bounds: Rect,
     /// The server's clock, µs.
     pub server_time_us: u64,
+    /// The seq the next input must carry: 1 for a new avatar; after a
+    /// takeover, the next one of the connection replaced.
+    pub next_seq: u64,
+    /// Where the avatar stands (its spawn point, or after a takeover its
+    /// last accepted position).
+    pub pos: Vec3,
+    /// The space it is in.
+    pub space: u32,
+    /// That space's type.
+    pub space_type: u32,
 }
 
 /// How a call (Hit, SetProp) ended where it ran.
@@ -230,6 +240,12 @@ fn welcome_body(w: &Welcome) -> WelcomeBody {
         max_x: w.bounds.max_x.into(),
         max_z: w.bounds.max_z.into(),
         server_time_us: w.server_time_us.into(),
+        next_seq: w.next_seq.into(),
+        x: w.pos.x.into(),
+        y: w.pos.y.into(),
+        z: w.pos.z.into(),
+        space: w.space.into(),
+        space_type: w.space_type.into(),
     }
 }
 
@@ -315,6 +331,14 @@ fn decode_welcome(body: &[u8]) -> Result<Welcome, DecodeError> {
             max_z: b.max_z.get(),
         },
         server_time_us: b.server_time_us.get(),
+        next_seq: b.next_seq.get(),
+        pos: Vec3 {
+            x: b.x.get(),
+            y: b.y.get(),
+            z: b.z.get(),
+        },
+        space: b.space.get(),
+        space_type: b.space_type.get(),
     })
 }
 

@@ -1,0 +1,137 @@
+//! The door over loopback TCP against the real server: handshake and idle
+//! timeouts (a silent connection, a half frame, a quiet client that pings),
+//! signed tickets (forged and expired refused with `login-refused`), and
+//! one session per account (a second login replaces the first, which gets
+//! `replaced`, and keeps the avatar).
+
+mod gateway_support;
+
+use std::io::Read;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use gateway_support::{config, RawClient, Seen};
+use tessera::server::gateway::{mint, TicketKey};
+use tessera::server::EmbeddedServer;
+use tessera::wire::client::{ClientMsg, ErrorCode};
+
+/// Reads until EOF (at most `limit`); true if the server closed.
+fn closed_within(c: &mut RawClient, limit: Duration) -> (bool, Vec<Seen>) {
+    let seen = c.until(limit, |_| false);
+    (c.eof, seen)
+}
+
+#[test]
+fn silent_and_half_frame_connections_are_closed_within_the_handshake_timeout() {
+    let server =
+        EmbeddedServer::start(&config(&["gateway.handshake_timeout_ms=300"])).expect("start");
+    let addr = server.client_addr();
+    let t0 = Instant::now();
+    let mut silent = RawClient::connect(addr);
+    let mut half = RawClient::connect(addr);
+    let mut b = Vec::new();
+    ClientMsg::Hello {
+        version: tessera::wire::client::PROTOCOL_VERSION,
+    }
+    .encode(&mut b);
+    b.extend_from_slice(&[9, 0, 0, 0, 2, 0]); // half a Login header
+    half.send_bytes(&b);
+    for c in [&mut silent, &mut half] {
+        let (closed, seen) = closed_within(c, Duration::from_secs(3));
+        assert!(closed, "closed");
+        assert_eq!(seen, vec![Seen::Error(0, ErrorCode::IdleTimeout)]);
+    }
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_millis(300),
+        "not before the timeout: {took:?}"
+    );
+    assert!(took < Duration::from_secs(2), "soon after it: {took:?}");
+}
+
+#[test]
+fn a_quiet_client_that_pings_stays_and_a_silent_one_is_kicked_idle() {
+    let cfg = config(&["gateway.idle_timeout_ms=400"]);
+    let server = EmbeddedServer::start(&cfg).expect("start");
+    let addr = server.client_addr();
+    let mut pinger = RawClient::connect(addr);
+    let mut silent = RawClient::connect(addr);
+    pinger.login("pinger");
+    silent.login("silent");
+    let t0 = Instant::now();
+    let mut nonce = 0;
+    while t0.elapsed() < Duration::from_millis(1200) {
+        nonce += 1;
+        pinger.send(&ClientMsg::Ping {
+            nonce,
+            client_time_us: 0,
+        });
+        pinger.until(Duration::from_millis(150), |s| *s == Seen::Pong(nonce));
+    }
+    assert!(!pinger.eof, "the pinging client stays");
+    let (closed, seen) = closed_within(&mut silent, Duration::from_secs(2));
+    assert!(closed);
+    assert!(
+        seen.contains(&Seen::Kick(ErrorCode::IdleTimeout)),
+        "{seen:?}"
+    );
+}
+
+fn key_file(key: &TicketKey) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("tessera-door-{}.hex", std::process::id()));
+    std::fs::write(&path, key.to_hex()).expect("write key");
+    path
+}
+
+#[test]
+fn forged_and_expired_tickets_are_refused_and_a_good_one_logs_in() {
+    let key = TicketKey::from_hex(&"3c".repeat(32)).expect("key");
+    let path = key_file(&key);
+    let file = format!("gateway.key_file=\"{}\"", path.display());
+    let server = EmbeddedServer::start(&config(&["gateway.auth=\"hmac\"", &file])).expect("start");
+    let addr = server.client_addr();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    let forger = TicketKey::from_hex(&"c3".repeat(32)).expect("key");
+    for bad in [
+        mint(&forger, "eve", now + 60, 1),
+        mint(&key, "eve", now - 5, 2),
+    ] {
+        let mut c = RawClient::connect(addr);
+        let seen = c.login_with("eve", Some(bad.as_bytes()));
+        let (closed, _) = closed_within(&mut c, Duration::from_secs(2));
+        assert!(closed);
+        assert_eq!(seen, vec![Seen::Error(0, ErrorCode::LoginRefused)]);
+    }
+    let mut ok = RawClient::connect(addr);
+    let good = mint(&key, "ann", now + 60, 3);
+    let seen = ok.login_with("ann", Some(good.as_bytes()));
+    assert!(matches!(seen.last(), Some(Seen::Welcome(_))), "{seen:?}");
+    drop(server);
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn a_second_login_of_an_account_replaces_the_first_and_keeps_the_avatar() {
+    let server = EmbeddedServer::start(&config(&["runtime.shards=1"])).expect("start");
+    let addr = server.client_addr();
+    let mut first = RawClient::connect(addr);
+    let e = first.login("ann");
+    let mut second = RawClient::connect(addr);
+    let seen = second.login_with("ann", None);
+    assert_eq!(seen.last(), Some(&Seen::Welcome(e)), "the same avatar");
+    let seen = first.until(Duration::from_secs(3), |s| {
+        *s == Seen::Kick(ErrorCode::Replaced)
+    });
+    assert_eq!(seen.last(), Some(&Seen::Kick(ErrorCode::Replaced)));
+    let mut rest = Vec::new();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(3) {
+        match first.stream.read_to_end(&mut rest) {
+            Ok(_) => break,
+            Err(_) => continue,
+        }
+    }
+    assert!(rest.is_empty(), "closed after its last frame");
+}
