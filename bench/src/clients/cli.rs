@@ -148,6 +148,8 @@ pub struct LoadArgs {
 
 /// Handshakes the load keeps in flight (below the listeners' backlog).
 pub const HANDSHAKES_MAX: usize = 256;
+/// Connections the load opens per second (10,000 in 5 s).
+pub const CONNECTS_PER_S: f64 = 2_000.0;
 /// Bytes a load client holds unsent before its moves are dropped.
 pub const UNSENT_BYTES_MAX: usize = 64 * 1024;
 /// Ground step per move, metres: 0.5 m at 10 Hz is 5 m/s, under tessera's
@@ -210,6 +212,7 @@ fn child(role: Role) -> anyhow::Result<()> {
                 peer,
                 handshakes_max: HANDSHAKES_MAX,
                 unsent_bytes_max: UNSENT_BYTES_MAX,
+                connects_per_s: CONNECTS_PER_S,
                 seed: 21,
             })
         }

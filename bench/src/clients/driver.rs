@@ -55,6 +55,10 @@ pub struct LoadPlan {
     /// Connections connecting or waiting for their spawn at once (the
     /// server's listen backlog is 1,024: ramp below it).
     pub handshakes_max: usize,
+    /// Connections opened per second at most (the bare servers accept once
+    /// per poll, and a listen backlog of 1,024 overflows if a poll's worth
+    /// of connections arrives faster).
+    pub connects_per_s: f64,
     /// Bytes a client may hold unsent before it is counted as stuck.
     pub unsent_bytes_max: usize,
     /// Seed of the walks.
@@ -107,6 +111,8 @@ pub struct LoadStats {
     pub bytes_out: u64,
     /// Sessions that failed before their spawn (error, kick, bad frame).
     pub spawn_failed: u64,
+    /// Seconds since the load started, when the line was made.
+    pub t_s: f64,
 }
 
 /// Runs the load until the process is killed.
@@ -130,7 +136,8 @@ pub fn run(plan: &LoadPlan) -> anyhow::Result<()> {
     let period_ns = 1e9 / plan.move_hz;
     loop {
         // Ramp: keep up to handshakes_max connections on their way in.
-        while clients.len() < plan.clients && handshaking < plan.handshakes_max {
+        let allowed = (start.elapsed().as_secs_f64() * plan.connects_per_s) as usize + 1;
+        while clients.len() < plan.clients.min(allowed) && handshaking < plan.handshakes_max {
             let i = clients.len();
             let mut stream = TcpStream::connect(plan.addr)?;
             poll.registry()
@@ -233,6 +240,7 @@ pub fn run(plan: &LoadPlan) -> anyhow::Result<()> {
                 .iter()
                 .filter(|c| matches!(c.phase, Phase::Moving))
                 .count() as u64;
+            st.t_s = start.elapsed().as_secs_f64();
             sys::emit("stat", &json!(st));
         }
     }

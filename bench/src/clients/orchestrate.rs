@@ -168,6 +168,19 @@ fn num(v: &Value, key: &str) -> u64 {
     v.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
+/// Moves per client per second between two of the load's stat lines (by
+/// their own clocks: the lines come once a second, not at the window's ends).
+fn moves_rate(l0: &Value, l1: &Value, moving: u64) -> f64 {
+    let t = |v: &Value| v.get("t_s").and_then(Value::as_f64).unwrap_or(0.0);
+    let dt = t(l1) - t(l0);
+    let dm = num(l1, "moves").saturating_sub(num(l0, "moves"));
+    if dt > 0.0 && moving > 0 {
+        dm as f64 / (dt * moving as f64)
+    } else {
+        0.0
+    }
+}
+
 /// The world the bare servers' clients walk in: tessera's for as many bots.
 ///
 /// # Errors
@@ -232,6 +245,15 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    if num(&load.stat(), "moving") < clients as u64 {
+        eprintln!(
+            "clients: {} {clients}: not all moving after {} s: load {}, server {}",
+            kind.role(),
+            o.ramp_timeout_s,
+            load.stat(),
+            server.stat()
+        );
+    }
     std::thread::sleep(Duration::from_secs_f64(o.settle_s));
     // Stat lines come once a second: sample the line that just changed.
     let (s0, l0) = (server.stat(), load.stat());
@@ -257,7 +279,7 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         us_per_client_s: (c1 - c0) * 1e6 * per(1),
         server_core_pct: (c1 - c0) / wall * 100.0,
         load_core_pct: (d1 - d0) / wall * 100.0,
-        moves_per_client_s: per(num(&l1, "moves").saturating_sub(num(&l0, "moves"))),
+        moves_per_client_s: moves_rate(&l0, &l1, moving),
         ticks_lost: lost,
         refused: num(&s1, "refused").saturating_sub(num(&s0, "refused")),
         closed,
