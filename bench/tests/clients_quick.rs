@@ -52,6 +52,9 @@ fn quick_run_gives_one_plausible_row() {
         "{line}"
     );
     let moves = f("tessera_moves_per_client_s");
-    assert!((9.5..=10.5).contains(&moves), "moves/client/s {moves}: {line}");
+    assert!(
+        (9.5..=10.5).contains(&moves),
+        "moves/client/s {moves}: {line}"
+    );
     assert_eq!(r["tessera_refused"], 0, "every move is valid: {line}");
 }

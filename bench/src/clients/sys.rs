@@ -93,6 +93,26 @@ pub fn process_cpu_s(pid: u32) -> Option<f64> {
     stat_cpu_s(&stat, clock_ticks_per_s())
 }
 
+/// Nanoseconds process `pid`'s threads have run and have waited on a run
+/// queue (runnable, not running: the CPU was busy with something else),
+/// summed over its threads (`/proc/PID/task/*/schedstat`); `None` if it is
+/// gone. Waiting is how a busy shared machine shows up.
+pub fn process_sched_ns(pid: u32) -> Option<(u64, u64)> {
+    let mut sum = (0u64, 0u64);
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(task) = task else { continue };
+        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        let mut f = text
+            .split_whitespace()
+            .map(|x| x.parse::<u64>().unwrap_or(0));
+        sum.0 += f.next().unwrap_or(0);
+        sum.1 += f.next().unwrap_or(0);
+    }
+    Some(sum)
+}
+
 /// Prints `TAG {json}` on stdout and flushes (the parent reads it line by
 /// line).
 pub fn emit(tag: &str, value: &serde_json::Value) {
@@ -120,6 +140,11 @@ mod tests {
         let t = process_cpu_s(std::process::id()).unwrap();
         assert!(t >= 0.0);
         assert!(process_cpu_s(u32::MAX).is_none());
+        let burn: u64 = (0..5_000_000u64).map(std::hint::black_box).sum();
+        assert!(burn > 0);
+        let (run, _) = process_sched_ns(std::process::id()).unwrap();
+        assert!(run > 0);
+        assert!(process_sched_ns(u32::MAX).is_none());
         assert!(matches!(pin(100_000), Err(SysError::Pin(100_000))));
     }
 }
