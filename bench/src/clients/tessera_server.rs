@@ -76,9 +76,11 @@ mod tests {
         assert_eq!(c.runtime.cpus, vec![0]);
         assert!(c.runtime.pin);
         assert!(c.gateway.connections_max >= 10_000);
-        let small = config(200, 0).unwrap();
+        let area =
+            |c: &Config| (c.world.max_x_m - c.world.min_x_m) * (c.world.max_z_m - c.world.min_z_m);
+        let large = config(10_000, 0).unwrap();
         assert!(
-            c.world.max_x_m > small.world.max_x_m,
+            area(&large) > 4.0 * area(&c),
             "the world grows with the bots"
         );
     }
