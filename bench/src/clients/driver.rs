@@ -192,48 +192,15 @@ pub fn run(plan: &LoadPlan) -> anyhow::Result<()> {
                 }
             }
         }
-        // Moves: client k's n-th move is due at (n + k / N) periods.
-        let n = plan.clients.max(1) as f64;
-        let due = (start.elapsed().as_nanos() as f64 / period_ns * n) as u64;
-        if due > moves_due_done + plan.clients as u64 {
-            st.rounds_behind += 1;
-            moves_due_done = due - plan.clients as u64;
-        }
-        while moves_due_done < due {
-            let k = (moves_due_done % n as u64) as usize;
-            moves_due_done += 1;
-            let Some(c) = clients.get_mut(k) else {
-                continue;
-            };
-            if !matches!(c.phase, Phase::Moving) {
-                continue;
-            }
-            if c.unsent.len() > plan.unsent_bytes_max {
-                st.moves_dropped += 1;
-                continue;
-            }
-            c.walk.step(plan.step_m, &plan.world, &mut rng);
-            c.seq += 1;
-            frame.clear();
-            ClientMsg::Move {
-                seq: c.seq,
-                client_time_us: now.0,
-                pos: Vec3::ground(c.walk.x, c.walk.z),
-                yaw: c.walk.yaw as f32,
-            }
-            .encode(&mut frame);
-            c.unsent.extend_from_slice(&frame);
-            st.moves += 1;
-            flush(c, &mut st);
-            if !c.unsent.is_empty() && !c.writable_wanted {
-                c.writable_wanted = true;
-                poll.registry().reregister(
-                    &mut c.stream,
-                    Token(k),
-                    Interest::READABLE | Interest::WRITABLE,
-                )?;
-            }
-        }
+        let due = moves_due(start, period_ns, plan.clients);
+        let mut ctx = MoveCtx {
+            poll: &poll,
+            rng: &mut rng,
+            frame: &mut frame,
+            st: &mut st,
+            now,
+        };
+        send_moves(&mut clients, plan, due, &mut moves_due_done, &mut ctx)?;
         if Instant::now() >= next_stat {
             next_stat += Duration::from_secs(1);
             st.moving = clients
@@ -244,6 +211,72 @@ pub fn run(plan: &LoadPlan) -> anyhow::Result<()> {
             sys::emit("stat", &json!(st));
         }
     }
+}
+
+/// Moves due since the start: client k's n-th move is due at (n + k / N)
+/// periods.
+fn moves_due(start: Instant, period_ns: f64, clients: usize) -> u64 {
+    (start.elapsed().as_nanos() as f64 / period_ns * clients.max(1) as f64) as u64
+}
+
+struct MoveCtx<'a> {
+    poll: &'a Poll,
+    rng: &'a mut SplitMix64,
+    frame: &'a mut Vec<u8>,
+    st: &'a mut LoadStats,
+    now: Time,
+}
+
+/// Sends the moves due up to `due` (one a client, round robin), skipping
+/// ahead if the loop fell more than a whole round behind.
+fn send_moves(
+    clients: &mut [Client],
+    plan: &LoadPlan,
+    due: u64,
+    done: &mut u64,
+    cx: &mut MoveCtx<'_>,
+) -> std::io::Result<()> {
+    let n = plan.clients.max(1) as u64;
+    if due > *done + n {
+        cx.st.rounds_behind += 1;
+        *done = due - n;
+    }
+    while *done < due {
+        let k = (*done % n) as usize;
+        *done += 1;
+        let Some(c) = clients.get_mut(k) else {
+            continue;
+        };
+        if !matches!(c.phase, Phase::Moving) {
+            continue;
+        }
+        if c.unsent.len() > plan.unsent_bytes_max {
+            cx.st.moves_dropped += 1;
+            continue;
+        }
+        c.walk.step(plan.step_m, &plan.world, cx.rng);
+        c.seq += 1;
+        cx.frame.clear();
+        ClientMsg::Move {
+            seq: c.seq,
+            client_time_us: cx.now.0,
+            pos: Vec3::ground(c.walk.x, c.walk.z),
+            yaw: c.walk.yaw as f32,
+        }
+        .encode(cx.frame);
+        c.unsent.extend_from_slice(cx.frame);
+        cx.st.moves += 1;
+        flush(c, cx.st);
+        if !c.unsent.is_empty() && !c.writable_wanted {
+            c.writable_wanted = true;
+            cx.poll.registry().reregister(
+                &mut c.stream,
+                Token(k),
+                Interest::READABLE | Interest::WRITABLE,
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn interest(c: &Client) -> Interest {
