@@ -12,6 +12,8 @@
 //! `S * dt = 0.5` m. [`REFERENCES`] holds the published checksums, positions
 //! and event counts. The `aoi` bench and this crate's tests share them.
 
+pub mod clients;
+
 use std::time::Instant;
 use tessera::core::aoi::{AoiEvent, AoiIndex, AoiParams, AreaSpec, EventKind};
 use tessera::core::geom::{Rect, Vec3};

@@ -1,0 +1,548 @@
+//! Runs the bench: for each client count and repeat, each server in turn
+//! (interleaved: epoll, io_uring, tessera, then again), each with a fresh
+//! load process; measures the server's CPU over a steady window and folds
+//! the repeats into medians, one row per client count.
+//!
+//! Owns the child processes (started from this executable, killed by their
+//! own handle when the run ends) and the figures.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::sys;
+use super::walk::Bounds;
+
+/// A server under measurement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// The bare epoll tick loop.
+    Epoll,
+    /// The bare io_uring tick loop.
+    Uring,
+    /// tessera, one shard.
+    Tessera,
+}
+
+impl Kind {
+    /// The child role's name.
+    pub fn role(self) -> &'static str {
+        match self {
+            Kind::Epoll => "epoll",
+            Kind::Uring => "io_uring",
+            Kind::Tessera => "tessera",
+        }
+    }
+}
+
+/// How to run the bench.
+#[derive(Clone, Debug)]
+pub struct RunOpts {
+    /// Client counts, one row each.
+    pub clients: Vec<usize>,
+    /// Steady window measured, seconds.
+    pub window_s: f64,
+    /// Runs of each server per row (median taken).
+    pub repeats: usize,
+    /// Wait after every client is moving, before the window, seconds.
+    pub settle_s: f64,
+    /// Longest wait for every client to connect and move, seconds
+    /// (a row is kept, marked, if some never do).
+    pub ramp_timeout_s: f64,
+    /// The servers' CPU.
+    pub server_cpu: usize,
+    /// The load's CPU.
+    pub load_cpu: usize,
+    /// The bare servers poll their sockets this often, ms.
+    pub poll_ms: u64,
+    /// The bare servers write to every client this often, ms.
+    pub tick_ms: u64,
+    /// Bytes per client per tick from the bare servers.
+    pub bytes_per_tick: usize,
+    /// Moves per client per second.
+    pub move_hz: f64,
+}
+
+/// One measured run of one server.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Sample {
+    /// Clients asked.
+    pub clients: usize,
+    /// Clients moving during the window (the smaller of its two ends).
+    pub moving: u64,
+    /// Server CPU µs per moving client per second.
+    pub us_per_client_s: f64,
+    /// Share of a core the server used, percent.
+    pub server_core_pct: f64,
+    /// Share of a core the load used, percent.
+    pub load_core_pct: f64,
+    /// Share of the window the server's threads were runnable but waited
+    /// for the CPU (others' work on it), percent: a noisy run shows here.
+    pub server_wait_pct: f64,
+    /// The same for the load, percent.
+    pub load_wait_pct: f64,
+    /// Bytes the server received per client per second (its own count).
+    pub server_in_per_client_s: f64,
+    /// Bytes the server wrote per client per second (its own count).
+    pub server_out_per_client_s: f64,
+    /// Moves sent per moving client per second.
+    pub moves_per_client_s: f64,
+    /// Bare servers: ticks lost in the window; tessera: ticks over budget.
+    pub ticks_lost: u64,
+    /// tessera: moves (and other frames) refused in the window.
+    pub refused: u64,
+    /// Connections closed during the window (either side saw it).
+    pub closed: u64,
+}
+
+/// A child process whose stdout lines (`ready {..}`, `stat {..}`) a thread
+/// reads; the last `stat` is kept.
+struct Proc {
+    child: Child,
+    ready: Receiver<Value>,
+    last: Arc<Mutex<Value>>,
+}
+
+impl Proc {
+    fn spawn(args: &[String]) -> anyhow::Result<Proc> {
+        let exe = std::env::current_exe()?;
+        let mut child = Command::new(exe)
+            .arg("child")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let out = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        let (tx, ready) = channel();
+        let last = Arc::new(Mutex::new(Value::Null));
+        let keep = last.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let Some((tag, body)) = line.split_once(' ') else {
+                    continue;
+                };
+                let Ok(v) = serde_json::from_str::<Value>(body) else {
+                    continue;
+                };
+                match tag {
+                    "ready" => {
+                        let _ = tx.send(v);
+                    }
+                    "stat" => {
+                        if let Ok(mut l) = keep.lock() {
+                            *l = v;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        });
+        Ok(Proc { child, ready, last })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn stat(&self) -> Value {
+        self.last.lock().map(|v| v.clone()).unwrap_or(Value::Null)
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    fn cpu_s(&self) -> anyhow::Result<f64> {
+        sys::process_cpu_s(self.pid())
+            .ok_or_else(|| anyhow::anyhow!("process {} is gone", self.pid()))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn num(v: &Value, key: &str) -> u64 {
+    v.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// Moves per client per second between two of the load's stat lines (by
+/// their own clocks: the lines come once a second, not at the window's ends).
+fn moves_rate(l0: &Value, l1: &Value, moving: u64) -> f64 {
+    let t = |v: &Value| v.get("t_s").and_then(Value::as_f64).unwrap_or(0.0);
+    let dt = t(l1) - t(l0);
+    let dm = num(l1, "moves").saturating_sub(num(l0, "moves"));
+    if dt > 0.0 && moving > 0 {
+        dm as f64 / (dt * moving as f64)
+    } else {
+        0.0
+    }
+}
+
+/// The world the bare servers' clients walk in: tessera's for as many bots.
+///
+/// # Errors
+/// If loadgen's settings do not make a valid config.
+pub fn world(clients: usize) -> anyhow::Result<Bounds> {
+    let w = super::tessera_server::config(clients, 0)?.world;
+    Ok(Bounds {
+        min_x: w.min_x_m,
+        min_z: w.min_z_m,
+        max_x: w.max_x_m,
+        max_z: w.max_z_m,
+    })
+}
+
+/// One run of `kind` with `clients` clients.
+///
+/// # Errors
+/// If a child cannot start, announce itself, or dies during the window.
+pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample> {
+    let n = clients.to_string();
+    let mut server_args = vec![
+        kind.role().to_owned(),
+        format!("--clients={n}"),
+        format!("--cpu={}", o.server_cpu),
+        format!("--poll-ms={}", o.poll_ms),
+        format!("--tick-ms={}", o.tick_ms),
+        format!("--bytes-per-tick={}", o.bytes_per_tick),
+    ];
+    if kind == Kind::Tessera {
+        server_args.truncate(3);
+    }
+    let server = Proc::spawn(&server_args)?;
+    let ready = server
+        .ready
+        .recv_timeout(Duration::from_secs(30))
+        .map_err(|_| anyhow::anyhow!("{} did not say ready", kind.role()))?;
+    let addr = ready
+        .get("addr")
+        .and_then(Value::as_str)
+        .ok_or_else(|| anyhow::anyhow!("ready without addr"))?
+        .to_owned();
+    let w = world(clients)?;
+    let peer = if kind == Kind::Tessera {
+        "tessera"
+    } else {
+        "bare"
+    };
+    let mut load = Proc::spawn(&[
+        "load".to_owned(),
+        format!("--clients={n}"),
+        format!("--cpu={}", o.load_cpu),
+        format!("--addr={addr}"),
+        format!("--peer={peer}"),
+        format!("--move-hz={}", o.move_hz),
+        format!("--world={},{},{},{}", w.min_x, w.min_z, w.max_x, w.max_z),
+    ])?;
+    let mut server = server;
+    let deadline = Instant::now() + Duration::from_secs_f64(o.ramp_timeout_s);
+    while num(&load.stat(), "moving") < clients as u64 && Instant::now() < deadline {
+        if !load.alive() || !server.alive() {
+            anyhow::bail!("{}: a process died during the ramp", kind.role());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if num(&load.stat(), "moving") < clients as u64 {
+        eprintln!(
+            "clients: {} {clients}: not all moving after {} s: load {}, server {}",
+            kind.role(),
+            o.ramp_timeout_s,
+            load.stat(),
+            server.stat()
+        );
+    }
+    std::thread::sleep(Duration::from_secs_f64(o.settle_s));
+    // Stat lines come once a second: sample the line that just changed.
+    let (s0, l0) = (server.stat(), load.stat());
+    let w0 = sys::process_sched_ns(server.pid()).map_or(0, |s| s.1);
+    let lw0 = sys::process_sched_ns(load.pid()).map_or(0, |s| s.1);
+    let (c0, d0, t0) = (server.cpu_s()?, load.cpu_s()?, Instant::now());
+    std::thread::sleep(Duration::from_secs_f64(o.window_s));
+    let (c1, d1, t1) = (server.cpu_s()?, load.cpu_s()?, Instant::now());
+    let w1 = sys::process_sched_ns(server.pid()).map_or(0, |s| s.1);
+    let lw1 = sys::process_sched_ns(load.pid()).map_or(0, |s| s.1);
+    let (s1, l1) = (server.stat(), load.stat());
+    if !load.alive() || !server.alive() {
+        anyhow::bail!("{}: a process died during the window", kind.role());
+    }
+    let wall = (t1 - t0).as_secs_f64();
+    let moving = num(&l0, "moving").min(num(&l1, "moving"));
+    let per = |d: u64| d as f64 / (moving.max(1) as f64 * wall);
+    let lost = if kind == Kind::Tessera {
+        num(&s1, "stalls").saturating_sub(num(&s0, "stalls"))
+    } else {
+        num(&s1, "ticks_lost").saturating_sub(num(&s0, "ticks_lost"))
+    };
+    let closed = num(&l1, "closed").saturating_sub(num(&l0, "closed"));
+    Ok(Sample {
+        clients,
+        moving,
+        us_per_client_s: (c1 - c0) * 1e6 * per(1),
+        server_core_pct: (c1 - c0) / wall * 100.0,
+        load_core_pct: (d1 - d0) / wall * 100.0,
+        server_wait_pct: w1.saturating_sub(w0) as f64 / 1e9 / wall * 100.0,
+        load_wait_pct: lw1.saturating_sub(lw0) as f64 / 1e9 / wall * 100.0,
+        server_in_per_client_s: per(num(&s1, "bytes_in").saturating_sub(num(&s0, "bytes_in"))),
+        server_out_per_client_s: per(num(&s1, "bytes_out").saturating_sub(num(&s0, "bytes_out"))),
+        moves_per_client_s: moves_rate(&l0, &l1, moving),
+        ticks_lost: lost,
+        refused: num(&s1, "refused").saturating_sub(num(&s0, "refused")),
+        closed,
+    })
+}
+
+/// The median of `xs` (the mean of the middle two for an even count);
+/// `None` when empty.
+pub fn median(xs: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    })
+}
+
+/// One row: the medians of each server's samples at one client count.
+pub fn row(clients: usize, samples: &[(Kind, Sample)]) -> Value {
+    let of = |k: Kind| -> Vec<&Sample> {
+        samples
+            .iter()
+            .filter(|(kk, s)| *kk == k && s.clients == clients)
+            .map(|(_, s)| s)
+            .collect()
+    };
+    let med = |k: Kind| median(&of(k).iter().map(|s| s.us_per_client_s).collect::<Vec<_>>());
+    let (epoll, uring, tessera) = (med(Kind::Epoll), med(Kind::Uring), med(Kind::Tessera));
+    let (floor_kind, floor) = match (epoll, uring) {
+        (Some(e), Some(u)) if u < e => ("io_uring", Some(u)),
+        (Some(e), _) => ("epoll", Some(e)),
+        (None, Some(u)) => ("io_uring", Some(u)),
+        (None, None) => ("none", None),
+    };
+    let ratio = match (tessera, floor) {
+        (Some(t), Some(f)) if f > 0.0 => Some(t / f),
+        _ => None,
+    };
+    let all = samples.iter().filter(|(_, s)| s.clients == clients);
+    let all_connected =
+        all.clone().count() > 0 && all.clone().all(|(_, s)| s.moving == clients as u64);
+    let bare_ticks_kept = all
+        .clone()
+        .filter(|(k, _)| *k != Kind::Tessera)
+        .all(|(_, s)| s.ticks_lost == 0);
+    let t = of(Kind::Tessera);
+    let tmed = |f: fn(&Sample) -> f64| median(&t.iter().map(|s| f(s)).collect::<Vec<_>>());
+    let load_max = all
+        .clone()
+        .map(|(_, s)| s.load_core_pct)
+        .fold(0.0, f64::max);
+    let moves_min = all
+        .clone()
+        .map(|(_, s)| s.moves_per_client_s)
+        .fold(f64::INFINITY, f64::min);
+    json!({
+        "clients": clients,
+        "ceiling_us_per_client_s": floor.map(round1),
+        "server_us_per_client_s": tessera.map(round1),
+        "ratio": ratio.map(round2),
+        "floor": floor_kind,
+        "epoll_us_per_client_s": epoll.map(round1),
+        "io_uring_us_per_client_s": uring.map(round1),
+        "tessera_core_pct": tmed(|s| s.server_core_pct).map(round1),
+        "tessera_moves_per_client_s": tmed(|s| s.moves_per_client_s).map(round2),
+        "tessera_in_bytes_per_client_s": tmed(|s| s.server_in_per_client_s).map(round1),
+        "tessera_out_bytes_per_client_s": tmed(|s| s.server_out_per_client_s).map(round1),
+        "server_wait_pct_max": round1(all.clone().map(|(_, s)| s.server_wait_pct).fold(0.0, f64::max)),
+        "tessera_refused": t.iter().map(|s| s.refused).sum::<u64>(),
+        "tessera_ticks_over_budget": t.iter().map(|s| s.ticks_lost).sum::<u64>(),
+        "all_connected": all_connected,
+        "bare_ticks_kept": bare_ticks_kept,
+        "load_core_pct_max": round1(load_max),
+        "moves_per_client_s_min": if moves_min.is_finite() { Some(round2(moves_min)) } else { None },
+        "runs": all.count(),
+    })
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// A run counts as kept up when the load sent at least this share of the
+/// moves it should (a busy shared machine can starve the load's core).
+pub const MOVES_KEPT_FRACTION: f64 = 0.95;
+/// Extra attempts of a run whose load did not keep up.
+pub const RETRIES_MAX: usize = 2;
+
+/// True when the load sent its moves (see [`MOVES_KEPT_FRACTION`]).
+pub fn kept_up(s: &Sample, move_hz: f64) -> bool {
+    s.moves_per_client_s >= MOVES_KEPT_FRACTION * move_hz
+}
+
+fn report(k: Kind, rep: usize, s: &Sample) {
+    eprintln!(
+        "clients: {:>6} {:<8} run {}: {:>7.1} µs/client/s, server {:>5.1} % core (waited {:.1} %, in {:.0} B/client/s, out {:.0}), load {:>5.1} % (waited {:.1} %), moving {}, {:.2} moves/client/s, lost {}, refused {}",
+        s.clients,
+        k.role(),
+        rep + 1,
+        s.us_per_client_s,
+        s.server_core_pct,
+        s.server_wait_pct,
+        s.server_in_per_client_s,
+        s.server_out_per_client_s,
+        s.load_core_pct,
+        s.load_wait_pct,
+        s.moving,
+        s.moves_per_client_s,
+        s.ticks_lost,
+        s.refused
+    );
+}
+
+/// Runs every row; returns the samples (failed runs are reported on stderr
+/// and left out, so the row shows what could be measured). A run whose load
+/// fell behind is tried again up to [`RETRIES_MAX`] times; the last try is
+/// kept either way (the row says whether every run kept up).
+pub fn run_all(o: &RunOpts, kinds: &[Kind]) -> Vec<(Kind, Sample)> {
+    let mut out = Vec::new();
+    for &clients in &o.clients {
+        for rep in 0..o.repeats {
+            for &k in kinds {
+                let mut last = None;
+                for attempt in 0..=RETRIES_MAX {
+                    match run_one(k, clients, o) {
+                        Ok(s) => {
+                            report(k, rep, &s);
+                            let ok = kept_up(&s, o.move_hz);
+                            last = Some(s);
+                            if ok {
+                                break;
+                            }
+                            if attempt < RETRIES_MAX {
+                                eprintln!("clients: the load fell behind; again");
+                            }
+                        }
+                        Err(e) => {
+                            eprintln!(
+                                "clients: {clients} {} run {}: FAILED: {e:#}",
+                                k.role(),
+                                rep + 1
+                            );
+                            break;
+                        }
+                    }
+                    // Let the closed connections and timers of this run settle.
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                out.extend(last.map(|s| (k, s)));
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
+    }
+    out
+}
+
+/// The readable table of `rows`.
+pub fn table(rows: &[Value]) -> String {
+    let mut s = String::from(
+        "| clients | epoll µs/client/s | io_uring | floor | tessera | ratio | tessera % core | all connected | bare ticks kept | load moves/client/s (min) |\n|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let f = |v: &Value, k: &str| match v.get(k) {
+        Some(Value::Null) | None => "-".to_owned(),
+        Some(x) => x.to_string().trim_matches('"').to_owned(),
+    };
+    for r in rows {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} | {} |\n",
+            f(r, "clients"),
+            f(r, "epoll_us_per_client_s"),
+            f(r, "io_uring_us_per_client_s"),
+            f(r, "ceiling_us_per_client_s"),
+            f(r, "floor"),
+            f(r, "server_us_per_client_s"),
+            f(r, "ratio"),
+            f(r, "tessera_core_pct"),
+            f(r, "all_connected"),
+            f(r, "bare_ticks_kept"),
+            f(r, "moves_per_client_s_min"),
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(clients: usize, us: f64, moving: u64) -> Sample {
+        Sample {
+            clients,
+            moving,
+            us_per_client_s: us,
+            server_core_pct: 10.0,
+            load_core_pct: 20.0,
+            server_wait_pct: 1.0,
+            load_wait_pct: 1.0,
+            server_in_per_client_s: 520.0,
+            server_out_per_client_s: 2500.0,
+            moves_per_client_s: 10.0,
+            ticks_lost: 0,
+            refused: 0,
+            closed: 0,
+        }
+    }
+
+    #[test]
+    fn medians_of_odd_even_and_empty() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[f64::NAN]), None);
+    }
+
+    #[test]
+    fn the_floor_is_the_cheaper_bare_server_and_the_ratio_is_against_it() {
+        let s = vec![
+            (Kind::Epoll, sample(100, 80.0, 100)),
+            (Kind::Uring, sample(100, 60.0, 100)),
+            (Kind::Tessera, sample(100, 150.0, 100)),
+            (Kind::Epoll, sample(100, 100.0, 100)),
+            (Kind::Uring, sample(100, 70.0, 100)),
+            (Kind::Tessera, sample(100, 90.0, 99)),
+            (Kind::Tessera, sample(200, 1.0, 200)),
+        ];
+        let r = row(100, &s);
+        assert_eq!(r["epoll_us_per_client_s"], json!(90.0));
+        assert_eq!(r["io_uring_us_per_client_s"], json!(65.0));
+        assert_eq!(r["ceiling_us_per_client_s"], json!(65.0));
+        assert_eq!(r["floor"], json!("io_uring"));
+        assert_eq!(r["server_us_per_client_s"], json!(120.0));
+        assert_eq!(r["ratio"], json!(1.85));
+        assert_eq!(r["all_connected"], json!(false), "one run had 99 moving");
+        assert_eq!(r["runs"], json!(6));
+        let none = row(100, &s[2..3]);
+        assert_eq!(none["ratio"], Value::Null);
+        assert_eq!(none["floor"], json!("none"));
+        assert!(table(&[r]).contains("| 100 | 90.0 | 65.0 | 65.0 (io_uring) | 120.0 | 1.85 |"));
+    }
+}

@@ -1,0 +1,87 @@
+//! tessera itself as the bench's server: one shard pinned to the server
+//! CPU, the gateway on, started through `EmbeddedServer` with the world
+//! loadgen would give the same number of bots (`loadgen --print-server-sets`).
+//!
+//! Owns only the start and the `stat` lines (its published counters); must
+//! not touch the server's internals.
+
+use std::time::Duration;
+
+use clap::Parser;
+use serde_json::json;
+use tessera::config::Config;
+use tessera::server::EmbeddedServer;
+
+use super::sys;
+
+/// The config of a one-shard tessera on `cpu` for `clients` bots: loadgen's
+/// auto world for that many bots, the gateway and admin on free ports.
+///
+/// # Errors
+/// If loadgen's settings do not make a valid config.
+pub fn config(clients: usize, cpu: usize) -> anyhow::Result<Config> {
+    let conns = clients.max(10_000);
+    let args = [
+        "loadgen".to_owned(),
+        "--bots".to_owned(),
+        clients.to_string(),
+        "--shards".to_owned(),
+        "1".to_owned(),
+        "--set".to_owned(),
+        format!("runtime.cpus=[{cpu}]"),
+        "--set".to_owned(),
+        "runtime.pin=true".to_owned(),
+        "--set".to_owned(),
+        format!("gateway.connections_max={conns}"),
+    ];
+    let cli = loadgen::cli::Cli::try_parse_from(args)?;
+    loadgen::run::server_config(&cli)
+}
+
+/// Runs tessera until the process is killed.
+///
+/// # Errors
+/// If the config is refused or the server cannot start.
+pub fn run(clients: usize, cpu: usize) -> anyhow::Result<()> {
+    sys::raise_nofile(sys::files_for(clients))?;
+    let config = config(clients, cpu)?;
+    let server = EmbeddedServer::start(&config)?;
+    sys::emit("ready", &json!({"addr": server.client_addr().to_string()}));
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let c = server.counters();
+        sys::emit(
+            "stat",
+            &json!({
+                "clients": c.clients,
+                "stalls": c.stalls,
+                "refused": c.refused.values().sum::<u64>(),
+                "disconnects": c.disconnects.values().sum::<u64>(),
+                "bytes_in": c.bytes_in,
+                "bytes_out": c.bytes_out,
+                "tick_p99_window_us": c.tick_p99_window_us,
+            }),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_is_one_pinned_shard_in_loadgens_world() {
+        let c = config(2000, 0).unwrap();
+        assert_eq!(c.runtime.shards, 1);
+        assert_eq!(c.runtime.cpus, vec![0]);
+        assert!(c.runtime.pin);
+        assert!(c.gateway.connections_max >= 10_000);
+        let area =
+            |c: &Config| (c.world.max_x_m - c.world.min_x_m) * (c.world.max_z_m - c.world.min_z_m);
+        let large = config(10_000, 0).unwrap();
+        assert!(
+            area(&large) > 4.0 * area(&c),
+            "the world grows with the bots"
+        );
+    }
+}

@@ -1,0 +1,60 @@
+//! The clients bench's `--quick` run end to end: three servers pinned to
+//! CPU 0, the load on CPU 1, 200 clients; the JSON line must hold one row
+//! with plausible figures (every client moving at 10 Hz, tessera refusing
+//! none of the moves, positive CPU figures, the ratio against the floor).
+
+use std::process::Command;
+
+use serde_json::Value;
+
+#[test]
+fn quick_run_gives_one_plausible_row() {
+    let out = Command::new(env!("CARGO_BIN_EXE_clients"))
+        .arg("--quick")
+        .output()
+        .expect("the clients bench runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}:\n{stderr}", out.status);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("{\"bench\":\"clients\""))
+        .unwrap_or_else(|| panic!("no JSON line in:\n{stdout}\n{stderr}"));
+    let v: Value = serde_json::from_str(line).expect("the JSON line parses");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 1, "{line}");
+    let r = &rows[0];
+    assert_eq!(r["clients"], 200, "{line}");
+    assert_eq!(r["all_connected"], true, "{line}\n{stderr}");
+    assert_eq!(r["runs"], 3, "{line}");
+    let f = |k: &str| {
+        r[k].as_f64()
+            .unwrap_or_else(|| panic!("{k} missing in {line}"))
+    };
+    for k in [
+        "epoll_us_per_client_s",
+        "io_uring_us_per_client_s",
+        "server_us_per_client_s",
+    ] {
+        // Loopback I/O of 10 moves in and 10 writes out per client-second
+        // costs tens to hundreds of µs; zero or a whole core is a broken run.
+        assert!(f(k) > 0.0 && f(k) < 5_000.0, "{k} = {} in {line}", f(k));
+    }
+    let floor = f("ceiling_us_per_client_s");
+    assert_eq!(
+        floor,
+        f("epoll_us_per_client_s").min(f("io_uring_us_per_client_s")),
+        "the floor is the cheaper bare server: {line}"
+    );
+    let ratio = f("ratio");
+    assert!(
+        (ratio - f("server_us_per_client_s") / floor).abs() < 0.01,
+        "{line}"
+    );
+    let moves = f("tessera_moves_per_client_s");
+    assert!(
+        (9.5..=10.5).contains(&moves),
+        "moves/client/s {moves}: {line}"
+    );
+    assert_eq!(r["tessera_refused"], 0, "every move is valid: {line}");
+}
