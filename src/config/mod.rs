@@ -316,7 +316,6 @@ mod tests {
             ("gateway.io_poll_ms=5000", "gateway.io_poll_ms"),
             ("gateway.io_events_max=1", "gateway.io_events_max"),
             ("view.client_update_hz=0.0", "view.client_update_hz"),
-            ("view.client_update_hz=40.0", "view.client_update_hz"),
             ("view.client_update_hz=5.0", "view.bands[0].min_hz"),
             (
                 "gateway.handshake_timeout_ms=0",
@@ -352,6 +351,9 @@ mod tests {
             v.observer.budget.tick_ms, 100,
             "the pacer counts in flushes"
         );
+        // Above the tick rate: every tick (a slow tick alone stays valid).
+        let c = Config::load(None, &["runtime.tick_ms=200".into()]).expect("valid");
+        assert_eq!(c.view_params().flush_every_ticks, 1);
     }
 
     #[test]
