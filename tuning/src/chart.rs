@@ -90,7 +90,12 @@ pub struct Point<'a> {
 ///
 /// # Errors
 /// [`ChartError`] if the file cannot be drawn or written.
-pub fn draw(file: &Path, key: &str, figure: Figure, points: &[Point<'_>]) -> Result<(), ChartError> {
+pub fn draw(
+    file: &Path,
+    key: &str,
+    figure: Figure,
+    points: &[Point<'_>],
+) -> Result<(), ChartError> {
     static FONT_ONCE: Once = Once::new();
     FONT_ONCE.call_once(|| {
         // The embedded font always parses; a failure only loses labels.
@@ -114,7 +119,9 @@ fn draw_inner(
     let ys: Vec<f64> = points.iter().map(|p| figure.of(p.figures)).collect();
     let (x_lo, x_hi) = xs
         .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        });
     let pad = ((x_hi - x_lo) * 0.08).max(0.5);
     let y_max = ys.iter().copied().fold(0.0_f64, f64::max).max(1e-9) * 1.15;
     let root = BitMapBackend::new(file, SIZE).into_drawing_area();

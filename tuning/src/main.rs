@@ -145,4 +145,33 @@ mod tests {
         assert_ne!(a.1, b.1, "messages delivered: {a:?} vs {b:?}");
         assert_ne!(a.2, b.2, "trace: {a:?} vs {b:?}");
     }
+
+    /// `--chart` writes a PNG of the chosen figure against the values.
+    #[test]
+    fn sweep_draws_its_chart() {
+        let file = std::env::temp_dir().join(format!("tuning-chart-{}.png", std::process::id()));
+        let path = file.to_str().expect("utf-8 temp path");
+        let args = sweep_args(&[
+            "--key",
+            "cell.migrate_margin_m",
+            "--values",
+            "2,8",
+            "--seeds",
+            "1",
+            "--scenario",
+            "border-walk",
+            "--ticks",
+            "60",
+            "--json",
+            "--chart",
+            path,
+            "--chart-figure",
+            "migrations-per-crossing",
+        ]);
+        assert!(sweep::sweep(&args).expect("runs"), "no violation");
+        let png = std::fs::read(&file).expect("the chart was written");
+        let _ = std::fs::remove_file(&file);
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
+        assert!(png.len() > 5_000, "{} bytes: an empty picture?", png.len());
+    }
 }

@@ -94,7 +94,10 @@ pub fn config_with(
 /// [`MeasureError::NotRead`] when all of them map to the same
 /// [`WorldParams`] (a single value is accepted: nothing to compare).
 pub fn check_read(key: &str, configs: &[&Config]) -> Result<(), MeasureError> {
-    let params: Vec<WorldParams> = configs.iter().map(|c| WorldParams::from_config(c)).collect();
+    let params: Vec<WorldParams> = configs
+        .iter()
+        .map(|c| WorldParams::from_config(c))
+        .collect();
     if params.len() >= 2 && params.iter().all(|p| *p == params[0]) {
         return Err(MeasureError::NotRead(key.to_owned()));
     }
@@ -167,7 +170,13 @@ pub fn measure(config: &Config, runs: &Runs) -> Result<Measured, MeasureError> {
         hits_landed += out.stats.hits_landed;
     }
     let per_kilotick = |n: u64| n as f64 * 1_000.0 / (total.ticks.max(1) as f64);
-    let per_client_s = |n: u64| if client_s > 0.0 { n as f64 / client_s } else { 0.0 };
+    let per_client_s = |n: u64| {
+        if client_s > 0.0 {
+            n as f64 / client_s
+        } else {
+            0.0
+        }
+    };
     let figures = Figures {
         violations: total.violations,
         seeds: total.seeds,

@@ -318,7 +318,10 @@ fn run_knob(args: &RecommendArgs, runs: &Runs, knob: &Knob) -> anyhow::Result<Kn
             Err(e) => return Err(e.into()),
         }
     }
-    let valid: Vec<_> = configs.iter().filter_map(|(_, c)| c.as_ref().ok()).collect();
+    let valid: Vec<_> = configs
+        .iter()
+        .filter_map(|(_, c)| c.as_ref().ok())
+        .collect();
     check_read(knob.key, &valid)?;
     let mut trials = Vec::new();
     for (value, config) in configs {
@@ -412,7 +415,17 @@ fn print_knob(r: &KnobResult) {
     println!("  rule: {}", r.rule_text);
     println!(
         "  {:>2} {:>8} {:>5} {:>10} {:>9} {:>8} {:>10} {:>10} {:>7} {:>10} {:>9}",
-        "", "value", "viol", "migr/cross", "migr/1kt", "fwd/1kt", "ghosts/1kt", "gsync/1kt", "spread", "viewB/cl/s", "upd/cl/s"
+        "",
+        "value",
+        "viol",
+        "migr/cross",
+        "migr/1kt",
+        "fwd/1kt",
+        "ghosts/1kt",
+        "gsync/1kt",
+        "spread",
+        "viewB/cl/s",
+        "upd/cl/s"
     );
     for t in &r.trials {
         let mark = if r.recommended.as_deref() == Some(t.value.as_str()) {
@@ -523,7 +536,12 @@ mod tests {
                 .collect();
             assert_eq!(clean.len(), 2, "{}: every value ran clean: {k:?}", k.key);
             let v = k.recommended.as_deref().expect("a recommendation");
-            let pick = figures(k.trials.iter().find(|t| t.value == v).expect("one of the grid"));
+            let pick = figures(
+                k.trials
+                    .iter()
+                    .find(|t| t.value == v)
+                    .expect("one of the grid"),
+            );
             assert_eq!(pick.violations, 0);
             match k.rule {
                 Rule::FewestMigrationsPerCrossing => {
@@ -593,7 +611,10 @@ mod tests {
         check_read("cell.migrate_margin_m", &[&a, &b]).expect("read");
         let err = recommend(&args(&["--grid", "balance.split_cell_load_min=0.3,0.9"]))
             .expect_err("no rule for it");
-        assert!(err.to_string().contains("balance.split_cell_load_min"), "{err}");
+        assert!(
+            err.to_string().contains("balance.split_cell_load_min"),
+            "{err}"
+        );
     }
 
     /// Synthetic figures: a violation disqualifies whatever its figures,

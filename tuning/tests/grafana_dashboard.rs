@@ -14,7 +14,10 @@ use tessera::runtime::Runtime;
 use tessera::server::CellHost;
 
 fn dashboard() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/grafana/tessera.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/grafana/tessera.json"
+    );
     let text = std::fs::read_to_string(path).expect("the dashboard is in the repository");
     serde_json::from_str(&text).expect("the dashboard is JSON")
 }
@@ -87,21 +90,37 @@ fn the_dashboard_has_what_grafana_imports() {
         assert!(h > 0 && w > 0 && x + w <= 24, "panel {id}: gridPos {g}");
         for row in y..y + h {
             for col in x..x + w {
-                assert!(cells.insert((row, col)), "panel {id} overlaps another at {row},{col}");
+                assert!(
+                    cells.insert((row, col)),
+                    "panel {id} overlaps another at {row},{col}"
+                );
             }
         }
         if p["type"] == "row" {
             continue;
         }
-        assert!(p["title"].as_str().is_some_and(|t| !t.is_empty()), "panel {id} title");
-        assert_eq!(p["datasource"]["uid"], ds_ref.as_str(), "panel {id} datasource");
+        assert!(
+            p["title"].as_str().is_some_and(|t| !t.is_empty()),
+            "panel {id} title"
+        );
+        assert_eq!(
+            p["datasource"]["uid"],
+            ds_ref.as_str(),
+            "panel {id} datasource"
+        );
         let targets = p["targets"].as_array().expect("targets");
         assert!(!targets.is_empty(), "panel {id} has no target");
         let mut refs = BTreeSet::new();
         for t in targets {
-            assert!(refs.insert(t["refId"].as_str().expect("refId")), "panel {id} refId twice");
+            assert!(
+                refs.insert(t["refId"].as_str().expect("refId")),
+                "panel {id} refId twice"
+            );
             assert_eq!(t["datasource"]["uid"], ds_ref.as_str(), "panel {id} target");
-            assert!(t["expr"].as_str().is_some_and(|e| !e.is_empty()), "panel {id} expr");
+            assert!(
+                t["expr"].as_str().is_some_and(|e| !e.is_empty()),
+                "panel {id} expr"
+            );
         }
     }
 }
