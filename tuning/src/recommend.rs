@@ -107,6 +107,9 @@ impl Rule {
 
 /// Values within this fraction of the best primary figure count as equal.
 pub const TIE_FRACTION: f64 = 0.02;
+/// A primary figure that varies less than this over the clean values marks
+/// the recommendation as weak (said in its `because`).
+pub const FLAT_FRACTION: f64 = 0.10;
 /// [`Rule::CheapestViewKeepingUpdates`]: the share of the most updates a
 /// value must deliver.
 pub const UPDATES_KEPT_MIN: f64 = 0.9;
@@ -271,6 +274,28 @@ pub fn choose(rule: Rule, trials: &[Trial]) -> (Option<usize>, String) {
         f.load_spread_mean,
         f.view_bytes_per_client_s,
     );
+    let worst = clean
+        .iter()
+        .map(|(_, f)| rule.primary(f))
+        .fold(0.0_f64, f64::max);
+    let all_best = clean
+        .iter()
+        .map(|(_, f)| rule.primary(f))
+        .fold(f64::INFINITY, f64::min);
+    let varies = if all_best > 0.0 {
+        worst / all_best - 1.0
+    } else {
+        f64::INFINITY
+    };
+    let because = if clean.len() > 1 && varies < FLAT_FRACTION {
+        format!(
+            "{because}; weak: {} varies by only {:.1} % over the clean values, so the scenario hardly tells them apart",
+            rule.primary_name(),
+            varies * 100.0
+        )
+    } else {
+        because
+    };
     (Some(pick), because)
 }
 
