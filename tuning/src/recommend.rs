@@ -616,7 +616,7 @@ mod tests {
         }
         assert!(
             rec.left_out.iter().all(|l| !l.read_by_simulator),
-            "{:?}",
+            "the simulator now reads a probed key: give recommend a rule and a grid for it: {:?}",
             rec.left_out
         );
     }
