@@ -112,6 +112,12 @@ impl Checker {
         }
     }
 
+    /// Border crossings of every real so far (times the cell under its
+    /// position changed).
+    pub fn crossings(&self) -> u64 {
+        self.books.iter().map(|b| b.crossings).sum()
+    }
+
     /// Violations found so far (all of them, kept or not).
     pub fn total(&self) -> u64 {
         self.total

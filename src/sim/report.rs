@@ -189,6 +189,22 @@ pub struct SimSummary {
     pub migrations: u64,
     /// Messages forwarded from an old cell to the real's new one.
     pub forwarded: u64,
+    /// Times the cell under a real's position changed (border crossings):
+    /// with `migrations`, the migrations per crossing a hysteresis buys.
+    pub crossings: u64,
+    /// Ghosts created (`CreateGhost` sent): the cost side of the ghost
+    /// radius and of ghost churn.
+    pub ghosts_created: u64,
+    /// Sync messages applied by ghosts: the steady cost of holding ghosts.
+    pub ghost_syncs_applied: u64,
+    /// Bytes in the view batches cells built for their clients.
+    pub view_bytes: u64,
+    /// Entity versions sent to clients as updates.
+    pub view_updates: u64,
+    /// Load spread: the busiest shard's work over the mean shard's, where a
+    /// shard's work is the inputs its cells applied plus the syncs they
+    /// built and applied (1.0 = even; largest over runs).
+    pub load_spread_max: f64,
     /// Invariant violations.
     pub violations: u64,
     /// Messages the network delivered.
@@ -244,6 +260,12 @@ impl SimSummary {
         self.ticks += other.ticks;
         self.migrations += other.migrations;
         self.forwarded += other.forwarded;
+        self.crossings += other.crossings;
+        self.ghosts_created += other.ghosts_created;
+        self.ghost_syncs_applied += other.ghost_syncs_applied;
+        self.view_bytes += other.view_bytes;
+        self.view_updates += other.view_updates;
+        self.load_spread_max = self.load_spread_max.max(other.load_spread_max);
         self.violations += other.violations;
         self.messages_delivered += other.messages_delivered;
         self.messages_rejected_full += other.messages_rejected_full;

@@ -579,11 +579,28 @@ impl World {
         if s.violations > 0 {
             s.failed_seeds.push(self.options.seed);
         }
+        let mut shard_work = vec![0u64; usize::from(self.options.shards)];
         for c in &self.cells {
-            s.migrations += c.counters().migrations_in;
-            s.forwarded += c.counters().forwards;
-            s.max_reorder_buffer = s.max_reorder_buffer.max(c.counters().reorder_buffered_max);
-            s.max_cache_len = s.max_cache_len.max(c.counters().sync_cache_len_max);
+            let k = c.counters();
+            s.migrations += k.migrations_in;
+            s.forwarded += k.forwards;
+            s.max_reorder_buffer = s.max_reorder_buffer.max(k.reorder_buffered_max);
+            s.max_cache_len = s.max_cache_len.max(k.sync_cache_len_max);
+            s.ghosts_created += k.ghosts_created;
+            s.ghost_syncs_applied += k.syncs_applied;
+            s.view_bytes += k.view_bytes;
+            s.view_updates += k.view_updates;
+            let shard = usize::from(self.cell_shard(c.id()).index);
+            if let Some(w) = shard_work.get_mut(shard) {
+                *w += k.inputs_applied + k.syncs_built + k.syncs_applied;
+            }
+        }
+        s.crossings = self.checker.crossings();
+        let work_total: u64 = shard_work.iter().sum();
+        if work_total > 0 {
+            let mean = work_total as f64 / shard_work.len() as f64;
+            let busiest = shard_work.iter().copied().max().unwrap_or(0);
+            s.load_spread_max = busiest as f64 / mean;
         }
         if let Some(b) = &self.balance {
             let st = b.stats();
