@@ -218,12 +218,8 @@ fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
         .ok_or_else(|| anyhow::anyhow!("{addr} does not resolve"))
 }
 
-/// Runs the benchmark `cli` describes.
-///
-/// # Errors
-/// If the config is invalid, the server cannot start or be reached, or the
-/// bot threads cannot start.
-pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
+/// The flags' own rules (the config's are checked when it loads).
+fn check_flags(cli: &Cli) -> anyhow::Result<()> {
     anyhow::ensure!(cli.move_hz > 0.0, "--move-hz must be positive");
     anyhow::ensure!(
         (0.0..=1.0).contains(&cli.check_fraction),
@@ -231,6 +227,16 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
     );
     anyhow::ensure!(cli.read_bytes > 0, "--read-bytes must be at least 1");
     anyhow::ensure!(cli.events_max > 0, "--events-max must be at least 1");
+    Ok(())
+}
+
+/// Runs the benchmark `cli` describes.
+///
+/// # Errors
+/// If the config is invalid, the server cannot start or be reached, or the
+/// bot threads cannot start.
+pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
+    check_flags(cli)?;
     let mut config = server_config(cli)?;
     // The embedded server checks signed tickets with a key of this run;
     // a remote one with its own (`--key-file`) or none.
