@@ -17,7 +17,7 @@ use crate::core::ids::ShardId;
 use crate::core::time::Time;
 use crate::runtime::inbox::InboxBuf;
 use crate::runtime::{
-    Batch, ClientPort, ConnId, Inbox, Outbox, PortParams, ShardApp, ShardContext,
+    tick_offset, Batch, ClientPort, ConnId, Inbox, Outbox, PortParams, ShardApp, ShardContext,
 };
 
 use super::CellHost;
@@ -51,6 +51,11 @@ pub struct Harness {
     pub clients: Vec<TestClient>,
     /// Current time.
     pub now: Time,
+    /// Each shard's tick offset within a step, as the runtime staggers
+    /// them ([`tick_offset`]). Shards tick in offset order; a batch reaches
+    /// a shard that ticks later in the same step, else the next step (so
+    /// equal offsets model one grid for all shards: a tick per hop).
+    pub offsets: Vec<std::time::Duration>,
     tick: std::time::Duration,
     registry: Arc<TypeRegistry>,
 }
@@ -96,6 +101,7 @@ impl Harness {
             dead: Vec::new(),
             clients: Vec::new(),
             now: Time::from_millis(1000),
+            offsets: Vec::new(),
             tick,
             registry: Arc::new(TypeRegistry::with_builtins()),
         };
@@ -115,6 +121,7 @@ impl Harness {
             h.tx.push(tx);
             h.rx.push(rx);
             h.dead.push(AtomicBool::new(false));
+            h.offsets.push(tick_offset(index, shards, tick));
         }
         h
     }
@@ -146,13 +153,18 @@ impl Harness {
                 c.session.advance_transmit(n);
             }
         }
-        for i in 0..self.hosts.len() {
-            for batch in self.rx[i].try_iter() {
-                self.inboxes[i].push_batch(batch);
+        let offsets = self.offsets.clone();
+        let mut order: Vec<usize> = (0..self.hosts.len()).collect();
+        order.sort_by_key(|&i| (offsets[i], i));
+        // Shards of one offset tick together: none sees the others' batches
+        // of this step.
+        for group in order.chunk_by(|&a, &b| offsets[a] == offsets[b]) {
+            group.iter().for_each(|&i| self.take_inbound(i));
+            for &i in group {
+                let inbox = Inbox::new(&mut self.inboxes[i]);
+                self.hosts[i].on_tick(self.now, inbox, &mut self.outboxes[i], &mut self.ports[i]);
+                self.outboxes[i].flush(&self.tx, &self.dead);
             }
-            let inbox = Inbox::new(&mut self.inboxes[i]);
-            self.hosts[i].on_tick(self.now, inbox, &mut self.outboxes[i], &mut self.ports[i]);
-            self.outboxes[i].flush(&self.tx, &self.dead);
         }
         for c in &mut self.clients {
             if c.paused || c.closed {
@@ -166,6 +178,12 @@ impl Harness {
             }
         }
         self.now = self.now + self.tick;
+    }
+
+    fn take_inbound(&mut self, i: usize) {
+        for batch in self.rx[i].try_iter() {
+            self.inboxes[i].push_batch(batch);
+        }
     }
 
     /// Runs `n` ticks.
