@@ -58,6 +58,7 @@ pub use inbox::Inbox;
 pub use metrics::{AppMetric, Count, Hist, Level, MetricSink, ShardStats};
 pub use outbox::{Batch, Outbox, SendError};
 pub use port::{ClientPort, CloseReason, ConnId, PortCounters, PortError, PortEvent, PortParams};
+pub use shard::tick_offset;
 
 use crate::config::Config;
 use crate::core::ids::ShardId;

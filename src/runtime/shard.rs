@@ -1,7 +1,7 @@
 //! One shard: the tick loop of one pinned glommio executor.
 //!
-//! Every `runtime.tick_ms` (deadlines on a grid shared by all shards, from the
-//! runtime's epoch) a shard:
+//! Every `runtime.tick_ms` (deadlines on a grid from the runtime's epoch,
+//! shard `i` of `n` offset by `i/n` of a tick: [`tick_offset`]) a shard:
 //! 1. **drains** its inbound queues into its inbox (unless the inbox is at
 //!    `mesh.inbox_items_max`, which pushes back on the senders);
 //! 2. calls the application's `on_tick(now, inbox, outbox, port)`; the
@@ -16,6 +16,17 @@
 //!    the time), and sleeps on a glommio timer until the next deadline. After
 //!    an overrun the next tick runs at once, and deadlines that passed
 //!    entirely meanwhile are skipped (counted) rather than burst through.
+//!
+//! # Staggered ticks
+//! A batch flushed at the end of a tick is read at the receiver's next tick
+//! start. On one grid for all shards that is a whole tick per hop, so a
+//! round trip between shards (a client's input to its real on another
+//! shard, and the real's view batch back to the proxy) took two ticks, and a
+//! real that migrated away from its proxy's shard went two ticks silent
+//! (issue 21, "the migration stall"). Offsetting shard `i` by `i/n` of a
+//! tick makes the hops of any round trip add up to exactly one tick (`j - i`
+//! and `i - j` steps of `1/n`, modulo `n`) while each tick's work fits in
+//! `tick/n`; a longer tick delays a hop to the next slot, never loses one.
 //!
 //! # Shutdown
 //! When the stop flag is seen (between ticks, so the current tick completes),
@@ -76,6 +87,17 @@ impl Shared {
         let micros = at.saturating_duration_since(self.epoch).as_micros();
         Time(u64::try_from(micros).unwrap_or(u64::MAX))
     }
+}
+
+/// How far shard `index` of `shards` ticks after shard 0: `index/shards` of
+/// a `tick` (see "Staggered ticks" in the module doc). Zero for one shard
+/// and for an index out of range.
+pub fn tick_offset(index: u16, shards: u16, tick: Duration) -> Duration {
+    if index >= shards {
+        return Duration::ZERO;
+    }
+    let nanos = tick.as_nanos() * u128::from(index) / u128::from(shards);
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
 /// Everything one shard needs, moved onto its thread.
@@ -199,9 +221,11 @@ pub(crate) async fn run<A: ShardApp>(
 impl<A: ShardApp> Shard<A> {
     async fn tick_loop(&mut self) {
         let tick = self.p.ctx.tick;
-        // Deadlines on the shared grid epoch + k * tick.
-        let since = self.shared.epoch.elapsed().as_nanos() / tick.as_nanos().max(1);
-        let mut next = self.shared.epoch + tick * u32::try_from(since + 1).unwrap_or(u32::MAX);
+        // Deadlines on this shard's grid: epoch + offset + k * tick.
+        let grid = self.shared.epoch + tick_offset(self.p.ctx.shard.index, self.p.ctx.shards, tick);
+        let since =
+            Instant::now().saturating_duration_since(grid).as_nanos() / tick.as_nanos().max(1);
+        let mut next = grid + tick * u32::try_from(since + 1).unwrap_or(u32::MAX);
         let mut ticks: u64 = 0;
         while !self.shared.stop.load(Ordering::Acquire) {
             self.pump_io();
@@ -465,4 +489,37 @@ impl<A> Drop for Shard<A> {
 
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tick_offset;
+    use std::time::Duration;
+
+    /// The wait from shard `i`'s tick to shard `j`'s next one.
+    fn hop(i: u16, j: u16, n: u16, tick: Duration) -> Duration {
+        let (a, b) = (tick_offset(i, n, tick), tick_offset(j, n, tick));
+        if b > a {
+            b - a
+        } else {
+            tick + b - a
+        }
+    }
+
+    #[test]
+    fn a_round_trip_between_any_two_shards_is_one_tick() {
+        let tick = Duration::from_millis(50);
+        assert_eq!(tick_offset(0, 1, tick), Duration::ZERO);
+        assert_eq!(tick_offset(1, 2, tick), Duration::from_millis(25));
+        assert_eq!(tick_offset(5, 2, tick), Duration::ZERO, "out of range");
+        for n in 2..=7u16 {
+            for i in 0..n {
+                assert!(tick_offset(i, n, tick) < tick);
+                for j in (0..n).filter(|&j| j != i) {
+                    let trip = hop(i, j, n, tick) + hop(j, i, n, tick);
+                    assert_eq!(trip, tick, "{i} <-> {j} of {n}");
+                }
+            }
+        }
+    }
 }

@@ -17,7 +17,9 @@ use crate::core::ids::ShardId;
 use crate::core::time::Time;
 use crate::runtime::inbox::InboxBuf;
 use crate::runtime::mesh::Queue;
-use crate::runtime::{ClientPort, ConnId, Inbox, Outbox, PortParams, ShardApp, ShardContext};
+use crate::runtime::{
+    tick_offset, ClientPort, ConnId, Inbox, Outbox, PortParams, ShardApp, ShardContext,
+};
 use crossbeam_queue::ArrayQueue;
 
 use super::CellHost;
@@ -55,6 +57,11 @@ pub struct Harness {
     pub clients: Vec<TestClient>,
     /// Current time.
     pub now: Time,
+    /// Each shard's tick offset within a step, as the runtime staggers
+    /// them ([`tick_offset`]). Shards tick in offset order; a batch reaches
+    /// a shard that ticks later in the same step, else the next step (so
+    /// equal offsets model one grid for all shards: a tick per hop).
+    pub offsets: Vec<std::time::Duration>,
     tick: std::time::Duration,
     registry: Arc<TypeRegistry>,
 }
@@ -99,6 +106,7 @@ impl Harness {
             dead: Vec::new(),
             clients: Vec::new(),
             now: Time::from_millis(1000),
+            offsets: Vec::new(),
             tick,
             registry: Arc::new(TypeRegistry::with_builtins()),
         };
@@ -117,6 +125,7 @@ impl Harness {
                 .push(Outbox::new(ShardId::local(index), shards, 4096, 65536));
             h.queues.push(Arc::new(ArrayQueue::new(1024)));
             h.dead.push(AtomicBool::new(false));
+            h.offsets.push(tick_offset(index, shards, tick));
         }
         h
     }
@@ -154,13 +163,18 @@ impl Harness {
                 c.session.advance_transmit(n);
             }
         }
-        for i in 0..self.hosts.len() {
-            while let Some(batch) = self.queues[i].pop() {
-                self.inboxes[i].push_batch(batch);
+        let offsets = self.offsets.clone();
+        let mut order: Vec<usize> = (0..self.hosts.len()).collect();
+        order.sort_by_key(|&i| (offsets[i], i));
+        // Shards of one offset tick together: none sees the others' batches
+        // of this step.
+        for group in order.chunk_by(|&a, &b| offsets[a] == offsets[b]) {
+            group.iter().for_each(|&i| self.take_inbound(i));
+            for &i in group {
+                let inbox = Inbox::new(&mut self.inboxes[i]);
+                self.hosts[i].on_tick(self.now, inbox, &mut self.outboxes[i], &mut self.ports[i]);
+                self.outboxes[i].flush(&self.queues, &self.dead);
             }
-            let inbox = Inbox::new(&mut self.inboxes[i]);
-            self.hosts[i].on_tick(self.now, inbox, &mut self.outboxes[i], &mut self.ports[i]);
-            self.outboxes[i].flush(&self.queues, &self.dead);
         }
         for c in &mut self.clients {
             if c.paused || c.closed {
@@ -174,6 +188,12 @@ impl Harness {
             }
         }
         self.now = self.now + self.tick;
+    }
+
+    fn take_inbound(&mut self, i: usize) {
+        while let Some(batch) = self.queues[i].pop() {
+            self.inboxes[i].push_batch(batch);
+        }
     }
 
     /// Runs `n` ticks.

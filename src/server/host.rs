@@ -24,7 +24,9 @@
 //!    port.
 //! 6. Routing: same shard -> local FIFO queue, delivered at the next phase
 //!    boundary (steps 3 and 5, or the next tick); other shard -> one batch
-//!    per destination per tick, serialised once.
+//!    per destination per tick, serialised once, read at the destination's
+//!    next tick (shards tick staggered, so a round trip takes one tick:
+//!    `runtime::tick_offset`).
 //!
 //! Proxies live on the shard whose index is encoded in the entity id
 //! ([`entity_id`]), so any shard can route `Dest::Proxy` without a directory;

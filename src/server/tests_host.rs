@@ -347,3 +347,94 @@ fn a_merge_drops_a_cell_and_the_host_counters_keep_its_counts() {
     );
     assert_eq!(violations(&h), 0);
 }
+
+/// What a walk measured at the walker's client.
+#[derive(Debug, Default)]
+struct OwnGaps {
+    /// Ticks between consecutive ticks that brought own updates.
+    gaps: Vec<u64>,
+    /// Moves sent.
+    moves: u64,
+    /// Own updates received.
+    updates: u64,
+}
+
+/// Walks client `c` to `to_x` (z = 60), one 1 m move every second tick
+/// (README's bots: a move every 100 ms, 50 ms ticks), then two more ticks.
+fn walk_every_other_tick(h: &mut Harness, c: usize, to_x: f64) -> OwnGaps {
+    let mut x = h.clients[c]
+        .session
+        .view()
+        .and_then(|v| v.own())
+        .map_or(120.0, |s| s.replica.core().pos.x);
+    let mut m = OwnGaps::default();
+    let first = h.clients[c].session.counters().own_updates;
+    let mut own = first;
+    let mut since: Option<u64> = None;
+    let mut tick = 0u64;
+    let mut tail = 4;
+    while tail > 0 {
+        if (x - to_x).abs() <= 0.01 {
+            tail -= 1;
+        } else if tick % 2 == 0 {
+            x += (to_x - x).clamp(-1.0, 1.0);
+            let now = h.now;
+            h.clients[c]
+                .session
+                .send_move(now, Vec3::ground(x, 60.0), 0.0)
+                .expect("move");
+            m.moves += 1;
+        }
+        h.step();
+        tick += 1;
+        let n = h.clients[c].session.counters().own_updates;
+        if n > own {
+            if let Some(s) = since {
+                m.gaps.push(tick - s);
+            }
+            since = Some(tick);
+            own = n;
+        }
+    }
+    m.updates = own - first;
+    m
+}
+
+/// Issue 21, "the migration stall": a client's proxy stays on the shard
+/// that accepted it, so once its real migrates to a cell of another shard
+/// every move and its own update cross the mesh. Each crossing waits for
+/// the receiver's next tick; on one tick grid for all shards that is a
+/// whole tick each way, and the first move after the migration came back
+/// two ticks later than the one before it (4 ticks apart instead of 2).
+/// With the runtime's staggered ticks the round trip is one tick.
+#[test]
+fn own_updates_keep_their_spacing_across_a_migration_between_shards() {
+    let walk = |aligned: bool| {
+        // A fixed layout: the balancer would merge the two idle cells.
+        let mut h = Harness::new(&test_config(&["balance.enabled=false"]));
+        if aligned {
+            h.offsets.fill(std::time::Duration::ZERO);
+        }
+        // Proxy on shard 1; spawned at x = 120 (cell 1, shard 1).
+        let walker = h.connect(1, "walker");
+        h.run(10);
+        let e = entity(&h, walker);
+        let away = walk_every_other_tick(&mut h, walker, 100.0);
+        let there = h.hosts[0].cells().any(|c| c.reals().contains(&e));
+        assert!(there, "the real migrated to cell 0 on shard 0");
+        let back = walk_every_other_tick(&mut h, walker, 140.0);
+        assert!(h.hosts[1].cells().any(|c| c.reals().contains(&e)));
+        assert_eq!(violations(&h), 0);
+        let s = &h.clients[walker].session;
+        assert_eq!(s.last_acked(), s.next_seq() - 1, "every move acknowledged");
+        (away, back)
+    };
+    let (away, back) = walk(false);
+    for m in [&away, &back] {
+        assert_eq!(m.updates, m.moves, "one own update per move: {m:?}");
+        assert!(m.gaps.iter().all(|&g| g <= 3), "{m:?}");
+    }
+    // The old grid: one tick per hop each way.
+    let (away, _) = walk(true);
+    assert_eq!(away.gaps.iter().max(), Some(&4), "{away:?}");
+}
