@@ -165,7 +165,12 @@ fn towns_dungeons_and_the_way_back() {
         pump_until(
             &mut [&mut w, &mut a, &mut b, &mut d],
             Duration::from_secs(5),
-            |_| { server.counters().instances_reclaimed >= 1 }
+            |_| {
+                // Each shard publishes its counters every 20 ticks, at its
+                // own tick offset: wait for all of them, not just the first.
+                let c = server.counters();
+                c.instances_reclaimed >= 1 && c.space_transfers >= 5 && c.space_enters >= 5
+            }
         ),
         "the empty dungeon is reclaimed: {:?}",
         server.counters()
