@@ -14,7 +14,12 @@
 # (2 per bot: `ulimit -Hn`), or always with SEPARATE=1. Opt-in (about 6 minutes for the default
 # matrix); not part of CI. Needs python3 for the table. Reports land in
 # $OUT (default target/scale); the table goes to stdout. RUN=0 only prints
-# the table of the reports already in $OUT.
+# the table of the reports already in $OUT. PIN=1: clients per core as
+# issue 21 measures them: the server in its own process with every shard on
+# CPU 0, loadgen one thread on CPU 1 (taskset), e.g.
+#   PIN=1 SHARDS=1 BOTS="1000 2000 5000" bash loadgen/scale.sh
+# (EXTRA="--set view.client_update_hz=10.0 --check-fraction 0.1" for the
+# 10 Hz client rate and a sampled loadgen).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BOTS=${BOTS:-"1000 2000 5000 10000"}
@@ -24,6 +29,18 @@ OUT=${OUT:-target/scale}
 EXTRA=${EXTRA:-"--set balance.enabled=false"}
 LISTEN=${LISTEN:-127.0.0.1:7411}
 ADMIN=${ADMIN:-127.0.0.1:9411}
+PIN=${PIN:-0}
+LG_PIN=""
+LG_THREADS=2
+# The server takes the config sets only (loadgen flags such as
+# --check-fraction in EXTRA are loadgen's).
+SERVER_EXTRA=$(printf '%s\n' $EXTRA | awk '/^--set$/ {getline v; printf "--set %s ", v}')
+if [ "$PIN" = 1 ]; then
+  SERVER_EXTRA="$SERVER_EXTRA --set runtime.cpus=[0]"
+  LG_PIN="taskset -c 1"
+  LG_THREADS="1 --no-pin"
+  SEPARATE=1
+fi
 mkdir -p "$OUT"
 [ "${RUN:-1}" = 0 ] || cargo build --release --locked --bin loadgen --bin tessera >/dev/null
 hard=$(ulimit -Hn)
@@ -34,7 +51,7 @@ separate() {
   local sets pid
   # shellcheck disable=SC2086
   sets=$(./target/release/loadgen --bots "$1" $EXTRA --print-server-sets)
-  eval "exec ./target/release/tessera $sets $EXTRA --set runtime.shards=$2 \
+  eval "exec ./target/release/tessera $sets $SERVER_EXTRA --set runtime.shards=$2 \
     --listen $LISTEN --admin $ADMIN" >"$OUT/$4.server.log" 2>&1 &
   pid=$!
   for _ in $(seq 100); do
@@ -46,7 +63,7 @@ separate() {
     return 2
   fi
   local rc=0
-  eval "./target/release/loadgen --bots $1 --threads 2 --duration $DURATION --ramp $3 \
+  eval "$LG_PIN ./target/release/loadgen --bots $1 --threads $LG_THREADS --duration $DURATION --ramp $3 \
     --server $LISTEN --server-admin $ADMIN --server-pid $pid $sets $EXTRA \
     --json $OUT/$4.json" >"$OUT/$4.log" 2>&1 || rc=$?
   kill -TERM "$pid" 2>/dev/null || true
@@ -82,13 +99,13 @@ cut = rest.index("--")
 bots, shards = rest[:cut], rest[cut + 1:]
 print("| bots | shards | server | connected | update latency p50 / p99 / max (ms) | ack RTT p50 / p99 (ms) "
       "| moves sent /bot/s | updates /bot/s | bytes /bot/s | in view | migrations/s | violations | server CPU (% core) "
-      "| loadgen CPU | tick p50/p99 per shard (ms) | stalls | disconnects |")
-print("|" + "---|" * 17)
+      "| loadgen CPU | server µs per client-s | tick p50/p99 per shard (ms) | stalls | disconnects |")
+print("|" + "---|" * 18)
 for b in bots:
     for s in shards:
         p = os.path.join(out, f"b{b}_s{s}.json")
         if not os.path.exists(p):
-            print(f"| {b} | {s} | | (no report) |" + " |" * 13)
+            print(f"| {b} | {s} | | (no report) |" + " |" * 14)
             continue
         r = json.load(open(p))
         u, a, srv = r["update_latency_ms"], r["ack_rtt_ms"], r["server"]
@@ -107,5 +124,6 @@ for b in bots:
               f"| {r['updates_per_bot_per_s']:.1f} "
               f"| {r['bytes_per_bot_per_s']:.0f} | {r['in_view_avg']:.0f} | {r['migrations_per_s']:.1f} "
               f"| {r['violations']} | {cpu.get('server', 0):.0f} | {cpu.get('loadgen', 0):.0f} "
+              f"| {cpu.get('server', 0) * 1e4 / max(r['bots_connected'], 1):.0f} "
               f"| {ticks or 'n/a'} | {stalls} | {disc or 0} |")
 PY
