@@ -551,3 +551,23 @@ fn checker_catches_a_world_that_did_not_quiesce() {
         kinds(&w)
     );
 }
+
+#[test]
+fn checker_catches_a_lost_downstream_message() {
+    let mut w = crowd_world(9);
+    let (e, _) = batch_with_enter(&mut w);
+    // The transport to e's client loses one message (a view batch or an
+    // ack): the next one arrives with a gap in the proxy's numbering.
+    w.lose_downstream(e, 1);
+    for _ in 0..40 {
+        w.step();
+        if !kinds(&w).is_empty() {
+            break;
+        }
+    }
+    assert!(
+        kinds(&w).contains(&ViolationKind::DownstreamBroken),
+        "{:?}",
+        kinds(&w)
+    );
+}

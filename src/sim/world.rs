@@ -170,6 +170,9 @@ pub struct World {
     /// Per entity: input acks sent downstream by its real, and received by
     /// its client.
     pub(super) acks: Vec<(u64, u64)>,
+    /// Downstream messages to lose on the way to each client (tests that
+    /// break the downstream on purpose, [`World::lose_downstream`]).
+    pub(super) lose_down: Vec<u32>,
     /// Per entity: its property counter (the ghost-visible state).
     pub(super) props: Vec<u64>,
     pub(super) stats: WorldStats,
@@ -262,6 +265,7 @@ impl World {
             real_pos: Vec::with_capacity(n),
             pending: vec![None; n],
             acks: vec![(0, 0); n],
+            lose_down: vec![0; n],
             props: vec![0; n],
             stats: WorldStats::default(),
             scratch_events: Vec::new(),
@@ -354,6 +358,16 @@ impl World {
             Source::Local => Endpoint::Shard(self.cell_shard(to)),
         };
         self.route_to_cell(src, from, to, msg);
+    }
+
+    /// Loses the next `n` downstream messages (view batches, acks) on their
+    /// way to `e`'s client, as a broken transport would. For tests that
+    /// prove the checker notices.
+    ///
+    /// # Panics
+    /// If `e` is not an entity of this world.
+    pub fn lose_downstream(&mut self, e: EntityId, n: u32) {
+        self.lose_down[e.0 as usize] += n;
     }
 
     /// Where the real of `e` was at the end of the last step (`None` while

@@ -158,6 +158,11 @@ impl World {
                 self.proxies[entity.0 as usize].send_input(now, data);
             }
             Packet::Down { entity, seq, data } => {
+                let lose = &mut self.lose_down[entity.0 as usize];
+                if *lose > 0 {
+                    *lose -= 1;
+                    return;
+                }
                 let tick = self.tick;
                 if decode_ack(&data).is_some() {
                     self.acks[entity.0 as usize].1 += 1;
