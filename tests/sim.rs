@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use tessera::core::cell::{Call, CallKind, CellMsg, Onload, Source, ToReal, ToRealBody};
+use tessera::core::cell::{Call, CallKind, CellMsg, Onload, ProxyMsg, Source, ToReal, ToRealBody};
 use tessera::core::entity::schema::{TypeRegistry, AVATAR};
 use tessera::core::entity::{Audience, Entity, SyncCache, SyncKind, SyncMsg};
 use tessera::core::geom::Vec3;
@@ -567,6 +567,37 @@ fn checker_catches_a_lost_downstream_message() {
     }
     assert!(
         kinds(&w).contains(&ViolationKind::DownstreamBroken),
+        "{:?}",
+        kinds(&w)
+    );
+}
+
+#[test]
+fn checker_catches_a_proxy_that_lost_its_real() {
+    let mut w = small_world(10);
+    for _ in 0..10 {
+        w.step();
+    }
+    assert!(kinds(&w).is_empty(), "{:?}", kinds(&w));
+    let e = EntityId(0);
+    let home = w.real_cell(e).expect("landed");
+    // A RealMoved from the future: the proxy believes the real is in
+    // another cell, at an epoch no real migration will reach.
+    w.inject_proxy(
+        home,
+        ProxyMsg::RealMoved {
+            entity: e,
+            cell: other_cell(&w, home),
+            epoch: u64::MAX / 2,
+        },
+    );
+    let total = w.options().ticks + w.options().heal_ticks;
+    while w.tick() < total && !kinds(&w).contains(&ViolationKind::ProxyStale) {
+        w.step();
+    }
+    w.finish();
+    assert!(
+        kinds(&w).contains(&ViolationKind::ProxyStale),
         "{:?}",
         kinds(&w)
     );

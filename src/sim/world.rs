@@ -360,6 +360,20 @@ impl World {
         self.route_to_cell(src, from, to, msg);
     }
 
+    /// Sends `msg` to its entity's proxy as if a real had sent it from
+    /// `from`'s shard this tick. For tests that break an invariant on
+    /// purpose, to prove the checker notices.
+    pub fn inject_proxy(&mut self, from: CellId, msg: crate::core::cell::ProxyMsg) {
+        let e = match &msg {
+            crate::core::cell::ProxyMsg::RealMoved { entity, .. }
+            | crate::core::cell::ProxyMsg::Downstream { entity, .. } => *entity,
+        };
+        let src = Endpoint::Shard(self.cell_shard(from));
+        let dst = Endpoint::Shard(self.proxy_shard(e));
+        self.router
+            .push(src, dst, crate::sim::world_route::Packet::Proxy(msg));
+    }
+
     /// Loses the next `n` downstream messages (view batches, acks) on their
     /// way to `e`'s client, as a broken transport would. For tests that
     /// prove the checker notices.
