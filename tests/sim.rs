@@ -364,6 +364,19 @@ fn checker_catches_a_migration_without_ghost() {
     assert!(k.contains(&ViolationKind::TwoReals), "{k:?}");
 }
 
+/// A game call with no data for `e`'s real.
+fn empty_call(e: EntityId) -> CellMsg {
+    CellMsg::ToReal(ToReal {
+        entity: e,
+        hops: 0,
+        body: ToRealBody::Call(Call {
+            kind: CallKind::Game,
+            id: 0,
+            data: Arc::from(&[][..]),
+        }),
+    })
+}
+
 #[test]
 fn checker_catches_a_lost_call() {
     let mut w = small_world(3);
@@ -375,16 +388,7 @@ fn checker_catches_a_lost_call() {
         .map(CellId)
         .find(|&c| w.cells()[c.0 as usize].residency(e).is_none())
         .expect("a cell that never heard of e0");
-    let call = ToReal {
-        entity: e,
-        hops: 0,
-        body: ToRealBody::Call(Call {
-            kind: CallKind::Game,
-            id: 0,
-            data: Arc::from(&[][..]),
-        }),
-    };
-    w.inject(Source::Local, target, CellMsg::ToReal(call));
+    w.inject(Source::Local, target, empty_call(e));
     // The cell holds it in case e0's ghost is on its way (`early.rs`), and
     // drops it once the ghost creation timeout passes.
     let tick_ms = w.options().tick_ms;
@@ -534,16 +538,7 @@ fn checker_catches_a_world_that_did_not_quiesce() {
     // A message still on its way when the run ends.
     let e = EntityId(0);
     let home = w.real_cell(e).expect("landed");
-    let call = ToReal {
-        entity: e,
-        hops: 0,
-        body: ToRealBody::Call(Call {
-            kind: CallKind::Game,
-            id: 0,
-            data: Arc::from(&[][..]),
-        }),
-    };
-    w.inject(Source::Local, home, CellMsg::ToReal(call));
+    w.inject(Source::Local, home, empty_call(e));
     w.finish();
     assert!(
         kinds(&w).contains(&ViolationKind::NotQuiesced),
