@@ -8,23 +8,13 @@
 
 use std::sync::Mutex;
 
-use clap::Parser;
-use loadgen::cli::Cli;
+mod common;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn run(args: &[&str]) -> loadgen::run::Outcome {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let mut all = vec![
-        "loadgen",
-        "--quiet",
-        "--no-pin",
-        "--set",
-        "runtime.pin=false",
-    ];
-    all.extend_from_slice(args);
-    let cli = Cli::try_parse_from(all).expect("valid arguments");
-    loadgen::run::run(&cli).expect("the run starts and ends")
+    common::run(args)
 }
 
 #[test]
@@ -121,8 +111,12 @@ fn a_sampled_run_checks_the_fraction_asked_and_says_so() {
         table.contains("10 of 20 bots (--check-fraction 0.5)"),
         "{table}"
     );
+    // Reported; its value may round to 0 here: 20 bots use less CPU over
+    // the steady window than one clock tick (10 ms) now and then (the sum
+    // arithmetic is checked by `run::tests::loadgen_cpu_is_per_bot_second`).
     assert!(
-        s.loadgen_cpu_us_per_bot_s.is_some_and(|us| us > 0.0),
+        s.loadgen_cpu_us_per_bot_s
+            .is_some_and(|us| us.is_finite() && us >= 0.0),
         "{:?}",
         s.loadgen_cpu_us_per_bot_s
     );

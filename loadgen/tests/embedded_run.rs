@@ -2,21 +2,8 @@
 //! TCP: every bot connects, sees others move (timed end to end), hits
 //! through the combat flow, and no rule is broken.
 
-use clap::Parser;
-use loadgen::cli::Cli;
-
-fn run(args: &[&str]) -> loadgen::run::Outcome {
-    let mut all = vec![
-        "loadgen",
-        "--quiet",
-        "--no-pin",
-        "--set",
-        "runtime.pin=false",
-    ];
-    all.extend_from_slice(args);
-    let cli = Cli::try_parse_from(all).expect("valid arguments");
-    loadgen::run::run(&cli).expect("the run starts and ends")
-}
+mod common;
+use common::run;
 
 #[test]
 fn a_tiny_embedded_benchmark_has_no_violations() {

@@ -7,8 +7,7 @@
 
 use std::sync::Mutex;
 
-use clap::Parser;
-use loadgen::cli::Cli;
+mod common;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -17,11 +16,6 @@ fn failures(fault: &str, extra: &[&str]) -> Vec<String> {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let set = format!("testing.fault=\"{fault}\"");
     let mut all = vec![
-        "loadgen",
-        "--quiet",
-        "--no-pin",
-        "--set",
-        "runtime.pin=false",
         "--shards",
         "2",
         "--bots",
@@ -34,8 +28,7 @@ fn failures(fault: &str, extra: &[&str]) -> Vec<String> {
         &set,
     ];
     all.extend_from_slice(extra);
-    let cli = Cli::try_parse_from(all).expect("valid arguments");
-    let out = loadgen::run::run(&cli).expect("the run starts and ends");
+    let out = common::run(&all);
     println!("{fault}: {:?}", out.failures);
     out.failures
 }
