@@ -438,23 +438,26 @@ impl CellHost {
             if self.balance.handle_envelope(now, &env) || self.space_envelope(now, &env) {
                 continue;
             }
-            let items = match env.access::<HostBatch>(KIND_HOST_BATCH) {
-                Ok(archived) => rkyv::deserialize::<HostBatch, rkyv::rancor::Error>(archived),
-                Err(_) => {
-                    self.counters.bad_envelopes += 1;
-                    continue;
-                }
+            // Read in place: the batch is validated once, then each spawn
+            // and item is taken out of the archive on its own (no owned
+            // copy of the whole batch first). Each item must be owned
+            // after all: a ghost's reorder buffer and cache keep it.
+            let Ok(batch) = env.access::<HostBatch>(KIND_HOST_BATCH) else {
+                self.counters.bad_envelopes += 1;
+                continue;
             };
-            match items {
-                Ok(batch) => {
-                    for s in &batch.spawns {
-                        if self.spawn_here(now, s).is_err() {
-                            self.counters.spawn_failed += 1;
-                        }
-                    }
-                    batch.items.into_iter().for_each(|i| self.deliver(now, i));
+            for s in batch.spawns.iter() {
+                match rkyv::deserialize::<Spawn, rkyv::rancor::Error>(s) {
+                    Ok(s) if self.spawn_here(now, &s).is_ok() => {}
+                    Ok(_) => self.counters.spawn_failed += 1,
+                    Err(_) => self.counters.bad_envelopes += 1,
                 }
-                Err(_) => self.counters.bad_envelopes += 1,
+            }
+            for item in batch.items.iter() {
+                match rkyv::deserialize::<Routed, rkyv::rancor::Error>(item) {
+                    Ok(item) => self.deliver(now, item),
+                    Err(_) => self.counters.bad_envelopes += 1,
+                }
             }
         }
     }

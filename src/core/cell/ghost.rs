@@ -254,7 +254,6 @@ impl Cell {
             if moved && !self.views.moved(entity, e.entity.core().pos) {
                 self.counters.aoi_refused += 1;
             }
-            self.views.release(entity, version, Some(kind));
             let event = if kind == SyncKind::Snapshot {
                 CellEvent::GhostResynced { entity, version }
             } else {

@@ -291,8 +291,6 @@ impl Cell {
         transition(&mut entry.history, now, prev, Some(to));
         self.entities.insert(entry);
         self.counters.migrations_in += 1;
-        // Observers here that saw the ghost catch up from the real's cache.
-        self.views.release(entity, o.version, None);
         if o.has_proxy {
             self.attach_observer(entity, &o.observer);
         }

@@ -265,7 +265,6 @@ impl Cell {
             if msg.kind.has_movement() && !self.views.moved(e.id, e.entity.core().pos) {
                 self.counters.aoi_refused += 1;
             }
-            self.views.release(e.id, msg.version, Some(msg.kind));
             for h in &r.haunts {
                 let reachable = match h.state {
                     HauntState::Created => true,

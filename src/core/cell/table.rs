@@ -8,7 +8,8 @@
 //! Entities that left are not here but in the forwarding table. Owns only
 //! storage; the protocol lives in the `impl Cell` blocks of its siblings.
 
-use std::collections::{BTreeMap, VecDeque};
+use rustc_hash::FxHashMap; // tidy: allow(HashMap): no random seed; lookups only, never iterated
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::core::combat::Combat;
@@ -141,7 +142,9 @@ impl Entry {
 #[derive(Clone, Debug, Default)]
 pub struct EntityTable {
     entries: Vec<Entry>,
-    index: BTreeMap<EntityId, usize>,
+    /// Id -> slab index (hashed: looked up for every shown entity at every
+    /// observer's flush, so it must cost one probe, not a tree walk).
+    index: FxHashMap<EntityId, usize>, // tidy: allow(HashMap): no random seed; lookups only, never iterated
 }
 
 impl EntityTable {

@@ -108,6 +108,15 @@ impl ViewParams {
         if self.ghost_cache_max == 0 || self.ghost_cache_bytes_max == 0 {
             return Err(invalid("view.ghost_cache_max", "must be > 0"));
         }
+        // An observer pulls at its flush from the copies' caches: a period
+        // longer than a ghost's cache would find it run past and resync
+        // every moving entity at every update.
+        if usize::from(self.flush_every_ticks) > self.ghost_cache_max {
+            return Err(invalid(
+                "view.client_update_hz",
+                "the update period must be at most the ghost cache's length in ticks (ghost_cache_max)",
+            ));
+        }
         if self.ghost_cache_age_max_ms == 0 {
             return Err(invalid("view.ghost_cache_age_max_ms", "must be > 0"));
         }
@@ -161,5 +170,18 @@ mod tests {
         };
         let err = p.validate().unwrap_err().to_string();
         assert!(err.contains("view_entities_max"), "{err}");
+        let cache = ViewParams::default().ghost_cache_max;
+        let p = ViewParams {
+            flush_every_ticks: u16::try_from(cache + 1).expect("small"),
+            ..ViewParams::default()
+        };
+        let err = p.validate().unwrap_err().to_string();
+        assert!(err.contains("view.client_update_hz"), "{err}");
+        let p = ViewParams {
+            flush_every_ticks: u16::try_from(cache).expect("small"),
+            ..ViewParams::default()
+        };
+        p.validate()
+            .expect("an update period as long as the cache is fine");
     }
 }

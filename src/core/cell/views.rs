@@ -3,29 +3,29 @@
 //! module documents.
 //!
 //! Owns [`Views`]: the [`GridAoi`] (every real and ghost is a pos entity;
-//! each observer owns one area), the observers by owner, the reverse index
-//! entity -> observers whose area holds it (kept from the AOI events), and
-//! the log of messages the local copies released since the last view step.
-//! Implements [`ObserverHost`] for the cell's entity table. Must not touch
-//! the protocol (ghost upkeep, migration decisions, forwarding): the
-//! protocol files call the hooks here when a copy appears, moves, releases
-//! a message or goes away.
+//! each observer owns one area) and the observers by owner. Implements
+//! [`ObserverHost`] for the cell's entity table. Must not touch the
+//! protocol (ghost upkeep, migration decisions, forwarding): the protocol
+//! files call the hooks here when a copy appears, moves or goes away.
 //!
 //! # Per tick (after the reals' change sets and the catch-ups)
 //!
 //! 1. Own change sets went to the owner's observer as they were built
 //!    (`emit_syncs` calls [`Observer::handle_own`]).
-//! 2. Every logged release, in order, goes to each observer that sees the
-//!    entity: `handle_sync` with the message from the copy's cache (every
-//!    copy caches what it applies: reals their `SyncCache`, ghosts a small
-//!    one, `ViewParams::ghost_cache_max`), or, if the cache no longer has it
-//!    or the copy was replaced (an onload), a heal from the copy.
-//! 3. The AOI update; each event of an observer's area goes to
-//!    `handle_aoi` and updates the reverse index.
-//! 4. Observers that arrived by migration get `handle_view` with their
+//! 2. The AOI update; each event of an observer's area goes to
+//!    `handle_aoi`.
+//! 3. Observers that arrived by migration get `handle_view` with their
 //!    area's interest set.
-//! 5. Every observer flushes; a non-empty batch goes to its client through
-//!    [`Cell::send_to_client`] (cell -> proxy -> client, in order).
+//! 4. Every observer due this tick flushes: it first pulls each entity it
+//!    shows up to the local copy, from the copy's cache (every copy caches
+//!    what it applies: reals their `SyncCache`, ghosts a small one,
+//!    `ViewParams::ghost_cache_max`; a copy replaced by an onload is healed
+//!    the same way), then sends; a non-empty batch goes to its client
+//!    through [`Cell::send_to_client`] (cell -> proxy -> client, in order).
+//!
+//! Nothing is pushed per released message (see the observer's "Pull at the
+//! flush"): an observer's work follows its own update rate, and the cell
+//! keeps no reverse index entity -> observers.
 //!
 //! On offload the observer is flushed (its last batch sent from the old
 //! cell), encoded into `Onload::observer` and dropped with its area; on
@@ -34,8 +34,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::core::aoi::{AoiEvent, AoiIndex, AreaId, EventKind, GridAoi};
-use crate::core::entity::{Audience, Entity, Fill, SyncCache, SyncKind, SyncMsg};
+use crate::core::aoi::{AoiEvent, AoiIndex, AreaId, GridAoi};
+use crate::core::entity::{Audience, Entity, SyncCache};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use crate::core::view::{Observer, ObserverHost, ObserverStats};
@@ -59,16 +59,6 @@ pub(super) struct Watch {
     pub counted: ObserverStats,
 }
 
-/// A message a local copy released (or a copy replaced) since the last view
-/// step.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Released {
-    pub entity: EntityId,
-    pub version: u64,
-    /// `None`: the copy was replaced (heal the observers from it).
-    pub kind: Option<SyncKind>,
-}
-
 /// The AOI index, the observers and their bookkeeping (see the module doc).
 #[derive(Clone, Debug)]
 pub(super) struct Views {
@@ -79,9 +69,6 @@ pub(super) struct Views {
     free: Vec<u32>,
     /// Owner -> slab index.
     by_owner: BTreeMap<EntityId, u32>,
-    /// Entity -> slab indices of the observers whose area holds it.
-    watchers: BTreeMap<EntityId, Vec<u32>>,
-    pub released: Vec<Released>,
     events: Vec<AoiEvent>,
     interest: Vec<EntityId>,
     batches: Vec<(EntityId, Arc<[u8]>)>,
@@ -111,8 +98,6 @@ impl Views {
             watches: Vec::new(),
             free: Vec::new(),
             by_owner: BTreeMap::new(),
-            watchers: BTreeMap::new(),
-            released: Vec::new(),
             events: Vec::new(),
             interest: Vec::new(),
             batches: Vec::new(),
@@ -140,17 +125,6 @@ impl Views {
     /// The copy of `id` is gone from the cell.
     pub fn remove(&mut self, id: EntityId) {
         let _ = self.aoi.remove_entity(id);
-    }
-
-    /// Logs a release for the next view step (only if someone watches).
-    pub fn release(&mut self, entity: EntityId, version: u64, kind: Option<SyncKind>) {
-        if self.watchers.contains_key(&entity) {
-            self.released.push(Released {
-                entity,
-                version,
-                kind,
-            });
-        }
     }
 
     /// The observer of `owner`.
@@ -186,15 +160,6 @@ impl Views {
         self.free.push(i);
         self.watches[i as usize].take().map(|w| (i, w))
     }
-
-    fn unwatch(&mut self, entity: EntityId, slot: u32) {
-        if let Some(ws) = self.watchers.get_mut(&entity) {
-            ws.retain(|&o| o != slot);
-            if ws.is_empty() {
-                self.watchers.remove(&entity);
-            }
-        }
-    }
 }
 
 impl ObserverHost for EntityTable {
@@ -222,15 +187,6 @@ impl ObserverHost for EntityTable {
 
     fn copy_position(&self, entity: EntityId) -> Option<Vec3> {
         self.get(entity).map(|e| e.entity.core().pos)
-    }
-}
-
-/// The cached message `version` of `entity`'s copy, if still cached.
-fn cached(host: &EntityTable, entity: EntityId, version: u64) -> Option<&SyncMsg> {
-    let cache = host.copy_cache(entity)?;
-    match cache.fill(version.checked_sub(1)?) {
-        Fill::Msgs(mut it) => it.next().filter(|m| m.version == version),
-        Fill::UpToDate | Fill::ResyncNeeded => None,
     }
 }
 
@@ -277,7 +233,7 @@ impl Cell {
     /// batch leaves from here), removes its area and returns its blob
     /// (empty if it had none).
     pub(super) fn detach_observer(&mut self, id: EntityId) -> Vec<u8> {
-        let Some((slot, mut w)) = self.views.take(id) else {
+        let Some((_, mut w)) = self.views.take(id) else {
             return Vec::new();
         };
         let batch = flush_counted(false, &mut w, &self.entities, &mut self.counters);
@@ -286,13 +242,6 @@ impl Cell {
         }
         let mut blob = Vec::new();
         w.observer.encode_blob(&mut blob);
-        let mut interest = std::mem::take(&mut self.views.interest);
-        if self.views.aoi.interest(w.area, &mut interest).is_ok() {
-            for &e in &interest {
-                self.views.unwatch(e, slot);
-            }
-        }
-        self.views.interest = interest;
         let _ = self.views.aoi.remove_area(w.area);
         blob
     }
@@ -321,7 +270,6 @@ impl Cell {
 
     /// The view step of a tick (see the module doc).
     pub(super) fn run_views(&mut self) {
-        self.feed_released();
         self.apply_aoi();
         let mut interest = std::mem::take(&mut self.views.interest);
         for w in self.views.watches.iter_mut().flatten() {
@@ -354,43 +302,7 @@ impl Cell {
         self.views.batches = batches;
     }
 
-    /// Step 2: every logged release to the observers that see the entity.
-    fn feed_released(&mut self) {
-        let released = std::mem::take(&mut self.views.released);
-        let host = &self.entities;
-        for r in &released {
-            let Some(ws) = self.views.watchers.get(&r.entity) else {
-                continue;
-            };
-            let msg = match r.kind {
-                Some(k) if k != SyncKind::Snapshot => cached(host, r.entity, r.version),
-                _ => None,
-            };
-            for &slot in ws {
-                let Some(w) = self.views.watches[slot as usize].as_mut() else {
-                    continue;
-                };
-                let o = &mut w.observer;
-                match (r.kind, msg) {
-                    (Some(SyncKind::Snapshot), _) => {
-                        o.handle_sync(host, r.entity, r.version, SyncKind::Snapshot, &[])
-                    }
-                    (_, Some(m)) => {
-                        o.handle_sync(host, r.entity, m.version, m.kind, m.others_payload())
-                    }
-                    // Not cached any more, or the copy was replaced: heal
-                    // (only if shown: an enter would add it to the view).
-                    _ if o.sees(r.entity) => o.handle_aoi(host, r.entity, EventKind::Enter),
-                    _ => {}
-                }
-            }
-        }
-        self.views.released = released;
-        self.views.released.clear();
-    }
-
-    /// Step 3: the AOI update, its events to the observers and the reverse
-    /// index.
+    /// Step 2: the AOI update and its events to the observers.
     fn apply_aoi(&mut self) {
         let mut events = std::mem::take(&mut self.views.events);
         self.views.aoi.update(&mut events);
@@ -405,10 +317,6 @@ impl Cell {
                 continue;
             }
             w.observer.handle_aoi(&self.entities, ev.entity, ev.kind);
-            match ev.kind {
-                EventKind::Enter => self.views.watchers.entry(ev.entity).or_default().push(slot),
-                EventKind::Leave => self.views.unwatch(ev.entity, slot),
-            }
         }
         self.views.events = events;
     }
@@ -445,7 +353,7 @@ impl Cell {
     ///
     /// # Panics
     /// If the AOI index and the table disagree, an observer belongs to no
-    /// proxied real, or the reverse index disagrees with the areas.
+    /// proxied real, or an observer's area is missing.
     pub(super) fn verify_views(&self) {
         assert_eq!(self.views.aoi.entity_count(), self.entities.len());
         for e in self.entities.iter() {
@@ -453,7 +361,6 @@ impl Cell {
             let proxied = e.real().is_some_and(|r| r.has_proxy);
             assert_eq!(self.views.watch(e.id).is_some(), proxied, "{}", e.id);
         }
-        let mut pairs = 0;
         let mut interest = Vec::new();
         for (owner, &slot) in &self.views.by_owner {
             let w = self.views.watches[slot as usize].as_ref().expect("live");
@@ -462,19 +369,10 @@ impl Cell {
                 .aoi
                 .interest(w.area, &mut interest)
                 .expect("area");
-            for e in &interest {
-                let ws = self.views.watchers.get(e).expect("watched");
-                assert_eq!(ws.iter().filter(|&&o| o == slot).count(), 1);
-            }
-            pairs += interest.len();
         }
         let live = self.views.watches.iter().flatten().count();
         assert_eq!(live, self.views.by_owner.len());
         assert_eq!(live + self.views.free.len(), self.views.watches.len());
-        assert_eq!(
-            pairs,
-            self.views.watchers.values().map(Vec::len).sum::<usize>()
-        );
     }
 }
 

@@ -86,8 +86,15 @@ impl Observer {
             }
         }
         put_uvar(out, u64::from(self.next_handle));
-        let shown = self.slots.iter().filter(|(_, s)| s.handle.is_some());
-        put_uvar(out, shown.clone().count() as u64);
+        // Ascending in the blob (the decoder checks it); the table itself
+        // is in arrival order.
+        let mut shown: Vec<_> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.handle.is_some())
+            .collect();
+        shown.sort_unstable_by_key(|&(e, _)| *e);
+        put_uvar(out, shown.len() as u64);
         for (e, s) in shown {
             put_uvar(out, e.0);
             out.push(match s.state {
@@ -154,7 +161,7 @@ impl Observer {
 
 fn read_slot(r: &mut Reader<'_>, o: &mut Observer, used: &mut [bool]) -> Result<(), BlobError> {
     let e = EntityId(r.uvar()?);
-    if o.slots.last_key_value().is_some_and(|(&k, _)| k >= e) {
+    if o.slots.last_key().is_some_and(|k| k >= e) {
         return Err(BlobError::Order(e));
     }
     let state = match r.u8()? {

@@ -11,6 +11,7 @@
 //!   coalesced movements, per-tick batch.
 //! - [`budget`]: the client's downstream budget, distance bands and
 //!   movement priority.
+//! - `slots`: the observer's dense slot table (entity -> slot).
 //! - [`carry`]: the observer's migration blob (`Onload::observer`).
 //! - [`client`]: [`ClientView`], the client side that checks every rule.
 //!
@@ -38,27 +39,26 @@
 //!
 //! 1. For every real `E` that changed: `observer(E).handle_own(version,
 //!    kind, change_set.own)` (only if `E` has an observer).
-//! 2. For every message *released* this tick by a copy (the real's own
-//!    change set, or what a ghost's reorder buffer released, snapshots
-//!    included) and for every observer whose view contains that entity
-//!    ([`Observer::sees`]; keep a reverse index entity -> observers from
-//!    the AOI events): `handle_sync(host, entity, version, kind,
-//!    msg.others_payload())`, in release order. Push the message into the
-//!    copy's cache *before* this call (the observer fills gaps from it).
-//! 3. Run the AOI update; for each event of an observer's area:
+//! 2. Run the AOI update; for each event of an observer's area:
 //!    `handle_aoi(host, entity, kind)` (leaves before enters, as the AOI
 //!    reports them).
-//! 4. For an observer that arrived by migration this tick
+//! 3. For an observer that arrived by migration this tick
 //!    ([`Observer::needs_view`]): create its area, run the update, then
 //!    `handle_view(host, &interest)` with the area's whole interest set
 //!    (`AoiIndex::interest`); feeding that update's enter events as well is
 //!    harmless (an enter of a shown entity only heals it).
-//! 5. `let batch = observer.flush_paced(host)` (once per tick; `flush`
-//!    sends everything, for the last batch before a migration); if not empty,
-//!    `cell.send_to_client(E, Arc::from(batch))`.
+//! 4. When the observer's update is due (every tick, or every N ticks for
+//!    `view.client_update_hz`): `let batch = observer.flush_paced(host)`
+//!    (`flush` sends everything, for the last batch before a migration); if
+//!    not empty, `cell.send_to_client(E, Arc::from(batch))`. A flush first
+//!    pulls every shown entity up to its local copy from the copy's cache
+//!    (the observer's "Pull at the flush"), so the cell pushes nothing per
+//!    released message: every copy must cache what it applies (at least
+//!    the versions of one update period), ghosts included.
 //!
-//! Optionally call [`Observer::refresh`] before `flush` (pulls every shown
-//! entity up to its copy from the cache: a safety net, O(view) per tick).
+//! A host may also push each released message (`handle_sync(host, entity,
+//! version, kind, msg.others_payload())`, in release order, after the copy
+//! cached it): the same rules apply and the pull then finds it up to date.
 //!
 //! On offload of `E`: `observer.encode_blob(&mut onload.observer)` (after
 //! the last flush at the old cell), drop the observer. On onload:
@@ -76,6 +76,7 @@ pub mod codec;
 pub mod event;
 pub mod host;
 pub mod observer;
+mod slots;
 
 pub use budget::{Band, BudgetParams};
 pub use carry::BlobError;

@@ -651,3 +651,48 @@ fn the_own_stream_going_back_is_caught() {
     );
     assert_eq!(cv.violation_count(), 2);
 }
+
+#[test]
+fn a_flush_pulls_what_was_not_pushed_in_order_and_resyncs_past_the_cache() {
+    let mut w = World::new(&[OWNER, A]);
+    let small = SyncCacheParams {
+        cache_msgs_max: 4,
+        ..Default::default()
+    };
+    let mut host = BTreeMap::new();
+    host.insert(OWNER, w.owner_copy());
+    host.insert(A, w.ghost(A, small));
+    let mut o = Observer::new(OWNER, ObserverParams::default());
+    let mut cv = client(&w);
+    o.handle_aoi(&host, A, EventKind::Enter);
+    cv.handle_batch(o.flush(&host));
+    // Three versions reach the copy and nothing is pushed: a movement, a
+    // property change, a movement. The flush takes all three, in order.
+    for (x, hp) in [(1.0, None), (2.0, Some(40)), (3.0, None)] {
+        let (m, _) = w.step(A, x, hp);
+        apply(&mut host, w.now, &m);
+    }
+    cv.handle_batch(o.flush(&host));
+    assert_eq!(shown_x(&cv, A), Some((3, 3.0)));
+    let hp = |cv: &ClientView| {
+        let s = cv.find(A).expect("shown");
+        let i = s.replica.props().entity_type().prop_index("hp");
+        s.replica.props().get(i.expect("hp")).cloned()
+    };
+    assert_eq!(hp(&cv), Some(Value::Int(40)), "the property change arrived");
+    assert_eq!(o.stats().resyncs, 0);
+    assert!(
+        o.flush(&host).is_empty(),
+        "up to date: the pull finds nothing"
+    );
+    // Six versions while the cache holds four: the pull resyncs.
+    for x in 4..=9 {
+        let (m, _) = w.step(A, f64::from(x), None);
+        apply(&mut host, w.now, &m);
+    }
+    cv.handle_batch(o.flush(&host));
+    assert_eq!(shown_x(&cv, A), Some((9, 9.0)));
+    assert_eq!(o.stats().resyncs, 1);
+    assert_eq!(cv.violations(), &[]);
+    o.verify();
+}
