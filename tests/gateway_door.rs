@@ -10,6 +10,7 @@ use std::io::Read;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gateway_support::{config, RawClient, Seen};
+use tessera::core::geom::Vec3;
 use tessera::server::gateway::{mint, TicketKey};
 use tessera::server::EmbeddedServer;
 use tessera::wire::client::{ClientMsg, ErrorCode};
@@ -146,10 +147,24 @@ fn a_login_on_another_shard_takes_the_avatar_over() {
     let addr = server.client_addr();
     let mut current = RawClient::connect(addr);
     let e = current.login("ann");
-    for i in 0..12 {
+    for i in 0..12u64 {
+        // An input before each takeover: the session's seqs go on.
+        current.send(&ClientMsg::Move {
+            seq: i + 1,
+            client_time_us: (i + 1) * 1000,
+            pos: Vec3::ground(120.0 + (i + 1) as f64 * 0.05, 60.0),
+            yaw: 0.0,
+        });
+        let seen = current.until(Duration::from_secs(3), |s| *s == Seen::Ack(i + 1));
+        assert_eq!(seen.last(), Some(&Seen::Ack(i + 1)), "login {i}: {seen:?}");
         let mut next = RawClient::connect(addr);
         let seen = next.login_with("ann", None);
         assert_eq!(seen.last(), Some(&Seen::Welcome(e)), "login {i}: {seen:?}");
+        assert_eq!(
+            next.next_seq,
+            Some(i + 2),
+            "login {i}: the seq after the last"
+        );
         let old = current.until(Duration::from_secs(3), |s| {
             *s == Seen::Kick(ErrorCode::Replaced)
         });

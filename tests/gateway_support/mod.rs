@@ -166,6 +166,8 @@ pub struct RawClient {
     pub stream: TcpStream,
     decoder: FrameDecoder,
     pub eof: bool,
+    /// The `next_seq` of the last Welcome seen.
+    pub next_seq: Option<u64>,
 }
 
 impl RawClient {
@@ -179,6 +181,7 @@ impl RawClient {
             stream,
             decoder: FrameDecoder::new(4 << 20),
             eof: false,
+            next_seq: None,
         }
     }
 
@@ -226,7 +229,10 @@ impl RawClient {
         while Instant::now() < until && !self.eof {
             while let Ok(Some(f)) = self.decoder.next_frame() {
                 let s = match ServerMsg::decode(&f) {
-                    Ok(ServerMsg::Welcome(w)) => Seen::Welcome(w.entity),
+                    Ok(ServerMsg::Welcome(w)) => {
+                        self.next_seq = Some(w.next_seq);
+                        Seen::Welcome(w.entity)
+                    }
                     Ok(ServerMsg::Error { seq, code, .. }) => Seen::Error(seq, code),
                     Ok(ServerMsg::Kick { code, .. }) => Seen::Kick(code),
                     Ok(ServerMsg::Pong { nonce, .. }) => Seen::Pong(nonce),
