@@ -61,7 +61,8 @@ use super::spawn::{new_avatar, SpawnRule};
 /// What the client side of a shard counts (exported as metrics).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClientCounters {
-    /// Connections opened.
+    /// Connections accepted here (one handed over from another shard is
+    /// counted there).
     pub opened: u64,
     /// Avatars spawned for logins.
     pub logins: u64,
@@ -309,8 +310,9 @@ impl CellHost {
                         entity: None,
                         account: None,
                     };
+                    // Counted as opened where it was accepted (node-wide,
+                    // opened = ended + open).
                     self.clients.conns.insert(conn, c);
-                    self.clients.counters.opened += 1;
                     self.clients.counters.adopted += 1;
                     match Handover::decode(&note) {
                         Some(h) => self.seat_login(now, port, conn, &h),
@@ -373,10 +375,12 @@ impl CellHost {
         self.clients.scratch_conns = ids;
     }
 
-    /// A login: a new avatar at the spawn rule's point, created in the
-    /// cell there (here, or by a spawn message to that cell's shard, which
-    /// precedes every input on that FIFO channel), its proxy here; Welcome
-    /// at once.
+    /// A login: the name and ticket checked, then seated
+    /// (`seat_login`): a new avatar at the spawn rule's point,
+    /// created in the cell there (here, or by a spawn message to that
+    /// cell's shard, which precedes every input on that FIFO channel), its
+    /// proxy here, Welcome at once; or a takeover, here or on the shard of
+    /// the account's avatar.
     fn login(
         &mut self,
         now: Time,

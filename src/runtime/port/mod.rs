@@ -20,8 +20,14 @@
 //! - a connection's send queue is at most `send_queue_bytes_max`: a send that
 //!   would pass it queues nothing, fails with [`PortError::SendQueueFull`] and
 //!   closes the connection at once as [`CloseReason::SlowReader`];
-//! - events: at most two per slot (Opened, Closed), since a slot is reused
-//!   only after its Closed event was polled.
+//! - events: at most two per slot (Opened or Adopted, Closed), since a slot
+//!   is reused only after its Closed event was polled (a connection handed
+//!   off has no Closed event: its slot is freed once the socket moved).
+//!
+//! # Hand-off
+//! [`ClientPort::hand_off`] gives a connection to another shard of the
+//! node (`runtime::handoff`): the socket side moves the socket and the
+//! unconsumed input there, where it opens as `PortEvent::Adopted`.
 //!
 //! # Ids
 //! A [`ConnId`] is a slot index (high 32 bits) and the slot's generation (low
