@@ -10,6 +10,7 @@ use std::io::Read;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gateway_support::{config, RawClient, Seen};
+use tessera::core::geom::Vec3;
 use tessera::server::gateway::{mint, TicketKey};
 use tessera::server::EmbeddedServer;
 use tessera::wire::client::{ClientMsg, ErrorCode};
@@ -134,4 +135,116 @@ fn a_second_login_of_an_account_replaces_the_first_and_keeps_the_avatar() {
         }
     }
     assert!(rest.is_empty(), "closed after its last frame");
+}
+
+/// Two shards: the kernel spreads connections over them, so of a dozen
+/// logins of one account some land on the other shard than the avatar's
+/// proxy; every one takes the same avatar over, the connection before it
+/// gets `replaced`, and the hand-offs between shards are counted.
+#[test]
+fn a_login_on_another_shard_takes_the_avatar_over() {
+    let server = EmbeddedServer::start(&config(&["runtime.shards=2"])).expect("start");
+    let addr = server.client_addr();
+    let mut current = RawClient::connect(addr);
+    let e = current.login("ann");
+    for i in 0..12u64 {
+        // An input before each takeover: the session's seqs go on.
+        current.send(&ClientMsg::Move {
+            seq: i + 1,
+            client_time_us: (i + 1) * 1000,
+            pos: Vec3::ground(120.0 + (i + 1) as f64 * 0.05, 60.0),
+            yaw: 0.0,
+        });
+        let seen = current.until(Duration::from_secs(3), |s| *s == Seen::Ack(i + 1));
+        assert_eq!(seen.last(), Some(&Seen::Ack(i + 1)), "login {i}: {seen:?}");
+        let mut next = RawClient::connect(addr);
+        let seen = next.login_with("ann", None);
+        assert_eq!(seen.last(), Some(&Seen::Welcome(e)), "login {i}: {seen:?}");
+        assert_eq!(
+            next.next_seq,
+            Some(i + 2),
+            "login {i}: the seq after the last"
+        );
+        let old = current.until(Duration::from_secs(3), |s| {
+            *s == Seen::Kick(ErrorCode::Replaced)
+        });
+        assert_eq!(
+            old.last(),
+            Some(&Seen::Kick(ErrorCode::Replaced)),
+            "login {i}"
+        );
+        let (closed, _) = closed_within(&mut current, Duration::from_secs(3));
+        assert!(closed, "login {i}: the replaced connection is closed");
+        current = next;
+    }
+    // The last connection still plays the avatar.
+    current.send(&ClientMsg::Ping {
+        nonce: 9,
+        client_time_us: 0,
+    });
+    let seen = current.until(Duration::from_secs(3), |s| *s == Seen::Pong(9));
+    assert_eq!(seen.last(), Some(&Seen::Pong(9)));
+    let (_, hosts) = server.stop_with_hosts().expect("stop");
+    let k: Vec<_> = hosts.iter().map(|h| h.client_counters().clone()).collect();
+    let handoffs: u64 = k.iter().map(|c| c.handoffs).sum();
+    let adopted: u64 = k.iter().map(|c| c.adopted).sum();
+    let takeovers: u64 = k.iter().map(|c| c.takeovers).sum();
+    assert_eq!(takeovers, 12);
+    assert_eq!(handoffs, adopted, "every hand-off taken up");
+    // Twelve connections all on the avatar's shard: 1 in 4,096.
+    assert!(handoffs >= 1, "no login landed on the other shard: {k:?}");
+    let logins: u64 = k.iter().map(|c| c.logins).sum();
+    assert_eq!(logins, 1, "one avatar");
+}
+
+/// Two shards, one replay table: a ticket used on one shard is refused on
+/// either (a dozen tickets, each replayed on a fresh connection, wherever
+/// the kernel puts it), with `login-refused`, counted as `replayed`.
+#[test]
+fn a_ticket_replayed_on_another_shard_is_refused() {
+    let key = TicketKey::from_hex(&"4d".repeat(32)).expect("key");
+    let path = std::env::temp_dir().join(format!("tessera-replay-{}.hex", std::process::id()));
+    std::fs::write(&path, key.to_hex()).expect("write key");
+    let file = format!("gateway.key_file=\"{}\"", path.display());
+    let server = EmbeddedServer::start(&config(&[
+        "runtime.shards=2",
+        "gateway.auth=\"hmac\"",
+        &file,
+    ]))
+    .expect("start");
+    let addr = server.client_addr();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    let mut keep = Vec::new();
+    for i in 0..12u64 {
+        let account = format!("r{i}");
+        let ticket = mint(&key, &account, now + 60, i);
+        let mut first = RawClient::connect(addr);
+        let seen = first.login_with(&account, Some(ticket.as_bytes()));
+        assert!(matches!(seen.last(), Some(Seen::Welcome(_))), "{seen:?}");
+        let mut again = RawClient::connect(addr);
+        let seen = again.login_with(&account, Some(ticket.as_bytes()));
+        assert_eq!(seen, vec![Seen::Error(0, ErrorCode::LoginRefused)], "{i}");
+        let (closed, _) = closed_within(&mut again, Duration::from_secs(2));
+        assert!(closed, "{i}: refused and closed");
+        keep.push(first);
+    }
+    let (_, hosts) = server.stop_with_hosts().expect("stop");
+    let _ = std::fs::remove_file(path);
+    let replayed = tessera::server::gateway::LoginRefusal::Ticket(
+        tessera::server::gateway::TicketError::Replayed,
+    )
+    .index();
+    let per_shard: Vec<u64> = hosts
+        .iter()
+        .map(|h| h.client_counters().login_refused[replayed])
+        .collect();
+    assert_eq!(per_shard.iter().sum::<u64>(), 12, "{per_shard:?}");
+    // Replays on one shard only, a dozen times: 1 in 2,048.
+    assert!(
+        per_shard.iter().all(|&n| n > 0),
+        "refused on every shard: {per_shard:?}"
+    );
 }

@@ -11,7 +11,7 @@ use gateway_support::{config, now, pump_until, Client, RawClient, Seen};
 use tessera::core::entity::{TypeRegistry, AVATAR};
 use tessera::core::geom::Vec3;
 use tessera::server::EmbeddedServer;
-use tessera::wire::client::{ClientMsg, ErrorCode, PROTOCOL_VERSION};
+use tessera::wire::client::{ClientMsg, ErrorCode, RefuseReason, PROTOCOL_VERSION};
 
 fn mv(seq: u64, x: f64) -> ClientMsg<'static> {
     ClientMsg::Move {
@@ -99,12 +99,9 @@ fn each_rule_refuses_with_its_code_then_abuse_is_kicked() {
         target: 4242,
         damage: 1,
     });
-    let seen = c.until(Duration::from_secs(3), |s| *s == Seen::Other(0x8004));
-    assert_eq!(
-        seen.last(),
-        Some(&Seen::Other(0x8004)),
-        "CallResult: {seen:?}"
-    );
+    let refused = Seen::Refused(7, RefuseReason::NotVisible);
+    let seen = c.until(Duration::from_secs(3), |s| *s == refused);
+    assert_eq!(seen.last(), Some(&refused), "CallResult: {seen:?}");
     // Refused inputs count as processed: the ack covers them.
     c.send(&mv(8, 121.5));
     let seen = c.until(Duration::from_secs(3), |s| *s == Seen::Ack(8));

@@ -260,6 +260,7 @@ proptest! {
             linger_ms: 10,
             io_poll_ms: 5,
             io_events_max: 64,
+            handoffs_max: 4,
         });
         let mut model = Model::default();
         for op in &ops {

@@ -2,9 +2,19 @@
 //! every row of the kinds table (§2), the refuse reasons (§5.1), the error
 //! codes (§5.2) and the limits (§5.3), checks the copy against the
 //! document (a row added to one and not the other fails) and against the
-//! code, then drives the real server over TCP to see each handshake and
-//! gateway code it can provoke from one connection come back with the
-//! document's value.
+//! code, then drives the real server over TCP to see every code of §5.2
+//! come back with the document's value: each test below provokes some, and
+//! [`PROVOKED`] lists which test provokes which code, checked to be every
+//! code of the enum (so a new code needs a test here).
+//!
+//! Two codes never come back as a frame, by their nature, and are shown by
+//! what the client does see plus the server's counter under the rule:
+//! `not-visible` (4) is answered at the real by CallResult
+//! `Refused(not-visible)`, and `slow-reader` (7) closes the connection
+//! without a frame (its send queue is full, so nothing more can be queued).
+//! Codes that need a limit to be reached (`rate-limited`, `server-full`,
+//! `space-full`, `slow-reader`) are provoked with that limit set tiny in
+//! the test's config.
 
 mod gateway_support;
 
@@ -68,6 +78,10 @@ fn limits() -> Vec<(&'static str, u64)> {
         ),
         ("silence of a live client", c.gateway.idle_timeout_ms),
         ("ticket lifetime", c.gateway.ticket_ttl_max_s),
+        (
+            "accounts logged in at once",
+            u64::from(c.gateway.accounts_max),
+        ),
         ("Hit damage", 1_000_000),
         ("Error / Kick text", TEXT_BYTES_MAX as u64),
         ("one view event's snapshot or delta", 16),
@@ -157,6 +171,45 @@ fn the_limits_table_is_the_code() {
             digits.contains(&n.to_string()),
             "{what}: {} lacks {n}",
             row[1]
+        );
+    }
+}
+
+/// Every code of §5.2, with the test of this file that provokes it over TCP.
+const PROVOKED: &[(ErrorCode, &str)] = &[
+    (ErrorCode::UnknownMessage, "live_codes_over_tcp"),
+    (ErrorCode::FrameTooLarge, "live_codes_over_tcp"),
+    (ErrorCode::MoveTooFast, "live_codes_over_tcp"),
+    (ErrorCode::NotVisible, "not_visible_over_tcp"),
+    (ErrorCode::PropNotSettable, "live_codes_over_tcp"),
+    (ErrorCode::ProtocolViolation, "handshake_codes_over_tcp"),
+    (ErrorCode::SlowReader, "slow_reader_over_tcp"),
+    (ErrorCode::BadMagic, "handshake_codes_over_tcp"),
+    (ErrorCode::VersionMismatch, "handshake_codes_over_tcp"),
+    (ErrorCode::LoginRefused, "handshake_codes_over_tcp"),
+    (ErrorCode::BadSequence, "live_codes_over_tcp"),
+    (ErrorCode::BadValue, "live_codes_over_tcp"),
+    (ErrorCode::RateLimited, "rate_limited_over_tcp"),
+    (ErrorCode::ServerFull, "server_full_and_replaced_over_tcp"),
+    (ErrorCode::Shutdown, "shutdown_over_tcp"),
+    (ErrorCode::IdleTimeout, "handshake_codes_over_tcp"),
+    (ErrorCode::Replaced, "server_full_and_replaced_over_tcp"),
+    (ErrorCode::UnknownSpaceType, "space_codes_over_tcp"),
+    (ErrorCode::UnknownSpace, "space_codes_over_tcp"),
+    (ErrorCode::SpaceFull, "space_codes_over_tcp"),
+    (ErrorCode::SpaceNotAllowed, "space_codes_over_tcp"),
+];
+
+#[test]
+fn every_code_is_provoked_by_a_test_of_this_file() {
+    let ours: Vec<u16> = PROVOKED.iter().map(|(c, _)| c.code()).collect();
+    let all: Vec<u16> = ErrorCode::ALL.iter().map(|c| c.code()).collect();
+    assert_eq!(ours, all, "PROVOKED lists every ErrorCode, in order");
+    let this = include_str!("protocol_conformance.rs");
+    for (code, test) in PROVOKED {
+        assert!(
+            this.contains(&format!("fn {test}()")),
+            "{code}: no test {test}"
         );
     }
 }
@@ -265,4 +318,154 @@ fn enc(m: &ClientMsg<'_>) -> Vec<u8> {
     let mut b = Vec::new();
     m.encode(&mut b);
     b
+}
+
+/// Waits (at most 5 s) until the server's published counters satisfy `ok`.
+fn counted(server: &EmbeddedServer, ok: impl Fn(&tessera::server::ServerCounters) -> bool) -> bool {
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < until {
+        if ok(&server.counters()) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// 4: a Hit on a handle the client does not see is refused at the real
+/// (CallResult `Refused(not-visible)`) and counted under `not-visible`.
+#[test]
+fn not_visible_over_tcp() {
+    let server = EmbeddedServer::start(&config(&[])).expect("start");
+    let mut c = RawClient::connect(server.client_addr());
+    c.login("hitter");
+    c.send(&ClientMsg::Hit {
+        seq: 1,
+        client_time_us: 0,
+        target: 4_000_000,
+        damage: 1,
+    });
+    let seen = c.until(Duration::from_secs(3), |s| matches!(s, Seen::Refused(..)));
+    assert_eq!(
+        seen.last(),
+        Some(&Seen::Refused(1, RefuseReason::NotVisible))
+    );
+    let rule = ErrorCode::NotVisible.rule();
+    assert!(
+        counted(&server, |k| k.refused.get(rule).copied().unwrap_or(0) >= 1),
+        "counted under {rule}"
+    );
+}
+
+/// 7: a client whose send queue would pass `gateway.send_queue_bytes_max`
+/// (set to the smallest allowed, 64 bytes: less than a Welcome) is closed
+/// without a frame and counted under `slow-reader`.
+#[test]
+fn slow_reader_over_tcp() {
+    let server = EmbeddedServer::start(&config(&[
+        "gateway.frame_bytes_max=64",
+        "gateway.send_queue_bytes_max=64",
+    ]))
+    .expect("start");
+    let mut c = RawClient::connect(server.client_addr());
+    c.send(&hello());
+    c.send(&ClientMsg::Login {
+        name: "slow",
+        token: None,
+    });
+    let seen = c.until(Duration::from_secs(3), |_| false);
+    assert!(c.eof, "closed");
+    assert!(seen.is_empty(), "without a frame: {seen:?}");
+    let rule = ErrorCode::SlowReader.rule();
+    assert!(
+        counted(&server, |k| k.disconnects.get(rule).copied().unwrap_or(0)
+            >= 1),
+        "counted under {rule}"
+    );
+}
+
+/// 13: more inputs on their way to the real than
+/// `gateway.inputs_in_flight_max` (1 here) are refused.
+#[test]
+fn rate_limited_over_tcp() {
+    let server =
+        EmbeddedServer::start(&config(&["gateway.inputs_in_flight_max=1"])).expect("start");
+    let mut c = RawClient::connect(server.client_addr());
+    c.login("eager");
+    let mut burst = Vec::new();
+    for seq in 1..=4u64 {
+        ClientMsg::Move {
+            seq,
+            client_time_us: seq * 1000,
+            pos: Vec3::ground(120.0 + seq as f64 * 0.01, 60.0),
+            yaw: 0.0,
+        }
+        .encode(&mut burst);
+    }
+    c.send_bytes(&burst);
+    let seen = c.until(Duration::from_secs(3), |s| {
+        matches!(s, Seen::Error(_, ErrorCode::RateLimited))
+    });
+    assert!(
+        matches!(seen.last(), Some(Seen::Error(seq, ErrorCode::RateLimited)) if *seq >= 2),
+        "{seen:?}"
+    );
+}
+
+/// 14: a new account past `gateway.accounts_max` (1 here) is refused with
+/// `server-full` and closed; 17: a second login of a seated account
+/// replaces the first connection, which gets Kick `replaced`.
+#[test]
+fn server_full_and_replaced_over_tcp() {
+    let server = EmbeddedServer::start(&config(&["gateway.accounts_max=1"])).expect("start");
+    let addr = server.client_addr();
+    let mut first = RawClient::connect(addr);
+    let e = first.login("solo");
+    let mut other = RawClient::connect(addr);
+    let seen = other.login_with("other", None);
+    assert_eq!(seen, vec![Seen::Error(0, ErrorCode::ServerFull)]);
+    other.until(Duration::from_secs(2), |_| false);
+    assert!(other.eof, "closed");
+    let mut again = RawClient::connect(addr);
+    let seen = again.login_with("solo", None);
+    assert_eq!(seen.last(), Some(&Seen::Welcome(e)));
+    let seen = first.until(Duration::from_secs(3), |_| false);
+    assert_eq!(seen.last(), Some(&Seen::Kick(ErrorCode::Replaced)));
+    assert!(first.eof, "closed after its last frame");
+}
+
+/// 15: a server that stops tells its clients with Kick `shutdown`.
+#[test]
+fn shutdown_over_tcp() {
+    let server = EmbeddedServer::start(&config(&[])).expect("start");
+    let mut c = RawClient::connect(server.client_addr());
+    c.login("stays");
+    server.stop().expect("stop");
+    let seen = c.until(Duration::from_secs(3), |_| false);
+    assert_eq!(seen.last(), Some(&Seen::Kick(ErrorCode::Shutdown)));
+    assert!(c.eof, "closed");
+}
+
+/// 18 to 21: EnterSpace by a type that does not exist, by an id that does
+/// not exist, of a type no instance of which can be created (one space at
+/// most: `spaces.instances_max = 1`, the world), and into the space the
+/// avatar is in; each answered with Error `seq` 0, the session goes on.
+#[test]
+fn space_codes_over_tcp() {
+    let server = EmbeddedServer::start(&config(&["spaces.instances_max=1"])).expect("start");
+    let mut c = RawClient::connect(server.client_addr());
+    c.login("traveller");
+    for (space, type_id, code) in [
+        (0, 99, ErrorCode::UnknownSpaceType),
+        (77_777, 0, ErrorCode::UnknownSpace),
+        (0, 3, ErrorCode::SpaceFull),
+        (1, 0, ErrorCode::SpaceNotAllowed),
+    ] {
+        c.send(&ClientMsg::EnterSpace { space, type_id });
+        let seen = c.until(Duration::from_secs(3), |s| {
+            matches!(s, Seen::Error(..) | Seen::Space(_))
+        });
+        assert_eq!(seen.last(), Some(&Seen::Error(0, code)), "{code}");
+    }
+    assert!(!c.eof, "not fatal");
 }

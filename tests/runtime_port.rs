@@ -4,8 +4,10 @@
 //!
 //! Checked: echo on every shard, a client that never reads is cut off as a
 //! slow reader while another keeps being served, `connections_max`
-//! refusal, peer close reaching the app as Closed{PeerClosed}, and a
-//! shutdown that writes the app's goodbye, closes every socket and joins.
+//! refusal, peer close reaching the app as Closed{PeerClosed}, a
+//! connection handed to the other shard with its unread bytes (and one
+//! handed nowhere, closed and counted), and a shutdown that writes the
+//! app's goodbye, closes every socket and joins.
 
 use std::collections::BTreeSet;
 use std::io::{ErrorKind, Read, Write};
@@ -30,6 +32,13 @@ const QUIT: u8 = b'Q';
 const SPLIT: u8 = b'S';
 /// A byte that makes the app stop consuming a connection's input for good.
 const HOLD: u8 = b'H';
+/// A byte that makes the app hand the connection to the next shard (what
+/// follows it is read there), which answers `A`, the source shard and
+/// itself, then echoes as usual.
+const MOVE: u8 = b'M';
+/// A byte that makes the app hand the connection to a shard that does not
+/// exist (the socket is closed, counted).
+const NOWHERE: u8 = b'N';
 const CHUNK: [u8; 16 * 1024] = [b'x'; 16 * 1024];
 const GOODBYE: &[u8] = b"bye\n";
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -44,6 +53,8 @@ fn serial() -> MutexGuard<'static, ()> {
 
 #[derive(Debug, Default)]
 struct Echo {
+    shard: u16,
+    shards: u16,
     open: BTreeSet<ConnId>,
     flooding: BTreeSet<ConnId>,
     holding: BTreeSet<ConnId>,
@@ -57,6 +68,11 @@ impl Echo {
             match ev {
                 PortEvent::Opened { conn, .. } => {
                     self.open.insert(conn);
+                }
+                PortEvent::Adopted { conn, note, .. } => {
+                    self.open.insert(conn);
+                    let from = note.first().copied().unwrap_or(u8::MAX);
+                    self.send(port, conn, &[b'A', from, self.shard as u8]);
                 }
                 PortEvent::Closed { conn, reason } => {
                     self.open.remove(&conn);
@@ -89,6 +105,17 @@ impl ShardApp for Echo {
                 continue;
             }
             let input = port.input(conn).to_vec();
+            if let Some(at) = input.iter().position(|&b| b == MOVE || b == NOWHERE) {
+                port.consume(conn, at + 1);
+                let to = match input[at] {
+                    MOVE => (self.shard + 1) % self.shards,
+                    _ => self.shards,
+                };
+                port.hand_off(conn, to, vec![self.shard as u8])
+                    .expect("open");
+                self.open.remove(&conn);
+                continue;
+            }
             if input.contains(&HOLD) {
                 self.holding.insert(conn);
                 continue;
@@ -144,7 +171,12 @@ fn config(shards: u16, extra: &[&str]) -> Config {
 }
 
 fn start(config: &Config) -> (RuntimeHandle<Echo>, SocketAddr) {
-    let handle = Runtime::start(config, |_: ShardContext| Echo::default()).expect("starts");
+    let handle = Runtime::start(config, |ctx: ShardContext| Echo {
+        shard: ctx.shard.index,
+        shards: ctx.shards,
+        ..Echo::default()
+    })
+    .expect("starts");
     let addr = handle.client_addr().expect("gateway enabled");
     assert_ne!(addr.port(), 0, "the resolved port is published");
     (handle, addr)
@@ -500,4 +532,31 @@ fn a_tick_of_output_leaves_in_one_write() {
     );
     handle.shutdown();
     handle.join().expect("clean join");
+}
+
+#[test]
+fn a_connection_handed_to_the_other_shard_keeps_its_bytes() {
+    let _serial = serial();
+    let (handle, addr) = start(&config(2, &[]));
+    let stats = handle.stats().to_vec();
+    let mut c = connect(addr);
+    echo_round(&mut c, b"before");
+    c.write_all(b"abcMxyz").expect("write");
+    let mut back = [0; 6];
+    c.read_exact(&mut back).expect("adopted, then the echo");
+    let (from, to) = (back[1], back[2]);
+    assert_eq!(&back[..1], b"A");
+    assert_eq!(to, (from + 1) % 2, "the other shard");
+    assert_eq!(&back[3..], b"xyz", "the bytes after the hand-off, in order");
+    echo_round(&mut c, b"after");
+    eventually("counted", || {
+        total(&stats, Count::ClientHandedOff) == 1 && total(&stats, Count::ClientAdopted) == 1
+    });
+    let mut lost = connect(addr);
+    echo_round(&mut lost, b"hi");
+    lost.write_all(b"N").expect("write");
+    assert!(read_to_close(&mut lost).is_empty(), "closed");
+    eventually("counted", || total(&stats, Count::ClientHandoffFailed) == 1);
+    handle.shutdown();
+    handle.join().expect("joins");
 }

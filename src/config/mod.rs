@@ -315,6 +315,8 @@ mod tests {
             ("gateway.io_poll_ms=0", "gateway.io_poll_ms"),
             ("gateway.io_poll_ms=5000", "gateway.io_poll_ms"),
             ("gateway.io_events_max=1", "gateway.io_events_max"),
+            ("gateway.accounts_max=0", "gateway.accounts_max"),
+            ("gateway.handoffs_max=0", "gateway.handoffs_max"),
             ("view.client_update_hz=0.0", "view.client_update_hz"),
             ("view.client_update_hz=5.0", "view.bands[0].min_hz"),
             (

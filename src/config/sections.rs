@@ -531,9 +531,18 @@ pub struct GatewayConfig {
     pub key_file: String,
     /// Longest ticket lifetime accepted (expiry minus now), seconds.
     pub ticket_ttl_max_s: u64,
-    /// Tickets remembered against replay (until they expire) per shard;
-    /// when full of unexpired tickets, logins are refused.
+    /// Tickets remembered against replay (until they expire), node-wide
+    /// (one table for every shard); when full of unexpired tickets, logins
+    /// are refused.
     pub replay_table_max: u32,
+    /// Accounts with an avatar (live or waiting in its reconnect window),
+    /// node-wide; a login of a new account past it is refused
+    /// (`server-full`).
+    pub accounts_max: u32,
+    /// Client connections handed to one shard (a login that landed on
+    /// another shard than its account's avatar) and not yet taken up
+    /// there; past it the connection is closed (counted).
+    pub handoffs_max: u32,
 }
 
 impl GatewayConfig {
@@ -569,6 +578,8 @@ impl GatewayConfig {
             ));
         }
         at_least("gateway.io_events_max", u64::from(self.io_events_max), 16)?;
+        at_least("gateway.accounts_max", u64::from(self.accounts_max), 1)?;
+        at_least("gateway.handoffs_max", u64::from(self.handoffs_max), 1)?;
         at_least(
             "gateway.abuse_strikes_max",
             u64::from(self.abuse_strikes_max),

@@ -54,6 +54,14 @@ pub enum Count {
     /// Write calls that sent bytes to clients (the per-write cost is the
     /// client port's main one: ideally one per client per tick).
     ClientWrites,
+    /// Client connections handed to another shard of the node (a login of
+    /// an account whose avatar's proxy is there).
+    ClientHandedOff,
+    /// Client connections taken over from another shard of the node.
+    ClientAdopted,
+    /// Hand-offs dropped: the destination's queue held
+    /// `gateway.handoffs_max` (the connection is closed).
+    ClientHandoffFailed,
 }
 
 impl Count {
@@ -71,7 +79,7 @@ impl Count {
     }
 }
 
-pub(crate) const COUNTS: [(Count, &str, &str); 22] = [
+pub(crate) const COUNTS: [(Count, &str, &str); 25] = [
     (Count::Ticks, "ticks", "Ticks run"),
     (
         Count::TicksSkipped,
@@ -177,6 +185,21 @@ pub(crate) const COUNTS: [(Count, &str, &str); 22] = [
         Count::ClientWrites,
         "client_writes",
         "Socket write calls that sent bytes to clients",
+    ),
+    (
+        Count::ClientHandedOff,
+        "client_handed_off",
+        "Client connections handed to the shard of their account's avatar",
+    ),
+    (
+        Count::ClientAdopted,
+        "client_adopted",
+        "Client connections taken over from another shard",
+    ),
+    (
+        Count::ClientHandoffFailed,
+        "client_handoff_failed",
+        "Hand-offs dropped: the destination queue held gateway.handoffs_max",
     ),
 ];
 

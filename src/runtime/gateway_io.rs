@@ -45,6 +45,7 @@
 //! Owns the listener, the sockets and the epoll set; it must not call the
 //! application.
 
+use super::handoff::{Handoff, Handoffs};
 use super::port::{ClientPort, CloseReason, SlotState};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
@@ -52,6 +53,7 @@ use std::cell::RefCell;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The listener's token (connections use their slot index).
@@ -149,13 +151,18 @@ pub(crate) struct GatewayIo {
     scratch: Vec<u8>,
     linger: Duration,
     last_accept_log: Option<Instant>,
+    /// The node's hand-off queues and this shard's index in them.
+    handoffs: Arc<Handoffs>,
+    me: u16,
 }
 
 impl GatewayIo {
-    /// Serves `listener`'s connections into `port`.
+    /// Serves `listener`'s connections into `port`, and the connections
+    /// other shards hand to shard `me` through `handoffs`.
     pub(crate) fn start(
         listener: std::net::TcpListener,
         port: Rc<RefCell<ClientPort>>,
+        (handoffs, me): (Arc<Handoffs>, u16),
     ) -> io::Result<GatewayIo> {
         let (batch, linger_ms, events_max) = {
             let p = port.borrow();
@@ -180,6 +187,8 @@ impl GatewayIo {
             scratch: vec![0; batch.max(1)],
             linger: Duration::from_millis(linger_ms),
             last_accept_log: None,
+            handoffs,
+            me,
         })
     }
 
@@ -205,6 +214,9 @@ impl GatewayIo {
         let mut port = port_rc.borrow_mut();
         if self.accept_ready {
             self.accept(&mut port, now);
+        }
+        while let Some(h) = self.handoffs.pop(self.me) {
+            self.adopt(&mut port, h);
         }
         port.io_take_due(&mut self.due);
         self.work.extend_from_slice(&self.due);
@@ -258,11 +270,11 @@ impl GatewayIo {
 
     /// Accepts what the listener holds, at most `io_events_max` a pump.
     fn accept(&mut self, port: &mut ClientPort, now: Instant) {
-        let Some(listener) = &self.listener else {
-            return;
-        };
         for _ in 0..self.events.capacity() {
-            let (mut stream, peer) = match listener.accept() {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            let (stream, peer) = match listener.accept() {
                 Ok(x) => x,
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
                     self.accept_ready = false;
@@ -285,35 +297,86 @@ impl GatewayIo {
                 drop(stream); // refused: counted by the port
                 continue;
             };
-            let index = conn.slot();
             if let Err(err) = stream.set_nodelay(true) {
                 tracing::debug!(%err, %peer, "gateway: cannot set TCP_NODELAY");
             }
-            let registered = self.poll.registry().register(
-                &mut stream,
-                Token(index as usize),
-                Interest::READABLE | Interest::WRITABLE,
-            );
-            if let Err(err) = registered {
-                tracing::warn!(%err, %peer, "gateway: cannot register a connection");
-                port.io_failed(index, CloseReason::IoError);
-                port.io_release(index);
-                continue;
-            }
-            let i = index as usize;
-            if self.conns.len() <= i {
-                self.conns.resize_with(i + 1, || None);
-            }
-            debug_assert!(self.conns[i].is_none(), "a free slot has no socket");
-            self.conns[i] = Some(Conn {
-                stream,
-                readable: true,
-                write_blocked: false,
-                write_shut: false,
-                linger_until: None,
-            });
-            self.work.push(index);
+            self.register(port, conn.slot(), stream, peer);
         }
+    }
+
+    /// Puts a socket in the epoll set under its port slot `index` and
+    /// drives it in this pump (a socket that cannot be registered fails).
+    fn register(
+        &mut self,
+        port: &mut ClientPort,
+        index: u32,
+        mut stream: TcpStream,
+        peer: SocketAddr,
+    ) {
+        let registered = self.poll.registry().register(
+            &mut stream,
+            Token(index as usize),
+            Interest::READABLE | Interest::WRITABLE,
+        );
+        if let Err(err) = registered {
+            tracing::warn!(%err, %peer, "gateway: cannot register a connection");
+            port.io_failed(index, CloseReason::IoError);
+            port.io_release(index);
+            return;
+        }
+        let i = index as usize;
+        if self.conns.len() <= i {
+            self.conns.resize_with(i + 1, || None);
+        }
+        debug_assert!(self.conns[i].is_none(), "a free slot has no socket");
+        self.conns[i] = Some(Conn {
+            stream,
+            readable: true,
+            write_blocked: false,
+            write_shut: false,
+            linger_until: None,
+        });
+        self.work.push(index);
+    }
+
+    /// Takes up a connection another shard handed here (refused at
+    /// `connections_max`: the socket is closed, counted by the port).
+    fn adopt(&mut self, port: &mut ClientPort, h: Handoff) {
+        let Handoff {
+            stream,
+            peer,
+            input,
+            note,
+        } = h;
+        if let Some(conn) = port.io_adopt(peer, &input, note) {
+            self.register(port, conn.slot(), stream, peer);
+        }
+    }
+
+    /// Moves a handed-off connection's socket and unread input to its
+    /// destination shard's queue (a full queue: the socket is closed,
+    /// counted), then frees the slot.
+    fn hand_over(&mut self, port: &mut ClientPort, index: u32) {
+        let Some(mut conn) = self.conns[index as usize].take() else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        let taken = port.io_take_handoff(index);
+        let peer = conn.stream.peer_addr();
+        let moved = match (taken, peer) {
+            (Some((to, note, input)), Ok(peer)) => {
+                let h = Handoff {
+                    stream: conn.stream,
+                    peer,
+                    input,
+                    note,
+                };
+                self.handoffs.push(to, h).is_ok()
+            }
+            _ => false,
+        };
+        port.io_handed_off(moved);
+        port.io_release(index);
     }
 
     /// Drives one connection as its port state asks; closes its socket when
@@ -330,6 +393,10 @@ impl GatewayIo {
                     self.lingering.push(index);
                 }
                 drive_linger(conn, port, index, &mut self.scratch, now)
+            }
+            SlotState::HandingOff => {
+                self.hand_over(port, index);
+                return;
             }
             SlotState::Done | SlotState::Free => Fate::Close,
         };

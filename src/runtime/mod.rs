@@ -45,6 +45,7 @@ pub mod admin;
 pub mod app;
 mod counters;
 mod gateway_io;
+mod handoff;
 pub mod inbox;
 mod launch;
 pub mod mesh;
@@ -206,6 +207,10 @@ impl Runtime {
             epoch: Instant::now(),
             dead: (0..shards).map(|_| AtomicBool::new(false)).collect(),
             orphans: std::sync::Mutex::new(Vec::new()),
+            handoffs: Arc::new(handoff::Handoffs::new(
+                shards,
+                config.gateway.handoffs_max as usize,
+            )),
         });
         let factory = Arc::new(factory);
         let links = mesh::build(shards, config.mesh.batch_queue_depth as usize);

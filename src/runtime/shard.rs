@@ -80,6 +80,8 @@ pub(crate) struct Shared {
     /// Inbound queues of crashed shards, kept so that what is in them is
     /// counted as dropped once every thread has stopped.
     pub(crate) orphans: Mutex<Vec<(usize, Vec<super::mesh::Queue>)>>,
+    /// Client connections moving between shards (`runtime::handoff`).
+    pub(crate) handoffs: Arc<super::handoff::Handoffs>,
 }
 
 impl Shared {
@@ -180,7 +182,8 @@ pub(crate) async fn run<A: ShardApp>(
         p.outbox_items_max,
     );
     let port = Rc::new(RefCell::new(ClientPort::attached(p.port.clone())));
-    let gateway = listener.and_then(|l| match GatewayIo::start(l, port.clone()) {
+    let handoffs = (shared.handoffs.clone(), p.ctx.shard.index);
+    let gateway = listener.and_then(|l| match GatewayIo::start(l, port.clone(), handoffs) {
         Ok(io) => Some(io),
         Err(err) => {
             // Only an out-of-resources epoll_create can fail here; the
@@ -346,6 +349,12 @@ impl<A: ShardApp> Shard<A> {
         s.add(Count::ClientBytesIn, now.bytes_in - seen.bytes_in);
         s.add(Count::ClientBytesOut, now.bytes_out - seen.bytes_out);
         s.add(Count::ClientWrites, now.writes - seen.writes);
+        s.add(Count::ClientHandedOff, now.handed_off - seen.handed_off);
+        s.add(Count::ClientAdopted, now.adopted - seen.adopted);
+        s.add(
+            Count::ClientHandoffFailed,
+            now.handoffs_failed - seen.handoffs_failed,
+        );
         seen.clone_from(now);
         s.set(Level::ClientConnections, port.open_connections() as u64);
         s.set(Level::ClientInboundHeld, port.inbound_held() as u64);

@@ -28,8 +28,12 @@
 //! that has an avatar here takes it over ([`Session::reattach`]): the old
 //! connection gets what was queued, then Kick `replaced`, and is closed;
 //! the real's observer restarts so the new client gets a full view.
-//! Accounts are per shard (a second login that lands on another shard of
-//! the node is not seen here).
+//! Accounts and used tickets are node-wide ([`Door`]): a login whose
+//! account's avatar is served by another shard (its proxy's, fixed by the
+//! entity id) hands the connection there ([`ClientPort::hand_off`], with a
+//! note naming the checked account), and that shard takes the avatar over
+//! as above (`PortEvent::Adopted`); a ticket replayed on any shard is
+//! refused.
 //!
 //! Must not touch sockets (only the port) or cells (only through the
 //! host's routing and spawn).
@@ -45,9 +49,10 @@ use crate::core::time::Time;
 use crate::runtime::{ClientPort, CloseReason, ConnId, MetricSink, PortError, PortEvent};
 use crate::wire::client::{ErrorCode, ServerMsg};
 
+use super::door::{Claim, Door, Seat};
 use super::gateway::{
-    refused_metric, Closing, Disconnect, GatewayParams, LoginRefusal, ReplayTable, Session,
-    SessionPhase, Step, TicketKey, RULES,
+    refused_metric, Closing, Disconnect, GatewayParams, LoginRefusal, Session, SessionPhase, Step,
+    TicketKey, RULES,
 };
 use super::host::{entity_id, proxy_params, CellHost, Spawn, WireSource};
 use super::relay::GameInput;
@@ -56,7 +61,8 @@ use super::spawn::{new_avatar, SpawnRule};
 /// What the client side of a shard counts (exported as metrics).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClientCounters {
-    /// Connections opened.
+    /// Connections accepted here (one handed over from another shard is
+    /// counted there).
     pub opened: u64,
     /// Avatars spawned for logins.
     pub logins: u64,
@@ -69,6 +75,12 @@ pub struct ClientCounters {
     pub takeovers: u64,
     /// Dropped avatars removed when their reconnect window ended.
     pub reconnect_expired: u64,
+    /// Logins handed to the shard of their account's avatar.
+    pub handoffs: u64,
+    /// Handed-over logins taken up here.
+    pub adopted: u64,
+    /// New accounts refused: `gateway.accounts_max` seated on the node.
+    pub accounts_full: u64,
     /// Refusals of sessions that ended, by `ErrorCode::code`.
     pub refused_closed: [u64; RULES],
     /// Downstream messages the session did not understand.
@@ -93,6 +105,44 @@ struct Detached {
     until: Time,
 }
 
+/// How many times a login may be handed between shards (a seat that
+/// moved while the connection was on its way: rare, never a loop).
+const HANDOVER_HOPS_MAX: u8 = 2;
+
+/// A checked login on its way to the shard of its account's avatar (the
+/// note of [`ClientPort::hand_off`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Handover {
+    /// Hand-offs so far.
+    hops: u8,
+    account: String,
+    name: String,
+}
+
+impl Handover {
+    /// `hops, name_len, name, account` (a name is at most 64 bytes).
+    fn encode(&self) -> Vec<u8> {
+        let name = self.name.as_bytes();
+        let len = u8::try_from(name.len()).expect("a checked name fits a byte");
+        let mut b = Vec::with_capacity(2 + name.len() + self.account.len());
+        b.extend_from_slice(&[self.hops, len]);
+        b.extend_from_slice(name);
+        b.extend_from_slice(self.account.as_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> Option<Handover> {
+        let (&hops, rest) = b.split_first()?;
+        let (&len, rest) = rest.split_first()?;
+        let (name, account) = rest.split_at_checked(usize::from(len))?;
+        Some(Handover {
+            hops,
+            account: String::from_utf8(account.to_vec()).ok()?,
+            name: String::from_utf8(name.to_vec()).ok()?,
+        })
+    }
+}
+
 /// How logins are checked (`gateway.auth`).
 #[derive(Debug)]
 pub struct Auth {
@@ -100,8 +150,6 @@ pub struct Auth {
     pub key: Option<TicketKey>,
     /// Longest ticket lifetime accepted, s.
     pub ttl_max_s: u64,
-    /// Used tickets.
-    pub replay: ReplayTable,
     /// Unix time (s) at `Time::ZERO`.
     pub unix_at_start_s: u64,
 }
@@ -125,8 +173,8 @@ pub struct Clients {
     next_player: u64,
     conns: BTreeMap<ConnId, Conn>,
     by_entity: BTreeMap<EntityId, ConnId>,
-    /// Every avatar with an account here, live or detached.
-    accounts: BTreeMap<String, EntityId>,
+    /// The node's accounts and used tickets (shared by every shard).
+    door: Arc<Door>,
     /// At most `connections_max` (a dropped avatar past it is removed).
     detached: BTreeMap<EntityId, Detached>,
     detached_max: usize,
@@ -147,6 +195,7 @@ impl Clients {
         first_player: u64,
         auth: Auth,
         detached_max: usize,
+        door: Arc<Door>,
     ) -> Clients {
         Clients {
             params,
@@ -155,7 +204,7 @@ impl Clients {
             next_player: first_player,
             conns: BTreeMap::new(),
             by_entity: BTreeMap::new(),
-            accounts: BTreeMap::new(),
+            door,
             detached: BTreeMap::new(),
             detached_max,
             auth,
@@ -205,8 +254,8 @@ impl Clients {
         let (ticket, mac) = key
             .verify(token, unix_s, a.ttl_max_s)
             .map_err(LoginRefusal::Ticket)?;
-        a.replay
-            .use_once(mac, ticket.expires_unix_s, unix_s)
+        self.door
+            .use_ticket(mac, ticket.expires_unix_s, unix_s)
             .map_err(LoginRefusal::Ticket)?;
         Ok(ticket.account)
     }
@@ -250,6 +299,25 @@ impl CellHost {
                     };
                     self.clients.conns.insert(conn, c);
                     self.clients.counters.opened += 1;
+                }
+                PortEvent::Adopted { conn, note, .. } => {
+                    let mut session =
+                        Session::new(self.clients.params, self.clients.avatar.clone(), now);
+                    session.set_world_type(self.spaces.world_type);
+                    session.login_taken();
+                    let c = Conn {
+                        session,
+                        entity: None,
+                        account: None,
+                    };
+                    // Counted as opened where it was accepted (node-wide,
+                    // opened = ended + open).
+                    self.clients.conns.insert(conn, c);
+                    self.clients.counters.adopted += 1;
+                    match Handover::decode(&note) {
+                        Some(h) => self.seat_login(now, port, conn, &h),
+                        None => self.refuse(conn, ErrorCode::ServerFull, "bad hand-over"),
+                    }
                 }
                 PortEvent::Closed { conn, reason } => {
                     if let Some(c) = self.clients.conns.remove(&conn) {
@@ -307,10 +375,12 @@ impl CellHost {
         self.clients.scratch_conns = ids;
     }
 
-    /// A login: a new avatar at the spawn rule's point, created in the
-    /// cell there (here, or by a spawn message to that cell's shard, which
-    /// precedes every input on that FIFO channel), its proxy here; Welcome
-    /// at once.
+    /// A login: the name and ticket checked, then seated
+    /// (`seat_login`): a new avatar at the spawn rule's point,
+    /// created in the cell there (here, or by a spawn message to that
+    /// cell's shard, which precedes every input on that FIFO channel), its
+    /// proxy here, Welcome at once; or a takeover, here or on the shard of
+    /// the account's avatar.
     fn login(
         &mut self,
         now: Time,
@@ -333,13 +403,43 @@ impl CellHost {
                 return;
             }
         };
-        if let Some(&entity) = self.clients.accounts.get(&account) {
-            self.take_over(now, port, id, entity);
-            return;
+        let h = Handover {
+            hops: 0,
+            account,
+            name: name.to_owned(),
+        };
+        self.seat_login(now, port, id, &h);
+    }
+
+    /// Refuses connection `id`'s login with `code` (Error, then closed).
+    fn refuse(&mut self, id: ConnId, code: ErrorCode, text: &str) {
+        if let Some(conn) = self.clients.conns.get_mut(&id) {
+            let _ = conn.session.refuse_login(code, text);
         }
-        let n = self.clients.next_player;
-        self.clients.next_player += 1;
-        let entity = entity_id(self.ctx.shard.index, n);
+    }
+
+    /// A checked login of `h.account` on connection `id`: a new account
+    /// gets an avatar here, one seated here takes its avatar over, one
+    /// seated on another shard is handed there (see the module doc).
+    fn seat_login(&mut self, now: Time, port: &mut ClientPort, id: ConnId, h: &Handover) {
+        let me = self.ctx.shard.index;
+        let entity = entity_id(me, self.clients.next_player);
+        let seat = Seat { shard: me, entity };
+        match self.clients.door.claim(&h.account, seat) {
+            Claim::New => self.clients.next_player += 1,
+            Claim::Held(s) if s.shard == me => return self.take_over(now, port, id, s.entity),
+            Claim::Held(s) if h.hops < HANDOVER_HOPS_MAX => {
+                return self.hand_over(port, id, s.shard, h)
+            }
+            Claim::Held(_) => {
+                return self.refuse(id, ErrorCode::ServerFull, "the account is moving; retry")
+            }
+            Claim::Full => {
+                self.clients.counters.accounts_full += 1;
+                return self.refuse(id, ErrorCode::ServerFull, "too many accounts logged in");
+            }
+        }
+        let (account, name) = (h.account.clone(), h.name.as_str());
         let world = self.tree.world();
         let pos = if self.clients.params.spawn_local {
             let (tree, me) = (&self.tree, self.ctx.shard);
@@ -366,22 +466,44 @@ impl CellHost {
         };
         let proxy = Proxy::new(entity, cell, 0, proxy_params()).expect("valid proxy params");
         let Some(conn) = self.clients.conns.get_mut(&id) else {
-            return;
+            unreachable!("a login is read from a listed connection");
         };
         if !ok {
             self.clients.counters.spawn_failed += 1;
             let _ = conn
                 .session
                 .refuse_login(ErrorCode::ServerFull, "no cell for the spawn");
+            self.clients.door.release(&account, entity);
             return;
         }
         self.proxies.insert(entity, proxy);
         conn.session.welcome(now, entity, pos);
         conn.entity = Some(entity);
-        conn.account = Some(account.clone());
+        conn.account = Some(account);
         self.clients.by_entity.insert(entity, id);
-        self.clients.accounts.insert(account, entity);
         self.clients.counters.logins += 1;
+    }
+
+    /// Connection `id` moves to shard `to`, which serves its account
+    /// (the login's checks are not repeated there: the note carries the
+    /// account).
+    fn hand_over(&mut self, port: &mut ClientPort, id: ConnId, to: u16, h: &Handover) {
+        let Some(conn) = self.clients.conns.remove(&id) else {
+            return;
+        };
+        let k = &mut self.clients.counters;
+        for (a, b) in k.refused_closed.iter_mut().zip(conn.session.refused()) {
+            *a += b;
+        }
+        let note = Handover {
+            hops: h.hops + 1,
+            account: h.account.clone(),
+            name: h.name.clone(),
+        }
+        .encode();
+        if port.hand_off(id, to, note).is_ok() {
+            k.handoffs += 1;
+        }
     }
 
     /// Connection `id` takes over `entity`, its account's avatar: the old
@@ -504,7 +626,7 @@ impl CellHost {
             }
             account => {
                 if let Some(a) = account {
-                    k.accounts.remove(&a);
+                    k.door.release(&a, e);
                 }
                 self.destroy_avatar(now, e, conn.session);
             }
@@ -610,7 +732,7 @@ impl CellHost {
     fn expire_detached(&mut self, now: Time) {
         while let Some((&e, _)) = self.clients.detached.iter().find(|(_, d)| d.until <= now) {
             let d = self.clients.detached.remove(&e).expect("found");
-            self.clients.accounts.remove(&d.account);
+            self.clients.door.release(&d.account, e);
             self.clients.counters.reconnect_expired += 1;
             self.destroy_avatar(now, e, d.session);
         }
@@ -654,6 +776,21 @@ impl CellHost {
             k.takeovers,
         );
         sink.counter(
+            "gateway_handoffs",
+            "logins handed to the shard of their account's avatar",
+            k.handoffs,
+        );
+        sink.counter(
+            "gateway_adopted",
+            "logins handed over by another shard, taken up here",
+            k.adopted,
+        );
+        sink.counter(
+            "gateway_accounts_full",
+            "new accounts refused at gateway.accounts_max",
+            k.accounts_full,
+        );
+        sink.counter(
             "gateway_reconnect_expired",
             "dropped avatars removed after the reconnect window",
             k.reconnect_expired,
@@ -690,5 +827,26 @@ impl CellHost {
             self.route(WireSource::Proxy(e), o);
         }
         self.clients.scratch_outs = outs;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Handover;
+
+    #[test]
+    fn a_handover_note_round_trips_and_bad_bytes_are_refused() {
+        let h = Handover {
+            hops: 1,
+            account: "acct-7".into(),
+            name: "Ann Ö".into(),
+        };
+        assert_eq!(Handover::decode(&h.encode()), Some(h.clone()));
+        let b = h.encode();
+        assert_eq!(Handover::decode(&b[..1]), None, "no length");
+        assert_eq!(Handover::decode(&b[..4]), None, "name cut");
+        let mut bad = b.clone();
+        bad[2] = 0xff;
+        assert_eq!(Handover::decode(&bad), None, "not UTF-8");
     }
 }

@@ -16,7 +16,10 @@ use crate::runtime::{
 };
 use crate::wire::client::ErrorCode;
 
+use std::sync::Arc;
+
 use super::balance::SnapshotSink;
+use super::door::Door;
 use super::gateway::{refused_metric, Disconnect};
 use super::CellHost;
 
@@ -96,6 +99,16 @@ pub struct ServerCounters {
     pub space_transfers: u64,
 }
 
+/// The warning a server with `gateway.auth = "none"` gives once at start
+/// (none when the gateway is off or checks tickets).
+pub fn auth_warning(config: &Config) -> Option<&'static str> {
+    let g = &config.gateway;
+    (g.enabled && g.auth == "none").then_some(
+        "gateway.auth = \"none\": ANYONE CAN LOG IN AS ANY ACCOUNT (no ticket is checked); \
+         for local benchmarks only, use auth = \"hmac\" in production",
+    )
+}
+
 /// The server, running (see the module doc).
 #[derive(Debug)]
 pub struct EmbeddedServer {
@@ -121,12 +134,17 @@ impl EmbeddedServer {
             unix_at_start_s: 0,
         };
         CellHost::new(config, probe).map_err(|e| ServerError::Config(e.to_string()))?;
+        if let Some(text) = auth_warning(config) {
+            tracing::warn!("{text}");
+        }
         let factory_config = config.clone();
+        let door = Arc::new(Door::from_config(config));
         let tree_log = SnapshotSink::default();
         let sink = tree_log.clone();
         let handle = Runtime::start(config, move |ctx| {
             let shard0 = ctx.shard.index == 0;
-            let mut host = CellHost::new(&factory_config, ctx).expect("checked before start");
+            let mut host = CellHost::with_door(&factory_config, ctx, door.clone())
+                .expect("checked before start");
             if shard0 {
                 host.set_snapshot_sink(sink.clone());
             }

@@ -50,8 +50,9 @@ use std::sync::Arc;
 use super::balance::{HostBalance, SnapshotSink, TreeSnapshot};
 use super::cell_factory::CellFactory;
 use super::clients::{Auth, Clients};
+use super::door::Door;
 use super::game::Game;
-use super::gateway::{GatewayParams, ReplayTable};
+use super::gateway::GatewayParams;
 use super::npcs::Npc;
 use super::spaces::{is_instance_cell, HostSpaces, SpaceCounters};
 use super::spawn::SpawnRule;
@@ -203,6 +204,19 @@ impl CellHost {
     /// # Errors
     /// [`HostError`] for a tree or parameter the config cannot produce.
     pub fn new(config: &Config, ctx: ShardContext) -> Result<CellHost, HostError> {
+        CellHost::with_door(config, ctx, Arc::new(Door::from_config(config)))
+    }
+
+    /// Builds this shard's host from `config`, its gateway sharing `door`
+    /// (the node's accounts and used tickets) with the other shards'.
+    ///
+    /// # Errors
+    /// [`HostError`] for a tree or parameter the config cannot produce.
+    pub fn with_door(
+        config: &Config,
+        ctx: ShardContext,
+        door: Arc<Door>,
+    ) -> Result<CellHost, HostError> {
         let tree = initial_tree(config, config.server.initial_cells, ctx.shards)?;
         let types = Arc::new(TypeRegistry::with_builtins());
         let mut cells = BTreeMap::new();
@@ -221,16 +235,9 @@ impl CellHost {
         let key = g
             .ticket_key()
             .map_err(|e| HostError::Params(e.to_string()))?;
-        if key.is_none() && g.enabled && ctx.shard.index == 0 {
-            tracing::warn!(
-                "gateway.auth = \"none\": ANYONE CAN LOG IN AS ANY ACCOUNT (no ticket is \
-                 checked); for local benchmarks only, use auth = \"hmac\" in production"
-            );
-        }
         let auth = Auth {
             key,
             ttl_max_s: g.ticket_ttl_max_s,
-            replay: ReplayTable::new(g.replay_table_max as usize),
             unix_at_start_s: ctx.unix_at_start_s,
         };
         let clients = Clients::new(
@@ -240,6 +247,7 @@ impl CellHost {
             u64::from(config.server.npcs),
             auth,
             g.connections_max as usize,
+            door,
         );
         let mut host = CellHost {
             ctx,
@@ -262,6 +270,12 @@ impl CellHost {
         };
         host.spawn_npcs(config.server.npcs, &types);
         Ok(host)
+    }
+
+    /// What this shard's gateway counted (logins, takeovers, hand-offs,
+    /// refusals by reason).
+    pub fn client_counters(&self) -> &super::clients::ClientCounters {
+        self.clients.counters()
     }
 
     /// Balancing on this shard (counters, the tree snapshot for plots).

@@ -11,6 +11,7 @@
 pub mod balance;
 pub mod cell_factory;
 pub mod clients;
+pub mod door;
 pub mod embedded;
 pub mod game;
 pub mod gateway;

@@ -15,7 +15,9 @@ use tessera::config::Config;
 use tessera::core::entity::TypeRegistry;
 use tessera::core::ids::EntityId;
 use tessera::core::time::Time;
-use tessera::wire::client::{ClientMsg, ErrorCode, FrameDecoder, ServerMsg, PROTOCOL_VERSION};
+use tessera::wire::client::{
+    CallOutcome, ClientMsg, ErrorCode, FrameDecoder, RefuseReason, ServerMsg, PROTOCOL_VERSION,
+};
 
 /// Two shards, a 240 x 120 m world split at x = 120 (cell 0 on shard 0,
 /// cell 1 on shard 1), ghost radius 30 m, AOI 15 m, avatars at the centre
@@ -152,6 +154,10 @@ pub enum Seen {
     Kick(ErrorCode),
     Pong(u64),
     Ack(u64),
+    /// A CallResult refusing the call of this seq.
+    Refused(u64, RefuseReason),
+    /// SpaceChanged to this space.
+    Space(u32),
     Other(u16),
 }
 
@@ -160,6 +166,8 @@ pub struct RawClient {
     pub stream: TcpStream,
     decoder: FrameDecoder,
     pub eof: bool,
+    /// The `next_seq` of the last Welcome seen.
+    pub next_seq: Option<u64>,
 }
 
 impl RawClient {
@@ -173,6 +181,7 @@ impl RawClient {
             stream,
             decoder: FrameDecoder::new(4 << 20),
             eof: false,
+            next_seq: None,
         }
     }
 
@@ -220,11 +229,19 @@ impl RawClient {
         while Instant::now() < until && !self.eof {
             while let Ok(Some(f)) = self.decoder.next_frame() {
                 let s = match ServerMsg::decode(&f) {
-                    Ok(ServerMsg::Welcome(w)) => Seen::Welcome(w.entity),
+                    Ok(ServerMsg::Welcome(w)) => {
+                        self.next_seq = Some(w.next_seq);
+                        Seen::Welcome(w.entity)
+                    }
                     Ok(ServerMsg::Error { seq, code, .. }) => Seen::Error(seq, code),
                     Ok(ServerMsg::Kick { code, .. }) => Seen::Kick(code),
                     Ok(ServerMsg::Pong { nonce, .. }) => Seen::Pong(nonce),
                     Ok(ServerMsg::InputAck { last_seq }) => Seen::Ack(last_seq),
+                    Ok(ServerMsg::CallResult {
+                        seq,
+                        outcome: CallOutcome::Refused(r),
+                    }) => Seen::Refused(seq, r),
+                    Ok(ServerMsg::SpaceChanged { space, .. }) => Seen::Space(space),
                     Ok(m) => Seen::Other(m.kind()),
                     Err(e) => panic!("bad server frame: {e}"),
                 };

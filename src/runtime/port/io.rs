@@ -13,11 +13,56 @@ impl ClientPort {
     /// `connections_max`.
     pub(crate) fn io_open(&mut self, peer: SocketAddr) -> Option<ConnId> {
         debug_assert!(self.attached);
-        let conn = self.open_slot(peer, true);
+        let conn = self.open_slot(peer, true, None);
         if conn.is_none() {
             self.counters.closed[CloseReason::TooManyConnections.index()] += 1;
         }
         conn
+    }
+
+    /// Registers a connection handed over by another shard, with the input
+    /// that shard had not consumed (at most `inbound_bytes_max`: the same
+    /// bound on every shard); `None` at `connections_max` (counted as a
+    /// failed hand-off).
+    pub(crate) fn io_adopt(
+        &mut self,
+        peer: SocketAddr,
+        input: &[u8],
+        note: Vec<u8>,
+    ) -> Option<ConnId> {
+        debug_assert!(self.attached);
+        let Some(conn) = self.open_slot(peer, true, Some(note)) else {
+            self.counters.handoffs_failed += 1;
+            return None;
+        };
+        let keep = input.len().min(self.p.inbound_bytes_max);
+        let slot = &mut self.slots[conn.slot() as usize];
+        slot.inbound.push(&input[..keep]);
+        self.inbound_held += keep;
+        self.counters.adopted += 1;
+        Some(conn)
+    }
+
+    /// A slot handed off: its destination, note and unconsumed input; the
+    /// slot is then done (the caller moves the socket, then releases it).
+    pub(crate) fn io_take_handoff(&mut self, index: u32) -> Option<(u16, Vec<u8>, Vec<u8>)> {
+        let slot = &mut self.slots[index as usize];
+        let (to, note) = slot.handoff.take()?;
+        debug_assert_eq!(slot.state, SlotState::HandingOff);
+        let input = slot.inbound.pending().to_vec();
+        self.inbound_held -= input.len();
+        slot.inbound.reset();
+        slot.state = SlotState::Done;
+        Some((to, note, input))
+    }
+
+    /// Counts a hand-off as done (`moved`) or failed.
+    pub(crate) fn io_handed_off(&mut self, moved: bool) {
+        if moved {
+            self.counters.handed_off += 1;
+        } else {
+            self.counters.handoffs_failed += 1;
+        }
     }
 
     /// The slot's state, as the socket side must act on it.

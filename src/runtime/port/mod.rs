@@ -20,8 +20,14 @@
 //! - a connection's send queue is at most `send_queue_bytes_max`: a send that
 //!   would pass it queues nothing, fails with [`PortError::SendQueueFull`] and
 //!   closes the connection at once as [`CloseReason::SlowReader`];
-//! - events: at most two per slot (Opened, Closed), since a slot is reused
-//!   only after its Closed event was polled.
+//! - events: at most two per slot (Opened or Adopted, Closed), since a slot
+//!   is reused only after its Closed event was polled (a connection handed
+//!   off has no Closed event: its slot is freed once the socket moved).
+//!
+//! # Hand-off
+//! [`ClientPort::hand_off`] gives a connection to another shard of the
+//! node (`runtime::handoff`): the socket side moves the socket and the
+//! unconsumed input there, where it opens as `PortEvent::Adopted`.
 //!
 //! # Ids
 //! A [`ConnId`] is a slot index (high 32 bits) and the slot's generation (low
@@ -54,6 +60,9 @@ pub(crate) enum SlotState {
     Lingering,
     /// Closed: the socket side must close the socket at once.
     Done,
+    /// Handed to another shard ([`ClientPort::hand_off`]): the socket side
+    /// moves the socket and the unconsumed input there.
+    HandingOff,
 }
 
 #[derive(Debug)]
@@ -71,6 +80,8 @@ struct Slot {
     read_paused: bool,
     /// The slot is on the port's `due` list (the socket side has work).
     due: bool,
+    /// While handing off: the destination shard and the note.
+    handoff: Option<(u16, Vec<u8>)>,
 }
 
 impl Slot {
@@ -85,6 +96,7 @@ impl Slot {
             close_pending: false,
             read_paused: false,
             due: false,
+            handoff: None,
         }
     }
 }
@@ -161,7 +173,9 @@ impl ClientPort {
         self.slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.state != SlotState::Free && s.inbound.len() > 0)
+            .filter(|(_, s)| {
+                !matches!(s.state, SlotState::Free | SlotState::HandingOff) && s.inbound.len() > 0
+            })
             .map(|(i, s)| ConnId::new(i as u32, s.generation))
     }
 
@@ -229,6 +243,39 @@ impl ClientPort {
         }
     }
 
+    /// Hands `conn` to shard `to` of this node with `note`: the connection
+    /// is over here at once (no Closed event: the caller forgot it), and
+    /// the destination's application sees it as `PortEvent::Adopted` with
+    /// the note and whatever input was not consumed here. Queued output is
+    /// dropped. A detached port has no socket to move: the connection just
+    /// ends (counted as a failed hand-off).
+    ///
+    /// # Errors
+    /// [`PortError::Unknown`] if `conn` is not open.
+    pub fn hand_off(&mut self, conn: ConnId, to: u16, note: Vec<u8>) -> Result<(), PortError> {
+        if !self.is_open(conn) {
+            return Err(PortError::Unknown(conn));
+        }
+        let index = conn.slot();
+        let attached = self.attached;
+        let slot = &mut self.slots[index as usize];
+        self.outbound_held -= slot.outbound.len();
+        slot.outbound.reset();
+        self.open -= 1;
+        if attached && slot.io_held {
+            slot.state = SlotState::HandingOff;
+            slot.handoff = Some((to, note));
+            self.mark_due(index);
+        } else {
+            self.inbound_held -= slot.inbound.len();
+            slot.inbound.reset();
+            slot.state = SlotState::Done;
+            self.counters.handoffs_failed += 1;
+            self.try_free(index);
+        }
+        Ok(())
+    }
+
     /// Connections open for the application (closed ones excluded).
     pub fn open_connections(&self) -> usize {
         self.open
@@ -276,7 +323,7 @@ impl ClientPort {
     /// If `connections_max` slots are in use (a test driver's mistake: the
     /// socket side refuses such connections instead).
     pub fn inject_open(&mut self, peer: SocketAddr) -> ConnId {
-        self.open_slot(peer, false)
+        self.open_slot(peer, false, None)
             .expect("inject_open: connections_max slots in use")
     }
 
@@ -339,8 +386,9 @@ impl ClientPort {
         ConnId::new(slot, self.slots[slot as usize].generation)
     }
 
-    /// Takes a slot for a new connection; `None` at `connections_max`.
-    fn open_slot(&mut self, peer: SocketAddr, io: bool) -> Option<ConnId> {
+    /// Takes a slot for a new connection (adopted from another shard with
+    /// `note`); `None` at `connections_max`.
+    fn open_slot(&mut self, peer: SocketAddr, io: bool, note: Option<Vec<u8>>) -> Option<ConnId> {
         if self.in_use >= self.p.connections_max {
             return None;
         }
@@ -361,7 +409,10 @@ impl ClientPort {
         self.open += 1;
         self.counters.opened += 1;
         let conn = self.id(index);
-        self.events.push_back(PortEvent::Opened { conn, peer });
+        self.events.push_back(match note {
+            None => PortEvent::Opened { conn, peer },
+            Some(note) => PortEvent::Adopted { conn, peer, note },
+        });
         Some(conn)
     }
 

@@ -15,6 +15,7 @@ fn params() -> PortParams {
         linger_ms: 10,
         io_poll_ms: 5,
         io_events_max: 64,
+        handoffs_max: 4,
     }
 }
 
@@ -293,5 +294,26 @@ fn io_side_is_told_of_send_consume_and_close() {
     assert_eq!(port.slots_in_use(), 2, "Closed not polled yet");
     assert_eq!(closed(&mut port), vec![(a, CloseReason::ClosedByApp)]);
     assert_eq!(port.slots_in_use(), 1);
+    port.verify();
+}
+
+#[test]
+fn a_handed_off_connection_is_over_here_without_a_closed_event() {
+    let mut port = ClientPort::detached(params());
+    let a = port.inject_open(peer(1));
+    let b = port.inject_open(peer(2));
+    while port.poll_event().is_some() {}
+    port.inject_input(a, b"rest");
+    port.send(a, b"out").expect("room");
+    port.hand_off(a, 1, vec![9]).expect("open");
+    assert!(!port.is_open(a));
+    assert_eq!(port.poll_event(), None, "the app forgot it already");
+    assert_eq!(port.readable().collect::<Vec<_>>(), Vec::<ConnId>::new());
+    assert_eq!((port.inbound_held(), port.outbound_held()), (0, 0));
+    // A detached port has no socket to move: the slot is free again.
+    assert_eq!(port.slots_in_use(), 1);
+    assert_eq!(port.counters().handoffs_failed, 1);
+    assert_eq!(port.hand_off(a, 1, Vec::new()), Err(PortError::Unknown(a)));
+    assert!(port.is_open(b));
     port.verify();
 }

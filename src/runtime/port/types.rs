@@ -82,6 +82,17 @@ pub enum PortEvent {
         /// Its address.
         peer: SocketAddr,
     },
+    /// A connection handed over by another shard of the node
+    /// ([`super::ClientPort::hand_off`]): open, with the input that shard
+    /// had not consumed already readable.
+    Adopted {
+        /// Its id here.
+        conn: ConnId,
+        /// Its address.
+        peer: SocketAddr,
+        /// What the handing shard's application attached.
+        note: Vec<u8>,
+    },
     /// After this the id is dead: sends fail with Unknown, input() is empty.
     Closed {
         /// The connection.
@@ -126,6 +137,8 @@ pub struct PortParams {
     pub io_poll_ms: u64,
     /// Readiness events taken per epoll wait.
     pub io_events_max: usize,
+    /// Connections handed to this shard and not yet adopted, at most.
+    pub handoffs_max: usize,
 }
 
 impl Default for PortParams {
@@ -139,6 +152,7 @@ impl Default for PortParams {
             linger_ms: 500,
             io_poll_ms: 5,
             io_events_max: 1024,
+            handoffs_max: 256,
         }
     }
 }
@@ -155,6 +169,7 @@ impl PortParams {
             linger_ms: g.linger_ms,
             io_poll_ms: g.io_poll_ms,
             io_events_max: g.io_events_max as usize,
+            handoffs_max: g.handoffs_max as usize,
         }
     }
 }
@@ -172,4 +187,10 @@ pub struct PortCounters {
     pub bytes_out: u64,
     /// Write calls that sent bytes.
     pub writes: u64,
+    /// Connections handed to another shard.
+    pub handed_off: u64,
+    /// Connections adopted from another shard.
+    pub adopted: u64,
+    /// Hand-offs dropped (the destination's queue was full).
+    pub handoffs_failed: u64,
 }

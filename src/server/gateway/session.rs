@@ -412,6 +412,14 @@ impl Session {
         .encode(&mut self.out);
     }
 
+    /// The Login was read by another shard's gateway, which handed the
+    /// connection here (`server::clients`): the session waits for
+    /// [`Session::welcome`] as after its own Login.
+    pub fn login_taken(&mut self) {
+        debug_assert_eq!(self.phase, SessionPhase::Hello);
+        self.phase = SessionPhase::Spawning;
+    }
+
     /// The login cannot be served: Error and close.
     pub fn refuse_login(&mut self, code: ErrorCode, text: &str) -> Step<'static> {
         self.fatal(code, text)

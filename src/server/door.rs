@@ -1,0 +1,176 @@
+//! The door of a node: which shard serves each account, and which tickets
+//! were used, for every shard at once.
+//!
+//! Connections are spread over the shards by the kernel (SO_REUSEPORT), so
+//! two logins of one account, or a ticket and its replay, may land on two
+//! shards. [`Door`] is the one account table and the one replay table of
+//! the node, shared by every shard's gateway (`server::clients`):
+//!
+//! - a login claims its account ([`Door::claim`]): a new account gets a
+//!   seat (the shard and the avatar's entity); an account that has one is
+//!   served where its avatar's proxy is (the proxy's shard is part of the
+//!   entity id and never changes), so a login that landed on another shard
+//!   hands its connection there (`ClientPort::hand_off`), where the usual
+//!   takeover runs;
+//! - an avatar's removal releases its seat ([`Door::release`], only if the
+//!   seat is still that avatar's);
+//! - a ticket is used once ([`Door::use_ticket`]).
+//!
+//! # Why a lock
+//! Both tables are behind a `Mutex`, taken only at a login, an avatar's
+//! removal and a ticket's use, each a `BTreeMap` lookup and insert: never
+//! on the tick's per-message paths (inputs, views, the mesh), which stay
+//! lock-free. Logins are rare against ticks (a login storm of 1,000 a
+//! second is one lock every millisecond, each held for about a
+//! microsecond), and a lock makes the answer immediate: asking an owner
+//! shard over the mesh instead would keep every login waiting a tick or
+//! two and add a pending state (and its timeout) to the gateway.
+//!
+//! # Limits
+//! At most `gateway.accounts_max` seats (a new account past it is refused:
+//! `server-full`) and `gateway.replay_table_max` tickets (`TicketError::TableFull`).
+//!
+//! Owns the two tables; it must not touch sessions, sockets or cells.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::config::Config;
+use crate::core::ids::EntityId;
+
+use super::gateway::{ReplayTable, TicketError};
+
+/// Where an account's avatar is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seat {
+    /// The shard of its proxy (and of its client connection).
+    pub shard: u16,
+    /// The avatar.
+    pub entity: EntityId,
+}
+
+/// What a login's claim found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// The account had no seat; it has the one asked for now.
+    New,
+    /// The account is seated: its avatar is served there.
+    Held(Seat),
+    /// No seat left (`gateway.accounts_max`).
+    Full,
+}
+
+/// The node's account and replay tables (see the module doc).
+#[derive(Debug)]
+pub struct Door {
+    accounts: Mutex<BTreeMap<String, Seat>>,
+    accounts_max: usize,
+    replay: Mutex<ReplayTable>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A shard that panicked holding the lock stops the runtime; the table
+    // itself is never left half-changed (each change is one map call).
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Door {
+    /// Empty tables of at most `accounts_max` seats and `replay_max` tickets.
+    pub fn new(accounts_max: usize, replay_max: usize) -> Door {
+        Door {
+            accounts: Mutex::new(BTreeMap::new()),
+            accounts_max,
+            replay: Mutex::new(ReplayTable::new(replay_max)),
+        }
+    }
+
+    /// The tables `[gateway]` bounds.
+    pub fn from_config(config: &Config) -> Door {
+        let g = &config.gateway;
+        Door::new(g.accounts_max as usize, g.replay_table_max as usize)
+    }
+
+    /// Seats `account` at `seat` unless it is seated already (see [`Claim`]).
+    pub fn claim(&self, account: &str, seat: Seat) -> Claim {
+        let mut t = lock(&self.accounts);
+        if let Some(&held) = t.get(account) {
+            return Claim::Held(held);
+        }
+        if t.len() >= self.accounts_max {
+            return Claim::Full;
+        }
+        t.insert(account.to_owned(), seat);
+        Claim::New
+    }
+
+    /// Frees `account`'s seat if it is `entity`'s; true if it was.
+    pub fn release(&self, account: &str, entity: EntityId) -> bool {
+        let mut t = lock(&self.accounts);
+        if t.get(account).is_some_and(|s| s.entity == entity) {
+            t.remove(account);
+            return true;
+        }
+        false
+    }
+
+    /// The seat of `account`, if any.
+    pub fn seat(&self, account: &str) -> Option<Seat> {
+        lock(&self.accounts).get(account).copied()
+    }
+
+    /// Seated accounts.
+    pub fn accounts(&self) -> usize {
+        lock(&self.accounts).len()
+    }
+
+    /// Records a ticket's first use on any shard (see
+    /// [`ReplayTable::use_once`]).
+    ///
+    /// # Errors
+    /// `Replayed` if it was used, `TableFull` if there is no room.
+    pub fn use_ticket(
+        &self,
+        mac: [u8; 32],
+        expires_unix_s: u64,
+        now_unix_s: u64,
+    ) -> Result<(), TicketError> {
+        lock(&self.replay).use_once(mac, expires_unix_s, now_unix_s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seat(shard: u16, e: u64) -> Seat {
+        Seat {
+            shard,
+            entity: EntityId(e),
+        }
+    }
+
+    #[test]
+    fn an_account_is_seated_once_and_released_only_by_its_avatar() {
+        let door = Door::new(2, 4);
+        assert_eq!(door.claim("ann", seat(0, 1)), Claim::New);
+        assert_eq!(door.claim("ann", seat(1, 2)), Claim::Held(seat(0, 1)));
+        assert!(!door.release("ann", EntityId(2)), "not its avatar");
+        assert_eq!(door.seat("ann"), Some(seat(0, 1)));
+        assert_eq!(door.claim("bob", seat(1, 3)), Claim::New);
+        assert_eq!(door.claim("cy", seat(1, 4)), Claim::Full);
+        assert!(door.release("ann", EntityId(1)));
+        assert_eq!(door.accounts(), 1);
+        assert_eq!(door.claim("cy", seat(1, 4)), Claim::New);
+    }
+
+    #[test]
+    fn a_ticket_is_used_once_on_the_node() {
+        let door = std::sync::Arc::new(Door::new(1, 4));
+        let other = door.clone();
+        door.use_ticket([7; 32], 100, 50).expect("first use");
+        let replay = std::thread::spawn(move || other.use_ticket([7; 32], 100, 51))
+            .join()
+            .expect("thread");
+        assert_eq!(replay, Err(TicketError::Replayed));
+    }
+}
