@@ -8,8 +8,10 @@
 //! and go to a second figure, and a tie left after that goes to the value
 //! listed first in the grid (the cheaper end: the grids are listed that
 //! way). A key the simulator does not read is never in the grid: every grid
-//! is checked ([`crate::measure::check_read`]), and `[balance]` is probed
-//! and reported as such (the simulator's balancer runs the policy defaults).
+//! is checked ([`crate::measure::check_read`]). `[balance]` has no rule
+//! yet: its keys are probed and reported as left out, with where to sweep
+//! them (the simulator reads them, but only its tree scenarios run a
+//! balancer).
 //!
 //! Owns the grid, the rules and the report; measuring is `measure`'s.
 
