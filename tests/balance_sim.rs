@@ -11,13 +11,16 @@
 //!   no-worse rule keep a fixed load from making it oscillate);
 //! - the same seed replays the same run;
 //! - with long stalls and slow links, shards apply tree changes up to a
-//!   second apart and still no invariant breaks.
+//!   second apart and still no invariant breaks;
+//! - the balancer runs with the config's `[balance]`, taken as the server
+//!   takes it: a policy threshold and `enabled` change the runs.
 //!
 //! More seeds: `BALANCE_SEEDS=8 cargo test --test balance_sim` (default 1).
 //! One run by hand: `cargo run --release --bin tessera -- sim --seed 1
 //! --scenario crowd --shards 4 --cells 4 --entities 300 --ticks 1200
 //! --world-side-m 2000 --bot-speed-mps 40`.
 
+use tessera::config::Config;
 use tessera::sim::options::{Scenario, SimOptions};
 use tessera::sim::report::replay_command;
 use tessera::sim::world::WorldParams;
@@ -144,4 +147,38 @@ fn tree_changes_reach_shards_late_and_nothing_breaks() {
         assert!(s.replica_lag_us_max > 0, "seed {seed}: {s}");
         assert_eq!(s.violations, 0);
     }
+}
+
+/// The world's params under `--set key=value` overrides.
+fn params_with(sets: &[&str]) -> WorldParams {
+    let sets: Vec<String> = sets.iter().map(|s| (*s).to_owned()).collect();
+    WorldParams::from_config(&Config::load(None, &sets).expect("valid overrides"))
+}
+
+#[test]
+fn balance_keys_reach_the_simulated_balancer() {
+    let mut o = options(3, Scenario::Crowd, 2);
+    o.entities = 400;
+    o.ticks = 400;
+    let runs = |sets: &[&str]| {
+        let out = run_one(&o, &params_with(sets)).expect("valid options");
+        assert!(out.passed(), "{sets:?}: {:?}", out.violations);
+        out.summary
+    };
+    // A low split threshold splits the crowd's cell; one above anything
+    // the crowd loads a cell with never does.
+    let low = runs(&["balance.split_cell_load_min=0.3"]);
+    let high = runs(&["balance.split_cell_load_min=5.0"]);
+    assert!(low.splits >= 1, "{low}");
+    assert_eq!(high.splits, 0, "{high}");
+    assert_ne!(low.trace_hash, high.trace_hash);
+    // `enabled = false` keeps the start-up tree, as on a server.
+    let off = runs(&["balance.enabled=false"]);
+    assert_eq!((off.splits, off.merges, off.rebalances), (0, 0, 0), "{off}");
+    // The NPC crowd keys steer the server's NPCs only: the simulator's
+    // params are the same whatever they say.
+    assert_eq!(
+        params_with(&["balance.npc_crowd_radius_m=50"]),
+        params_with(&[])
+    );
 }

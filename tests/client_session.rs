@@ -431,7 +431,14 @@ fn handshake_errors_kicks_and_broken_streams_close() {
     ]);
     s.handle_bytes(Time(1), &refusal, &mut hooks);
     assert_eq!(s.state(), SessionState::Closed);
-    assert_eq!(s.welcome(), None, "nothing is decoded after the close");
+    assert_eq!(s.welcome(), None, "nothing is applied after the close");
+    assert_eq!(
+        s.violations()[0].rule,
+        SessionRule::Unexpected {
+            kind: ServerMsg::Welcome(welcome()).kind()
+        },
+        "a Welcome after the refusal breaks the rules"
+    );
     let mut s = live_session(&mut hooks);
     let kick = frames(&[ServerMsg::Kick {
         code: ErrorCode::SlowReader,
@@ -463,6 +470,68 @@ fn handshake_errors_kicks_and_broken_streams_close() {
     );
     assert_eq!(s.violation_count(), 1, "a truncated stream counts");
     assert_eq!(s.violation_kinds().get("TruncatedStream"), Some(&1));
+}
+
+fn rules(s: &ClientSession) -> Vec<SessionRule> {
+    s.violations().iter().map(|v| v.rule.clone()).collect()
+}
+
+/// Messages out of place (before Welcome, a second Welcome, anything after
+/// a Kick) are `Unexpected` and change nothing; an Error naming an input
+/// never sent is `ErrorUnsent`.
+#[test]
+fn messages_out_of_place_and_errors_for_unsent_inputs_are_violations() {
+    let mut hooks = Hooks::default();
+    let batch = ServerMsg::ViewBatch {
+        tick: 1,
+        batch: &[],
+    };
+    let unexpected = |m: &ServerMsg<'_>| SessionRule::Unexpected { kind: m.kind() };
+    // A ViewBatch during the handshake.
+    let mut s = ClientSession::new(ClientSessionParams::default(), registry());
+    s.connect("ann", None).expect("connect");
+    s.handle_bytes(Time(1), &frames(&[batch]), &mut hooks);
+    assert_eq!(rules(&s), [unexpected(&batch)]);
+    assert_eq!(s.counters().batches, 0);
+    // A second Welcome.
+    let mut s = live_session(&mut hooks);
+    let again = ServerMsg::Welcome(welcome());
+    s.handle_bytes(Time(2), &frames(&[again]), &mut hooks);
+    assert_eq!(rules(&s), [unexpected(&again)]);
+    assert_eq!(s.state(), SessionState::Live);
+    // Anything after a Kick, in the same read or a later one.
+    let mut s = live_session(&mut hooks);
+    let kick = ServerMsg::Kick {
+        code: ErrorCode::SlowReader,
+        text: "",
+    };
+    let pong = ServerMsg::Pong {
+        nonce: 1,
+        client_time_us: 0,
+        server_time_us: 0,
+    };
+    s.handle_bytes(Time(3), &frames(&[kick, pong]), &mut hooks);
+    assert_eq!(s.state(), SessionState::Closed);
+    assert_eq!(rules(&s), [unexpected(&pong)]);
+    s.handle_bytes(Time(4), &frames(&[batch]), &mut hooks);
+    assert_eq!(rules(&s), [unexpected(&pong), unexpected(&batch)]);
+    assert_eq!((s.counters().pongs, s.counters().batches), (0, 0));
+    assert_eq!(s.violation_kinds().get("Unexpected"), Some(&2));
+    // After the client's own Bye nothing more is read: no violation.
+    let mut s = live_session(&mut hooks);
+    s.send_bye(Time(5)).expect("bye");
+    s.handle_bytes(Time(6), &frames(&[pong]), &mut hooks);
+    assert_eq!(rules(&s), []);
+    // An Error naming input 5 when none was sent.
+    let mut s = live_session(&mut hooks);
+    let error = ServerMsg::Error {
+        seq: 5,
+        code: ErrorCode::SlowReader,
+        text: "",
+    };
+    s.handle_bytes(Time(7), &frames(&[error]), &mut hooks);
+    assert_eq!(rules(&s), [SessionRule::ErrorUnsent { seq: 5 }]);
+    assert_eq!(s.violation_count(), 1);
 }
 
 #[test]

@@ -153,6 +153,10 @@ struct Core {
     /// `(space, type)` after the first SpaceChanged (before: the world).
     space: Option<(u32, u32)>,
     space_pending: bool,
+    /// The server closed the session (a Kick, or an Error refusing the
+    /// handshake): frames it still sends are decoded only to be reported
+    /// as [`SessionRule::Unexpected`].
+    closed_by_server: bool,
 }
 
 impl ClientSession {
@@ -164,6 +168,7 @@ impl ClientSession {
                 params,
                 registry,
                 state: SessionState::Idle,
+                closed_by_server: false,
                 welcome: None,
                 view: None,
                 inputs: InputTracker::new(params.inputs_in_flight_max),
@@ -388,21 +393,33 @@ impl ClientSession {
         }
     }
 
+    /// Decodes and handles every whole frame received. After a close of
+    /// the client's own (Bye, a broken stream) nothing more is decoded;
+    /// after the server's (Kick, refused handshake) every further frame is
+    /// a violation ([`SessionRule::Unexpected`]) and has no effect.
     fn drain(&mut self, now: Time, hooks: &mut impl SessionHooks) {
         let c = &mut self.core;
-        while c.state != SessionState::Closed {
+        while c.state != SessionState::Closed || c.closed_by_server {
             match self.decoder.next_frame() {
                 Ok(None) => break,
                 Ok(Some(f)) => {
                     c.counters.frames_in += 1;
                     match ServerMsg::decode(&f) {
+                        Ok(msg) if c.state == SessionState::Closed => {
+                            let kind = msg.kind();
+                            c.violate(now, SessionRule::Unexpected { kind });
+                        }
                         Ok(msg) => c.handle(now, msg, hooks),
                         Err(e) => c.violate(now, SessionRule::Decode(e)),
                     }
                 }
                 Err(e) => {
                     c.violate(now, SessionRule::Decode(e));
-                    c.close(now, None);
+                    // Nothing after broken framing can be read.
+                    c.closed_by_server = false;
+                    if c.state != SessionState::Closed {
+                        c.close(now, None);
+                    }
                 }
             }
         }
@@ -609,6 +626,7 @@ impl Core {
             ServerMsg::Kick { code, text } => {
                 self.set_text(text);
                 self.close(now, Some(code));
+                self.closed_by_server = true;
             }
             ServerMsg::SpaceChanged {
                 space,
@@ -655,6 +673,7 @@ impl Core {
         self.event(SessionEvent::Refused { seq, code, at: now });
         if self.state == SessionState::Handshake {
             self.close(now, Some(code));
+            self.closed_by_server = true;
         }
     }
 

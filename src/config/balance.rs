@@ -34,6 +34,26 @@ pub struct BalanceConfig {
     pub policy: BalanceParams,
 }
 
+/// What a balancer takes of `[balance]`: the server's `HostBalance` and the
+/// simulator's `SimBalance` are both built from [`BalanceConfig::balancer`],
+/// so a key means the same in both.
+///
+/// The NPC crowd keys (`npc_crowd_radius_m`, `npc_crowd_x_m`,
+/// `npc_crowd_z_m`) are left out: they steer the server's NPCs, and the
+/// simulator has no NPCs (its bots follow the scenario). `tuning sweep`
+/// refuses them as keys the simulator does not read.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BalancerParams {
+    /// `enabled`: false freezes the service (the start-up tree stays).
+    pub enabled: bool,
+    /// `gather_period_ms`, `merge_empty_reports_min` and the policy
+    /// thresholds (`entity_samples_max` also bounds the load recorder).
+    pub service: ServiceParams,
+    /// `report_samples_max`: entity samples per cell report (the loads of
+    /// reals beyond it are summed into the cell's load only).
+    pub report_samples_max: usize,
+}
+
 impl BalanceConfig {
     /// The service params these keys give.
     pub fn service_params(&self) -> ServiceParams {
@@ -42,6 +62,15 @@ impl BalanceConfig {
             merge_empty_reports_min: self.merge_empty_reports_min,
             balance: self.policy,
             ..ServiceParams::default()
+        }
+    }
+
+    /// Everything a balancer takes of these keys (see [`BalancerParams`]).
+    pub fn balancer(&self) -> BalancerParams {
+        BalancerParams {
+            enabled: self.enabled,
+            service: self.service_params(),
+            report_samples_max: self.report_samples_max,
         }
     }
 

@@ -17,7 +17,7 @@ mod layers;
 mod sections;
 mod view;
 
-pub use balance::{BalanceConfig, SpacesConfig};
+pub use balance::{BalanceConfig, BalancerParams, SpacesConfig};
 pub use sections::{
     AdminConfig, AoiConfig, CellConfig, GatewayConfig, MeshConfig, RuntimeConfig, ServerConfig,
     SpaceConfig, SyncConfig, TestingConfig, WorldConfig,

@@ -238,26 +238,28 @@ impl HostBalance {
         types: Arc<TypeRegistry>,
     ) -> Self {
         let b = &config.balance;
+        // The simulator's balancer takes the same params (`SimBalance::new`).
+        let p = b.balancer();
         let service = (ctx.shard.index == 0).then(|| {
             let shards: Vec<ShardId> = ctx.all_shards().collect();
-            let mut s = SpaceService::new(b.service_params(), &shards).expect("validated config");
+            let mut s = SpaceService::new(p.service, &shards).expect("validated config");
             s.add_union_space(WORLD_SPACE, tree.clone())
                 .expect("a fresh service");
-            s.set_frozen(!b.enabled);
+            s.set_frozen(!p.enabled);
             s
         });
-        let period = Duration::from_millis(b.gather_period_ms);
+        let period = Duration::from_millis(p.service.gather_period_ms);
         HostBalance {
-            enabled: b.enabled,
+            enabled: p.enabled,
             ctx,
             period,
             next_report: Time::ZERO + period,
             period_start: Time::ZERO,
             clock: Box::new(MonotonicClock::new()),
-            recorder: LoadRecorder::new(b.policy.entity_samples_max),
+            recorder: LoadRecorder::new(p.service.balance.entity_samples_max),
             cell_ns: BTreeMap::new(),
             busy_ns: 0,
-            samples_max: b.report_samples_max,
+            samples_max: p.report_samples_max,
             own: BTreeMap::new(),
             service,
             received: Vec::new(),

@@ -143,6 +143,13 @@ impl Checker {
         self.books[e.0 as usize].migrations
     }
 
+    /// Call `id`: its target and how many times it ran so far (`None` if
+    /// it was never issued).
+    pub fn call_runs(&self, id: u64) -> Option<(EntityId, u32)> {
+        let c = self.calls.get(usize::try_from(id).ok()?)?;
+        Some((c.target, c.runs))
+    }
+
     /// A call was issued to `target`; returns its id.
     pub fn on_call_issued(&mut self, target: EntityId) -> u64 {
         self.calls.push(CallRecord { target, runs: 0 });
@@ -237,12 +244,21 @@ impl Checker {
         let b = &mut self.books[e.0 as usize];
         let last = b.input_applied;
         b.input_applied = b.input_applied.max(seq);
-        if seq <= last {
-            let d = format!("input {seq} applied at {cell} after input {last}");
+        // Only the highest input applied is kept: the same one again is a
+        // repeat, an older one came after a later one (a repeat of an
+        // older one is that too), and a jump skipped the inputs between.
+        if seq == last {
+            let d = format!("input {seq} applied again at {cell}");
             self.report(tick, ViolationKind::InputDuplicated, Some(e), d);
-        } else if seq != last + 1 {
-            let d = format!("input {seq} applied at {cell} right after input {last}");
+        } else if seq < last {
+            let d = format!("input {seq} applied at {cell} after input {last}");
             self.report(tick, ViolationKind::InputOutOfOrder, Some(e), d);
+        } else if seq != last + 1 {
+            let d = format!(
+                "input {seq} applied at {cell} right after input {last}: {} skipped",
+                seq - last - 1
+            );
+            self.report(tick, ViolationKind::InputLost, Some(e), d);
         }
     }
 
@@ -389,10 +405,12 @@ mod tests {
         assert!(kinds(&c).is_empty());
         c.on_event(1, CellId(0), &applied(3));
         c.on_event(2, CellId(0), &applied(5));
+        c.on_event(3, CellId(0), &applied(4));
         assert_eq!(
             kinds(&c),
             vec![
                 ViolationKind::InputDuplicated,
+                ViolationKind::InputLost,
                 ViolationKind::InputOutOfOrder
             ]
         );

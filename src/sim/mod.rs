@@ -22,7 +22,9 @@
 //!   observers plug into; [`world_event`]: what the trace records);
 //! - [`checker`]: the invariants, every step, and after healing;
 //! - [`scenario`]: what the bots do in each scenario;
-//! - [`world_run`]: one seed or a swarm, panics turned into violations.
+//! - [`world_run`]: one seed or a swarm, panics turned into violations;
+//! - [`world_faults`]: fault-injection hooks for tests (each makes one
+//!   violation kind fire; `tests/sim.rs` holds the table).
 
 pub mod bots;
 pub mod checker;
@@ -37,6 +39,7 @@ pub mod world;
 pub mod world_balance;
 pub mod world_client;
 pub mod world_event;
+pub mod world_faults;
 pub mod world_layout;
 pub mod world_logic;
 pub mod world_params;

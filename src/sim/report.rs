@@ -21,9 +21,10 @@ pub enum ViolationKind {
     TwoReals,
     /// No cell holds the entity as real and none is in flight.
     NoReal,
-    /// A client input was applied after a later one.
+    /// A client input was applied after a later one (a repeat of an older
+    /// input counts here too: the checker keeps only the highest applied).
     InputOutOfOrder,
-    /// A client input was applied twice.
+    /// A client input was applied twice in a row.
     InputDuplicated,
     /// An observer got a property delta whose version is not the next one.
     VersionGap,
@@ -39,8 +40,8 @@ pub enum ViolationKind {
     ForwardLost,
     /// After healing, an observer's view differs from the truth.
     ViewDiverged,
-    /// A client input was never applied (skipped, or still missing after
-    /// healing).
+    /// A client input was never applied (dropped, skipped by a jump in the
+    /// inputs applied, or still missing after healing).
     InputLost,
     /// A call was never run (or ran for another entity).
     CallLost,

@@ -79,6 +79,9 @@ pub enum WorldError {
     /// Bad proxy parameters.
     #[error(transparent)]
     Proxy(#[from] ProxyError),
+    /// Bad balancer parameters (`[balance]`).
+    #[error("balance: {0}")]
+    Balance(#[from] crate::core::space::ServiceError),
 }
 
 /// One simulated client: its bot and what it checks of its downstream.
@@ -173,12 +176,18 @@ pub struct World {
     /// Downstream messages to lose on the way to each client (tests that
     /// break the downstream on purpose, [`World::lose_downstream`]).
     pub(super) lose_down: Vec<u32>,
+    /// Inputs to lose on their way from each proxy to its real (tests,
+    /// [`World::lose_upstream`]).
+    pub(super) lose_up: Vec<u32>,
     /// Per entity: its property counter (the ghost-visible state).
     pub(super) props: Vec<u64>,
     pub(super) stats: WorldStats,
     pub(super) scratch_events: Vec<(CellId, CellEvent)>,
     scratch_counts: Vec<u32>,
     pub(super) split_done: bool,
+    /// Test faults: cells ticking with a corrupt replica of the layout
+    /// (`world_faults.rs`). Empty in every real run.
+    pub(super) layout_faults: Vec<(CellId, crate::sim::world_faults::LayoutFault)>,
 }
 
 /// The `hp` every avatar starts with (the entity logic counts up from it;
@@ -214,20 +223,20 @@ impl World {
         let mut plan_rng = rng.fork();
         let bot_rng = rng.fork();
         let plan = ScenarioPlan::new(options, &grid, &params.cell, &mut plan_rng);
-        let (layout, balance) =
-            if options.scenario.is_balanced() {
-                let space = SpaceParams::for_ghost_radius(params.cell.ghost_radius_m);
-                let tree = initial_tree(grid.world(), space, options.cells, options.shards)
-                    .map_err(|e| OptionsError::Invalid {
+        let (layout, balance) = if options.scenario.is_balanced() {
+            let space = SpaceParams::for_ghost_radius(params.cell.ghost_radius_m);
+            let tree =
+                initial_tree(grid.world(), space, options.cells, options.shards).map_err(|e| {
+                    OptionsError::Invalid {
                         field: "cells",
                         reason: format!("the space tree refuses the world: {e}"),
-                    })?;
-                let n = options.entities as usize;
-                let b = SimBalance::new(&tree, options.shards, n, SimCost::default());
-                (WorldLayout::Tree(tree), Some(b))
-            } else {
-                (WorldLayout::Grid(grid), None)
-            };
+                    }
+                })?;
+            let b = SimBalance::new(&tree, options.shards, &params.balance, SimCost::default())?;
+            (WorldLayout::Tree(tree), Some(b))
+        } else {
+            (WorldLayout::Grid(grid), None)
+        };
         let types = Arc::new(TypeRegistry::with_builtins());
         let avatar = types.get(AVATAR).expect("built-in avatar");
         let hp_index = avatar.prop_index("hp").expect("avatars have hp");
@@ -266,11 +275,13 @@ impl World {
             pending: vec![None; n],
             acks: vec![(0, 0); n],
             lose_down: vec![0; n],
+            lose_up: vec![0; n],
             props: vec![0; n],
             stats: WorldStats::default(),
             scratch_events: Vec::new(),
             scratch_counts: Vec::new(),
             split_done: false,
+            layout_faults: Vec::new(),
             plan,
         };
         world.onloads_to_cell = vec![0; world.cells.len()];
@@ -480,7 +491,18 @@ impl World {
         for &c in &running {
             let shard = self.cell_shard(CellId(c as u32));
             let layout = self.replicas.layout(&self.layout, shard);
-            self.cells[c].publish(now, layout);
+            let id = CellId(c as u32);
+            match self.layout_fault(id) {
+                None => self.cells[c].publish(now, layout),
+                Some(fault) => {
+                    let faulty = crate::sim::world_faults::FaultyLayout {
+                        inner: layout,
+                        cell: id,
+                        fault,
+                    };
+                    self.cells[c].publish(now, &faulty);
+                }
+            }
             if let Some(b) = &mut self.balance {
                 b.charge_cell(CellId(c as u32), self.cells[c].entity_count());
             }

@@ -19,13 +19,14 @@
 //! Owns the tree-mode state; the world wires it in (`world.rs`,
 //! `world_logic.rs`) and must not reach inside.
 
+use crate::config::BalancerParams;
 use crate::core::cell::Layout;
 use crate::core::geom::{Rect, Vec3};
 use crate::core::ids::{CellId, EntityId, ShardId, SpaceId};
 use crate::core::load::{CostClock, LoadRecorder, WorkClock};
 use crate::core::space::{
-    BalanceParams, CellReport, ChangeOp, EntitySample, LoadReport, NodeIx, NodeKind, ServiceParams,
-    SpaceChange, SpaceService, SpaceTree,
+    CellReport, ChangeOp, EntitySample, LoadReport, NodeIx, NodeKind, ServiceError, SpaceChange,
+    SpaceService, SpaceTree,
 };
 use crate::core::time::Time;
 use crate::sim::world_layout::SimLayout;
@@ -179,6 +180,11 @@ struct Boundary {
 /// Tree-mode state (see the module doc).
 #[derive(Clone, Debug)]
 pub struct SimBalance {
+    /// `balance.enabled`: false sends no reports and runs no rounds, as
+    /// on a server.
+    enabled: bool,
+    /// `balance.report_samples_max`.
+    samples_max: usize,
     service: SpaceService,
     recorder: LoadRecorder,
     clock: WorkClock,
@@ -193,24 +199,33 @@ pub struct SimBalance {
 }
 
 impl SimBalance {
-    /// The balancer of `tree` over `shards` shards, with the simulator's
-    /// policy thresholds ([`sim_service_params`]).
+    /// The balancer of `tree` over `shards` shards, run with `balancer`
+    /// (the config's `[balance]` as [`crate::config::BalanceConfig::balancer`]
+    /// gives it, as the server's `HostBalance` takes it).
     ///
-    /// # Panics
-    /// If the params do not validate (a bug in this file).
-    pub fn new(tree: &SpaceTree, shards: u16, entities: usize, cost: SimCost) -> Self {
+    /// # Errors
+    /// [`ServiceError`] if `balancer.service` does not validate.
+    pub fn new(
+        tree: &SpaceTree,
+        shards: u16,
+        balancer: &BalancerParams,
+        cost: SimCost,
+    ) -> Result<Self, ServiceError> {
         let ids: Vec<_> = (0..shards).map(ShardId::local).collect();
-        let params = sim_service_params();
-        let mut service = SpaceService::new(params, &ids).expect("valid sim params");
+        let params = balancer.service;
+        let mut service = SpaceService::new(params, &ids)?;
         service
             .add_union_space(SIM_SPACE, tree.clone())
             .expect("fresh service");
+        service.set_frozen(!balancer.enabled);
         let cells = (0..tree.next_cell_id().0)
             .map(|c| (0, tree.shard_of(CellId(c)).unwrap_or(ShardId::local(0))))
             .collect();
-        SimBalance {
+        Ok(SimBalance {
+            enabled: balancer.enabled,
+            samples_max: balancer.report_samples_max,
             service,
-            recorder: LoadRecorder::new(entities.max(1)),
+            recorder: LoadRecorder::new(params.balance.entity_samples_max),
             clock: WorkClock::new(),
             cost,
             period_ms: params.gather_period_ms,
@@ -222,7 +237,7 @@ impl SimBalance {
                 ..BalanceStats::default()
             },
             shards,
-        }
+        })
     }
 
     /// The counters so far.
@@ -275,7 +290,7 @@ impl SimBalance {
         tree: &SpaceTree,
         mut reals: impl FnMut(CellId, &mut Vec<(EntityId, Vec3)>),
     ) -> Vec<SpaceChange> {
-        if now < self.next_report {
+        if !self.enabled || now < self.next_report {
             return Vec::new();
         }
         self.next_report = now + std::time::Duration::from_millis(self.period_ms);
@@ -295,22 +310,27 @@ impl SimBalance {
             reals(leaf.cell, &mut scratch);
             let overhead = std::mem::take(&mut self.cells[leaf.cell.0 as usize].0);
             let share = overhead as f64 / period_us / scratch.len().max(1) as f64;
-            let samples: Vec<EntitySample> = scratch
-                .iter()
-                .map(|&(entity, p)| EntitySample {
-                    entity,
-                    x: p.x,
-                    z: p.z,
-                    load: self.recorder.take(entity) as f64 / period_us + share,
-                    is_real: true,
-                })
-                .collect();
-            let load = samples.iter().map(|s| s.load).sum::<f64>()
-                + if scratch.is_empty() {
-                    overhead as f64 / period_us
-                } else {
-                    0.0
-                };
+            // As the server reports (`server/balance.rs`): every real's
+            // load counts, at most `report_samples_max` are sampled.
+            let mut load = if scratch.is_empty() {
+                overhead as f64 / period_us
+            } else {
+                0.0
+            };
+            let mut samples = Vec::with_capacity(scratch.len().min(self.samples_max));
+            for &(entity, p) in &scratch {
+                let l = self.recorder.take(entity) as f64 / period_us + share;
+                load += l;
+                if samples.len() < self.samples_max {
+                    samples.push(EntitySample {
+                        entity,
+                        x: p.x,
+                        z: p.z,
+                        load: l,
+                        is_real: true,
+                    });
+                }
+            }
             let r = &mut reports[usize::from(leaf.shard.index)];
             r.busy += load;
             r.cells.push(CellReport {
@@ -383,15 +403,5 @@ impl SimBalance {
                 reversals: 0,
             }),
         }
-    }
-}
-
-/// The policy thresholds the simulator runs with: the defaults, with a
-/// 500 ms gathering period so a run of a minute sees many rounds.
-pub fn sim_service_params() -> ServiceParams {
-    ServiceParams {
-        gather_period_ms: 500,
-        balance: BalanceParams::default(),
-        ..ServiceParams::default()
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! Owns plain values only.
 
-use crate::config::Config;
+use crate::config::{BalancerParams, Config};
 use crate::core::cell::{CellParams, ViewParams};
 use crate::core::proxy::ProxyParams;
 use crate::sim::options::SimOptions;
@@ -19,6 +19,11 @@ pub struct WorldParams {
     pub views: ViewParams,
     /// Parameters of every proxy.
     pub proxy: ProxyParams,
+    /// The balancer of the tree scenarios (`crowd`, `swing`): `[balance]`
+    /// as the server takes it ([`crate::config::BalanceConfig::balancer`];
+    /// the NPC crowd keys steer the server's NPCs, and the simulator has
+    /// none). The grid scenarios run no balancer.
+    pub balance: BalancerParams,
     /// Events kept in the trace log for failure reports (the events about
     /// the entity of a violation are picked from it). Default 65 536: the
     /// whole of a small run, the last ten ticks or so of 1,000 entities.
@@ -37,14 +42,16 @@ impl Default for WorldParams {
 }
 
 impl WorldParams {
-    /// The cell knobs of a tessera config (world ghost radius, `[cell]`,
-    /// `[sync]`, `[aoi]`, `[view]`), default world bounds.
+    /// The knobs of a tessera config that shape a world (world ghost
+    /// radius, `[cell]`, `[sync]`, `[aoi]`, `[view]`, `[balance]`), default
+    /// world bounds.
     pub fn from_config(c: &Config) -> Self {
         let cell = c.cell_params();
         WorldParams {
             cell,
             views: c.view_params(),
             proxy: ProxyParams::default(),
+            balance: c.balance.balancer(),
             event_log_len_max: 65_536,
             violations_max: 16,
             context_events_max: 40,
@@ -81,7 +88,12 @@ mod tests {
         c.world.ghost_radius_m = 77.0;
         c.cell.migrate_margin_m = 9.0;
         c.sync.reorder_buffer_max = 33;
+        c.balance.policy.split_cell_load_min = 0.9;
+        c.balance.report_samples_max = 7;
         let p = WorldParams::from_config(&c);
+        assert_eq!(p.balance, c.balance.balancer());
+        assert_eq!(p.balance.service.balance.split_cell_load_min, 0.9);
+        assert_eq!(p.balance.report_samples_max, 7);
         assert_eq!(p.cell.ghost_radius_m, 77.0);
         assert_eq!(p.cell.migrate_margin_m, 9.0);
         assert_eq!(p.cell.reorder_buffer_max, 33);

@@ -37,12 +37,28 @@ impl RunOutcome {
 /// # Errors
 /// If the world cannot be built (invalid options or parameters).
 pub fn run_one(options: &SimOptions, params: &WorldParams) -> Result<RunOutcome, WorldError> {
+    run_one_with(options, params, |_| {})
+}
+
+/// [`run_one`], calling `fault` with the world before every step: tests
+/// inject a fault there (`world_faults.rs`, [`World::inject`]) and see what
+/// the run reports, a panic of the core included. `run_one` passes a hook
+/// that does nothing.
+///
+/// # Errors
+/// If the world cannot be built (invalid options or parameters).
+pub fn run_one_with(
+    options: &SimOptions,
+    params: &WorldParams,
+    mut fault: impl FnMut(&mut World),
+) -> Result<RunOutcome, WorldError> {
     let mut world = World::new(options, params)?;
     let tick = std::cell::Cell::new(0u64);
     let ran = catch_unwind(AssertUnwindSafe(|| {
         let total = options.ticks + options.heal_ticks;
         while world.tick() < total && world.checker().total() == 0 {
             tick.set(world.tick());
+            fault(&mut world);
             world.step();
         }
         world.finish()

@@ -146,6 +146,53 @@ mod tests {
         assert_ne!(a.2, b.2, "trace: {a:?} vs {b:?}");
     }
 
+    /// The simulator honours `[balance]` as the server does: two values of
+    /// a policy threshold give rows whose figures differ on a tree
+    /// scenario; on a grid scenario (no balancer) the key is refused.
+    #[test]
+    fn balance_threshold_changes_the_rows() {
+        let sweep_of = |scenario: &str| {
+            sweep_args(&[
+                "--key",
+                "balance.split_cell_load_min",
+                "--values",
+                "0.3,0.9",
+                "--seeds",
+                "2",
+                "--scenario",
+                scenario,
+                "--json",
+            ])
+        };
+        let err = sweep::sweep(&sweep_of("hotspot")).expect_err("no balancer on the grid");
+        assert!(err.to_string().contains("--scenario crowd"), "{err}");
+        let args = sweep_of("crowd");
+        let rows: Vec<serde_json::Value> = args
+            .values
+            .iter()
+            .map(|v| {
+                let row = run_value(&args, v).expect("runs");
+                serde_json::to_value(&row).expect("serialises")
+            })
+            .collect();
+        assert_eq!(
+            (&rows[0]["value"], &rows[1]["value"]),
+            (&"0.3".into(), &"0.9".into())
+        );
+        for r in &rows {
+            assert_eq!(r["summary"]["violations"], 0, "{r}");
+            assert_eq!(r["summary"]["seeds"], 2);
+        }
+        assert_ne!(
+            rows[0]["figures"], rows[1]["figures"],
+            "the threshold changed nothing"
+        );
+        assert_ne!(
+            rows[0]["summary"]["trace_hash"],
+            rows[1]["summary"]["trace_hash"]
+        );
+    }
+
     /// `--chart` writes a PNG of the chosen figure against the values.
     #[test]
     fn sweep_draws_its_chart() {

@@ -40,6 +40,16 @@ pub enum MeasureError {
     /// identical rows.
     #[error("the simulator does not read `{0}` (every value gives it the same parameters): it cannot be swept or recommended")]
     NotRead(String),
+    /// A `[balance]` key on runs whose scenario has no balancer (the grid
+    /// scenarios, or a swarm, which draws only those): every value would
+    /// run the same worlds.
+    #[error("`{key}` steers the balancer, which runs only in the tree scenarios: pass --scenario crowd or --scenario swing ({scenario} runs on the fixed grid)")]
+    NoBalancer {
+        /// The key.
+        key: String,
+        /// The scenario given, or `swarm`.
+        scenario: String,
+    },
 }
 
 /// Which runs: seeds `0..seeds` of the swarm, with the scenario and the
@@ -55,11 +65,23 @@ pub struct Runs {
 }
 
 impl Runs {
-    /// The options of seed `seed`.
+    /// The options of seed `seed`. A tree scenario (`crowd`, `swing`)
+    /// keeps the seed's network, stalls and length but takes the world
+    /// shape of `tests/balance_sim.rs`, since the swarm's small worlds are
+    /// too small for the tree to cut into their cells and their crowds too
+    /// light to load one: at most 4 cells (shards at most the cells), a
+    /// side of at least 2,000 m, 240 entities, bots at 40 m/s.
     pub fn options(&self, seed: u64) -> SimOptions {
         let mut o = SimOptions::swarm(seed);
         if let Some(s) = self.scenario {
             o.scenario = s;
+        }
+        if o.scenario.is_balanced() {
+            o.cells = o.cells.clamp(2, 4);
+            o.shards = o.shards.min(o.cells as u16);
+            o.world_side_m = o.world_side_m.max(2_000.0);
+            o.entities = 240;
+            o.bot_speed_mps = 40.0;
         }
         if let Some(t) = self.ticks {
             o.ticks = t;
@@ -100,6 +122,24 @@ pub fn check_read(key: &str, configs: &[&Config]) -> Result<(), MeasureError> {
         .collect();
     if params.len() >= 2 && params.iter().all(|p| *p == params[0]) {
         return Err(MeasureError::NotRead(key.to_owned()));
+    }
+    Ok(())
+}
+
+/// Refuses a `[balance]` key unless every run has a balancer (`runs`
+/// forces a tree scenario: `crowd` or `swing`).
+///
+/// # Errors
+/// [`MeasureError::NoBalancer`] naming the key and the scenario.
+pub fn check_scenario(key: &str, runs: &Runs) -> Result<(), MeasureError> {
+    let balanced = runs.scenario.is_some_and(Scenario::is_balanced);
+    if key.starts_with("balance.") && !balanced {
+        return Err(MeasureError::NoBalancer {
+            key: key.to_owned(),
+            scenario: runs
+                .scenario
+                .map_or_else(|| "the swarm".to_owned(), |s| s.to_string()),
+        });
     }
     Ok(())
 }

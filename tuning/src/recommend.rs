@@ -8,8 +8,10 @@
 //! and go to a second figure, and a tie left after that goes to the value
 //! listed first in the grid (the cheaper end: the grids are listed that
 //! way). A key the simulator does not read is never in the grid: every grid
-//! is checked ([`crate::measure::check_read`]), and `[balance]` is probed
-//! and reported as such (the simulator's balancer runs the policy defaults).
+//! is checked ([`crate::measure::check_read`]). `[balance]` has no rule
+//! yet: its keys are probed and reported as left out, with where to sweep
+//! them (the simulator reads them, but only its tree scenarios run a
+//! balancer).
 //!
 //! Owns the grid, the rules and the report; measuring is `measure`'s.
 
@@ -383,15 +385,19 @@ fn probe_left_out(args: &RecommendArgs) -> anyhow::Result<Vec<LeftOut>> {
             .map(|v| config_with(args.config.as_deref(), &args.overrides, key, v))
             .collect::<Result<Vec<_>, _>>()?;
         let read = check_read(key, &configs.iter().collect::<Vec<_>>()).is_ok();
-        let why = if read {
-            format!("the simulator reads {key} ({} and {} differ), but recommend has no rule for it yet: use `tuning sweep --key {key}`", values[0], values[1])
-        } else {
-            format!(
-                "the simulator does not read it ({key} = {} and {} give it the same parameters: its balancer runs the policy defaults, sim::world_balance::sim_service_params){}",
-                values[0],
-                values[1],
-                if args.scenario.is_balanced() { "" } else { "; and this scenario runs on the fixed grid, where no balancer runs" }
-            )
+        let why = match (read, args.scenario.is_balanced()) {
+            (true, true) => format!(
+                "the simulator reads {key} ({} and {} differ), but recommend has no rule for it yet: use `tuning sweep --key {key} --scenario {}`",
+                values[0], values[1], args.scenario
+            ),
+            (true, false) => format!(
+                "the simulator reads {key} ({} and {} differ), but {} runs on the fixed grid, where no balancer runs, and recommend has no rule for it yet: use `tuning sweep --key {key} --scenario crowd` (or swing)",
+                values[0], values[1], args.scenario
+            ),
+            (false, _) => format!(
+                "the simulator does not read it ({key} = {} and {} give it the same parameters)",
+                values[0], values[1]
+            ),
         };
         out.push(LeftOut {
             key,
@@ -512,6 +518,7 @@ pub fn print_footer(rec: &Recommendation) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::check_scenario;
     use clap::Parser;
 
     #[derive(Parser)]
@@ -614,23 +621,44 @@ mod tests {
             }
             assert!(k.because.starts_with("0 violations"), "{}", k.because);
         }
-        assert!(
-            rec.left_out.iter().all(|l| !l.read_by_simulator),
-            "the simulator now reads a probed key: give recommend a rule and a grid for it: {:?}",
-            rec.left_out
-        );
+        // The simulator honours `[balance]` (as the server does), but
+        // border-walk has no balancer: the probes say so and point to sweep.
+        assert!(!rec.left_out.is_empty());
+        for l in &rec.left_out {
+            assert!(l.read_by_simulator, "{l:?}");
+            assert!(l.why.contains("fixed grid"), "{}", l.why);
+            assert!(l.why.contains("--scenario crowd"), "{}", l.why);
+        }
     }
 
-    /// A knob the simulator ignores cannot be swept or recommended, and
-    /// `--grid` takes only knobs with a rule.
+    /// A knob the simulator ignores cannot be swept or recommended (the NPC
+    /// crowd keys steer the server's NPCs; the simulator has none), a
+    /// `[balance]` knob needs a scenario with a balancer, and `--grid` takes
+    /// only knobs with a rule.
     #[test]
     fn keys_the_simulator_ignores_are_refused() {
-        let c = |v: &str| config_with(None, &[], "balance.split_cell_load_min", v).expect("valid");
-        let (a, b) = (c("0.3"), c("0.9"));
+        let c = |v: &str| config_with(None, &[], "balance.npc_crowd_radius_m", v).expect("valid");
+        let (a, b) = (c("0"), c("50"));
         assert!(matches!(
-            check_read("balance.split_cell_load_min", &[&a, &b]),
+            check_read("balance.npc_crowd_radius_m", &[&a, &b]),
             Err(MeasureError::NotRead(_))
         ));
+        let s = |v: &str| config_with(None, &[], "balance.split_cell_load_min", v).expect("valid");
+        let (a, b) = (s("0.3"), s("0.9"));
+        check_read("balance.split_cell_load_min", &[&a, &b]).expect("read since [balance] is");
+        let runs = |scenario| Runs {
+            seeds: 1,
+            scenario,
+            ticks: None,
+        };
+        for grid in [None, Some(Scenario::Hotspot), Some(Scenario::BorderWalk)] {
+            let err = check_scenario("balance.split_cell_load_min", &runs(grid))
+                .expect_err("no balancer on the grid");
+            assert!(err.to_string().contains("--scenario crowd"), "{err}");
+        }
+        check_scenario("balance.split_cell_load_min", &runs(Some(Scenario::Crowd)))
+            .expect("crowd balances");
+        check_scenario("cell.migrate_margin_m", &runs(None)).expect("not a balance key");
         let m = |v: &str| config_with(None, &[], "cell.migrate_margin_m", v).expect("valid");
         let (a, b) = (m("2"), m("8"));
         check_read("cell.migrate_margin_m", &[&a, &b]).expect("read");

@@ -14,7 +14,7 @@ use tessera::sim::options::Scenario;
 use tessera::sim::report::SimSummary;
 
 use crate::chart::{self, Figure, Point};
-use crate::measure::{check_read, config_with, measure, Figures, Runs};
+use crate::measure::{check_read, check_scenario, config_with, measure, Figures, Runs};
 
 /// Arguments of `tuning sweep`.
 #[derive(clap::Args, Debug)]
@@ -133,6 +133,7 @@ pub fn sweep(args: &SweepArgs) -> anyhow::Result<bool> {
         .map(|v| args.config_for(v))
         .collect::<anyhow::Result<Vec<_>>>()?;
     check_read(&args.key, &configs.iter().collect::<Vec<_>>())?;
+    check_scenario(&args.key, &args.runs())?;
     let mut rows = Vec::new();
     if !args.json {
         println!(

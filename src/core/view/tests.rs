@@ -367,6 +367,49 @@ fn the_client_view_names_every_broken_rule() {
         cv.violations()[0].rule,
         Rule::Decode(DecodeError::BadTag(42))
     );
+    // An enter of a type this client does not know, and one whose
+    // snapshot's properties do not decode: nothing is shown. (A snapshot
+    // starts with its type id, one byte here, and its movement: 3 f64
+    // and an f32.)
+    assert!(snap[0] < 0x80 && snap.len() > 29, "a one-byte type id");
+    let mut unknown = snap.clone();
+    unknown[0] = 0x7f;
+    let mut broken = snap[..29].to_vec();
+    broken.extend_from_slice(&[0xff; 3]);
+    let mut buf = Vec::new();
+    for (handle, snapshot) in [(0, &unknown[..]), (1, &broken[..])] {
+        encode_event(
+            &mut buf,
+            &ClientEvent::Enter {
+                handle,
+                entity: A,
+                type_id: AVATAR,
+                pos: Vec3::default(),
+                yaw: 0.0,
+                version: 0,
+                snapshot,
+            },
+        );
+    }
+    let mut cv = client(&w);
+    cv.handle_batch(&buf);
+    let rules: Vec<&Rule> = cv.violations().iter().map(|v| &v.rule).collect();
+    assert_eq!(rules.len(), 2, "{rules:?}");
+    assert!(
+        rules.iter().all(|r| matches!(r, Rule::BadPayload(_))),
+        "{rules:?}"
+    );
+    assert!(cv.shown().is_empty());
+    // More entities than the client keeps.
+    let params = ClientViewParams {
+        shown_max: 0,
+        ..ClientViewParams::default()
+    };
+    let mut cv = ClientView::new(OWNER, w.reg.clone(), params);
+    let mut buf = Vec::new();
+    encode_event(&mut buf, &enter(0, 0));
+    cv.handle_batch(&buf);
+    assert_eq!(cv.violations()[0].rule, Rule::TooMany);
 }
 
 /// Entities at fixed distances from the owner (each at `x = base`, the owner
