@@ -57,6 +57,19 @@ fn the_viewer_api_serves_cells_entities_and_events() {
     let c = config(40, &["admin.viewer_streams_max=2"]);
     let (handle, addr) = start(&c);
     let space = space_when_published(addr);
+    check_space(&space);
+    let cells = space["cells"].as_array().expect("cells");
+    check_entities(addr, cells);
+    check_bad_requests(addr);
+    let stream = check_events(addr);
+    check_stream_bound(addr);
+    drop(stream);
+    handle.shutdown();
+    handle.join().expect("clean join");
+}
+
+/// Cells with shard and load, on both shards; the space; shard figures.
+fn check_space(space: &Value) {
     let cells = space["cells"].as_array().expect("cells");
     assert_eq!(cells.len(), 4, "{space}");
     let mut shards: Vec<u64> = cells.iter().filter_map(|c| c["shard"].as_u64()).collect();
@@ -79,8 +92,10 @@ fn the_viewer_api_serves_cells_entities_and_events() {
     assert_eq!(space["tick_budget_us"], 20_000);
     let p99 = &space["shards"][0]["tick_p99_us"];
     assert!(p99.is_u64(), "{space}");
+}
 
-    // The busiest cell's entities: reals, ghosts, and where a real's ghosts are.
+/// The busiest cell's entities: reals, ghosts, and where a real's ghosts are.
+fn check_entities(addr: SocketAddr, cells: &[Value]) {
     let busiest = cells
         .iter()
         .max_by_key(|c| c["reals"].as_u64())
@@ -113,8 +128,10 @@ fn the_viewer_api_serves_cells_entities_and_events() {
         ghosts == 0 || haunted,
         "ghosts exist, so some real lists its haunts: {all}"
     );
+}
 
-    // Bad requests: a 4xx whose body names the problem.
+/// Bad requests: a 4xx whose body names the problem.
+fn check_bad_requests(addr: SocketAddr) {
     for (path, status, needle) in [
         ("/api/entities?cell=99999", 404, "unknown cell 99999"),
         ("/api/entities?cell=abc", 400, "\"abc\" is not a cell id"),
@@ -130,8 +147,11 @@ fn the_viewer_api_serves_cells_entities_and_events() {
             "{path}: {body}"
         );
     }
+}
 
-    // Events: shard figures at once, a migration within a few seconds.
+/// Events: shard figures at once, a migration within a few seconds; a
+/// stream resumed with Last-Event-ID. Returns the first stream, open.
+fn check_events(addr: SocketAddr) -> TcpStream {
     let mut stream = open_stream(addr);
     let head = read_until(&mut stream, "event: shards", Duration::from_secs(3));
     assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
@@ -155,39 +175,69 @@ fn the_viewer_api_serves_cells_entities_and_events() {
     let m: Value = serde_json::from_str(data).expect("JSON");
     assert_eq!(m["kind"], "migration");
     assert_ne!(m["from_cell"], m["to_cell"], "{m}");
+    // Resuming with Last-Event-ID starts right after that event, and
+    // `for_ms` ends the stream by itself.
+    let mut text = format!("{head}{more}");
+    let ids = |t: &str| -> Vec<u64> {
+        t.lines()
+            .filter_map(|l| l.strip_prefix("id: "))
+            .filter_map(|v| v.parse().ok())
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(8);
+    while ids(&text).len() < 2 && Instant::now() < deadline {
+        text.push_str(&read_until(&mut stream, "id: ", Duration::from_secs(1)));
+    }
+    let seen = ids(&text);
+    assert!(seen.len() >= 2, "two events with ids: {text}");
+    let (before, last) = (seen[seen.len() - 2], seen[seen.len() - 1]);
+    assert_eq!(last, before + 1, "ids count up by one: {seen:?}");
+    let mut resumed = TcpStream::connect(addr).expect("connect");
+    write!(
+        resumed,
+        "GET /api/events?for_ms=200 HTTP/1.1\r\nLast-Event-ID: {before}\r\n\r\n"
+    )
+    .expect("send");
+    resumed
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut all = String::new();
+    resumed
+        .read_to_string(&mut all)
+        .expect("the stream ends after for_ms");
+    assert_eq!(ids(&all).first(), Some(&last), "{all}");
+    stream
+}
 
-    // /metrics answers while a stream is open; a second stream fits, a
-    // third is refused naming the bound.
+/// Opens a stream, retrying while the slots are taken (a stream that just
+/// ended frees its slot a moment later).
+fn open_stream_ok(addr: SocketAddr) -> TcpStream {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut s = open_stream(addr);
+        let text = read_until(&mut s, "event: shards", Duration::from_secs(2));
+        if text.starts_with("HTTP/1.1 200") {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "no stream slot freed: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// With one stream open: /metrics answers; a second stream fits, a third is
+/// refused naming the bound; a closed stream frees its slot.
+fn check_stream_bound(addr: SocketAddr) {
     let (status, metrics) = get(addr, "/metrics");
     assert_eq!(status, 200);
     assert!(metrics.contains("tessera_shard_ticks_total"), "{metrics}");
-    let mut second = open_stream(addr);
-    let ok = read_until(&mut second, "event: shards", Duration::from_secs(3));
-    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    let second = open_stream_ok(addr);
     let (status, body) = get(addr, "/api/events");
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("admin.viewer_streams_max = 2"), "{body}");
     let (status, _) = get(addr, "/metrics");
     assert_eq!(status, 200, "/metrics with every stream slot taken");
-    // A closed stream frees its slot.
     drop(second);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut third = loop {
-        let mut s = open_stream(addr);
-        let text = read_until(&mut s, "\r\n\r\n", Duration::from_secs(2));
-        if text.starts_with("HTTP/1.1 200") {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the slot was never freed: {text}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let _ = read_until(&mut third, "event: shards", Duration::from_secs(2));
-    drop((stream, third));
-    handle.shutdown();
-    handle.join().expect("clean join");
+    drop(open_stream_ok(addr));
 }
 
 #[test]
@@ -206,6 +256,36 @@ fn entities_above_the_cap_are_sampled_and_say_so() {
     assert!((1..=5).contains(&n), "{n} entities published: {ents}");
     assert_eq!(ents["sampled"], true, "{ents}");
     assert_eq!(ents["entities_max"], 5);
+    handle.shutdown();
+    handle.join().expect("clean join");
+}
+
+#[test]
+fn a_stream_that_falls_behind_the_ring_is_told_what_it_lost() {
+    // A ring of 16 events and a stream woken every 1.5 s: 60 fast NPCs
+    // migrate more often than that between two wake-ups.
+    let c = config(
+        60,
+        &[
+            "admin.viewer_events_max=16",
+            "admin.viewer_stream_period_ms=1500",
+        ],
+    );
+    let (handle, addr) = start(&c);
+    let mut stream = open_stream(addr);
+    let text = read_until(&mut stream, "event: lost", Duration::from_secs(10));
+    let data = text
+        .lines()
+        .skip_while(|l| *l != "event: lost")
+        .nth(1)
+        .and_then(|l| l.strip_prefix("data: "))
+        .unwrap_or_else(|| panic!("no loss reported in 10 s:\n{text}"));
+    let lost: Value = serde_json::from_str(data).expect("JSON");
+    assert!(lost["lost"].as_u64() > Some(0), "{lost}");
+    assert_eq!(lost["events_max"], 16);
+    let (status, _) = get(addr, "/metrics");
+    assert_eq!(status, 200);
+    drop(stream);
     handle.shutdown();
     handle.join().expect("clean join");
 }

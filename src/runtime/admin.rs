@@ -26,7 +26,7 @@
 //! Runs on: its own thread (`tessera-admin`) and one per event stream
 //! (`tessera-sse`). Owns: the listening socket and the streams' threads.
 
-use super::admin_api::{self, ApiError, Request};
+use super::admin_api::{self, ApiError, Request, StreamRequest};
 use super::metrics::{render, ShardStats};
 use super::viewer::ViewBoard;
 use std::io::{Read, Write};
@@ -223,7 +223,10 @@ fn handle(
         "/api/entities" => Request::entities(query)
             .and_then(|r| admin_api::entities(state, r))
             .map(|body| ("application/json", body)),
-        "/api/events" => return start_stream(stream, state),
+        "/api/events" => match StreamRequest::parse(query, &head) {
+            Ok(req) => return start_stream(stream, state, req),
+            Err(err) => Err(err),
+        },
         other => Err(ApiError::NotFound(other.to_owned())),
     };
     match answer {
@@ -237,6 +240,7 @@ fn handle(
 fn start_stream(
     mut stream: TcpStream,
     state: &Arc<AdminState>,
+    req: StreamRequest,
 ) -> std::io::Result<Option<JoinHandle<()>>> {
     let max = state.params.streams_max;
     let taken = state
@@ -253,10 +257,13 @@ fn start_stream(
     let spawned = std::thread::Builder::new()
         .name("tessera-sse".into())
         .spawn(move || {
-            if let Err(err) = admin_api::stream_events(stream, &st) {
+            let mut stream = stream;
+            if let Err(err) = admin_api::stream_events(&mut stream, &st, req) {
                 tracing::debug!(%err, "event stream ended");
             }
+            // The slot is free before the client sees the end.
             st.streams.fetch_sub(1, Ordering::AcqRel);
+            drop(stream);
         });
     match spawned {
         Ok(t) => Ok(Some(t)),

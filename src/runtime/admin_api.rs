@@ -31,8 +31,11 @@ pub(crate) enum ApiError {
     #[error("query parameter `cell`: {0:?} is not a cell id (an unsigned integer, or all)")]
     BadCell(String),
     /// A query parameter the endpoint does not take.
-    #[error("unknown query parameter {0:?} (only `cell` is taken)")]
+    #[error("unknown query parameter {0:?} (see docs/viewer.md)")]
     UnknownParam(String),
+    /// A number that is not one.
+    #[error("{0}: {1:?} is not a number (an unsigned integer)")]
+    BadNumber(&'static str, String),
     /// No shard publishes this cell.
     #[error("unknown cell {0}: no shard hosts it (see /api/space)")]
     UnknownCell(u32),
@@ -48,9 +51,10 @@ impl ApiError {
     /// The HTTP status line's tail.
     pub(crate) fn status(&self) -> &'static str {
         match self {
-            ApiError::MissingCell | ApiError::BadCell(_) | ApiError::UnknownParam(_) => {
-                "400 Bad Request"
-            }
+            ApiError::MissingCell
+            | ApiError::BadCell(_)
+            | ApiError::UnknownParam(_)
+            | ApiError::BadNumber(..) => "400 Bad Request",
             ApiError::UnknownCell(_) | ApiError::NotFound(_) => "404 Not Found",
             ApiError::StreamsBusy(_) => "503 Service Unavailable",
         }
@@ -92,6 +96,51 @@ impl Request {
             });
         }
         cell.ok_or(ApiError::MissingCell)
+    }
+}
+
+/// What `/api/events` was asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct StreamRequest {
+    /// End the stream after this long (`for_ms=`); the client reconnects
+    /// with `Last-Event-ID` and loses nothing the ring still holds.
+    pub(crate) for_ms: Option<u64>,
+    /// The `Last-Event-ID` header: resume after this event.
+    pub(crate) last_id: Option<u64>,
+}
+
+impl StreamRequest {
+    /// Parses the query of `/api/events` and the request `head`'s
+    /// `Last-Event-ID` header.
+    ///
+    /// # Errors
+    /// [`ApiError`] naming the parameter that is unknown or bad.
+    pub(crate) fn parse(query: &str, head: &[u8]) -> Result<StreamRequest, ApiError> {
+        let mut req = StreamRequest::default();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            if key != "for_ms" {
+                return Err(ApiError::UnknownParam(key.to_owned()));
+            }
+            let ms = value
+                .parse::<u64>()
+                .map_err(|_| ApiError::BadNumber("for_ms", value.to_owned()))?;
+            req.for_ms = Some(ms);
+        }
+        let text = String::from_utf8_lossy(head);
+        for line in text.split("\r\n").skip(1) {
+            let Some((name, value)) = line.split_once(':') else {
+                continue;
+            };
+            if name.trim().eq_ignore_ascii_case("last-event-id") {
+                let value = value.trim();
+                let id = value
+                    .parse::<u64>()
+                    .map_err(|_| ApiError::BadNumber("Last-Event-ID", value.to_owned()))?;
+                req.last_id = Some(id);
+            }
+        }
+        Ok(req)
     }
 }
 
@@ -231,20 +280,28 @@ fn event_name(e: &ViewEvent) -> &'static str {
 
 /// `GET /api/events`: server-sent events until the client goes, a write
 /// times out (`admin.io_timeout_ms`: a client that does not read is cut
-/// off) or the server stops. Every `admin.viewer_stream_period_ms`: the
-/// events new since the last period (`migration`, `balance`), `lost` if
-/// the ring overwrote some this stream had not sent, then `shards`.
+/// off), `for_ms` passes, or the server stops. Every
+/// `admin.viewer_stream_period_ms`: the events new since the last period
+/// (`migration`, `balance`; each with its `id`), `lost` if the ring
+/// overwrote some this stream had not sent, then `shards`. A new stream
+/// starts with the ring's history, or after `Last-Event-ID`.
 ///
 /// # Errors
 /// The socket's error.
-pub(crate) fn stream_events(mut stream: TcpStream, state: &AdminState) -> std::io::Result<()> {
+pub(crate) fn stream_events(
+    stream: &mut TcpStream,
+    state: &AdminState,
+    req: StreamRequest,
+) -> std::io::Result<()> {
     stream.write_all(
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
     )?;
-    stream.write_all(b"retry: 2000\n\n")?;
+    stream.write_all(b"retry: 1000\n\n")?;
     let p = &state.params;
-    // The first fetch sends the ring's history (the timeline's past).
-    let mut cursor = None;
+    let started = Instant::now();
+    // Without Last-Event-ID the first fetch sends the ring's history (the
+    // timeline's past) and no loss is reported for what came before it.
+    let mut cursor = req.last_id.map(|id| id + 1);
     let mut batch = Vec::with_capacity(p.events_max);
     let mut text = String::with_capacity(4096);
     while !state.stop.load(Ordering::Acquire) {
@@ -279,6 +336,12 @@ pub(crate) fn stream_events(mut stream: TcpStream, state: &AdminState) -> std::i
         text.push_str(&format!("event: shards\ndata: {data}\n\n"));
         stream.write_all(text.as_bytes())?;
         stream.flush()?;
+        if req
+            .for_ms
+            .is_some_and(|ms| started.elapsed().as_millis() >= u128::from(ms))
+        {
+            break;
+        }
         std::thread::sleep(p.stream_period);
     }
     Ok(())
@@ -306,5 +369,21 @@ mod tests {
         assert!(e.body().contains("x1"), "{}", e.body());
         assert_eq!(ApiError::UnknownCell(9).status(), "404 Not Found");
         assert_eq!(ApiError::StreamsBusy(4).status(), "503 Service Unavailable");
+    }
+
+    #[test]
+    fn the_events_request_resumes_after_last_event_id() {
+        let head = b"GET /api/events HTTP/1.1\r\nHost: x\r\nlast-event-id: 41\r\n\r\n";
+        let req = StreamRequest::parse("for_ms=1500", head).expect("valid");
+        assert_eq!(req.for_ms, Some(1500));
+        assert_eq!(req.last_id, Some(41));
+        let plain = StreamRequest::parse("", b"GET / HTTP/1.1\r\n\r\n").expect("valid");
+        assert_eq!(plain, StreamRequest::default());
+        let bad = StreamRequest::parse("for_ms=soon", b"").expect_err("refused");
+        assert_eq!(bad, ApiError::BadNumber("for_ms", "soon".into()));
+        let head = b"GET / HTTP/1.1\r\nLast-Event-ID: x\r\n\r\n";
+        let bad = StreamRequest::parse("", head).expect_err("refused");
+        assert!(bad.to_string().contains("Last-Event-ID"), "{bad}");
+        assert!(StreamRequest::parse("from=1", b"").is_err());
     }
 }

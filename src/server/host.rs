@@ -642,6 +642,11 @@ impl ShardApp for CellHost {
         sink.counter("host_merges", "cell merges finished (shard 0)", sc.merges);
         sink.counter("host_rebalances", "boundary moves (shard 0)", sc.rebalances);
         sink.gauge("host_cells", "cells hosted", self.cells.len() as u64);
+        sink.counter(
+            "host_viewer_events_dropped",
+            "viewer events not kept (admin.viewer_events_max waiting between publishes)",
+            self.viewer.dropped,
+        );
         self.export_client_metrics(sink);
         self.export_space_metrics(sink);
     }

@@ -204,6 +204,29 @@ mod tests {
     use crate::core::space::SplitDirection;
 
     #[test]
+    fn events_beyond_the_bound_are_counted_not_kept() {
+        let types = Arc::new(TypeRegistry::with_builtins());
+        let config = Config::load(None, &["admin.viewer_events_max=16".into()]).expect("valid");
+        let mut v = HostViewer::new(&config, types.clone());
+        let merge = SpaceChange {
+            version: 1,
+            op: ChangeOp::StartMerge { cell: CellId(1) },
+        };
+        for _ in 0..20 {
+            v.push(decision_event(Time::ZERO, &merge));
+        }
+        assert_eq!((v.events.len(), v.dropped), (16, 4));
+        let off = Config::load(None, &["admin.enabled=false".into()]).expect("valid");
+        let mut v = HostViewer::new(&off, types);
+        v.push(decision_event(Time::ZERO, &merge));
+        assert_eq!(
+            (v.events.len(), v.dropped),
+            (0, 0),
+            "nothing noted when off"
+        );
+    }
+
+    #[test]
     fn decisions_become_timeline_events() {
         let split = SpaceChange {
             version: 4,

@@ -13,6 +13,7 @@ use tessera::server::CellHost;
 
 /// A config of `npcs` fast NPCs on 2 shards and 4 cells, with `extra`
 /// `--set` overrides after the test's own.
+/// Overrides: world, cells and admin first, then `extra`.
 pub fn config(npcs: u32, extra: &[&str]) -> Config {
     let mut sets: Vec<String> = [
         "world.max_x_m=480.0",
