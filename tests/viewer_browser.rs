@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use viewer_support::{config, get_json, start};
 
 /// How long one Chromium run may take before it is killed.
-const BROWSER_WAIT: Duration = Duration::from_secs(90);
+const BROWSER_WAIT: Duration = Duration::from_secs(180);
 
 fn chromium() -> Option<PathBuf> {
     let path = std::env::var_os("TESSERA_CHROMIUM")
@@ -118,7 +118,16 @@ fn the_page_draws_cells_and_entities_and_updates_in_chromium() {
     };
     // 8 cells of 240 m on 2 shards; light NPCs, so the balancer merges
     // some of them while the page runs (its timeline shows it).
-    let c = config(120, &["world.max_x_m=960.0", "server.initial_cells=8"]);
+    // Merges come one at a time, a few seconds apart.
+    let c = config(
+        120,
+        &[
+            "world.max_x_m=960.0",
+            "server.initial_cells=8",
+            "balance.merge_reports_min=5",
+            "balance.changes_per_decision_max=1",
+        ],
+    );
     let (handle, addr) = start(&c);
     wait_published(addr);
     // A real with ghosts, selected through the page's `?entity=` (what a
@@ -184,6 +193,11 @@ fn the_page_draws_cells_and_entities_and_updates_in_chromium() {
     assert!(
         dom.contains(&format!("entity {haunted} (")),
         "its state is shown: {head}"
+    );
+    assert_eq!(
+        dom.matches("class=\"entity real selected\"").count(),
+        1,
+        "the selected real is marked on the map: {head}"
     );
 
     let png = Path::new(env!("CARGO_TARGET_TMPDIR"))
