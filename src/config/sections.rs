@@ -423,6 +423,23 @@ pub struct AdminConfig {
     pub request_bytes_max: u32,
     /// Read and write timeout of one admin connection, milliseconds.
     pub io_timeout_ms: u64,
+    /// Every this many ticks each shard publishes its cells and entities for
+    /// the live viewer (`/api/space`, `/api/entities`) and hands over its
+    /// viewer events.
+    pub viewer_publish_ticks: u64,
+    /// Entities per cell a shard publishes at most; above it the cell's
+    /// entities are sampled evenly (the reply says so).
+    pub viewer_entities_max: u32,
+    /// Events the viewer's ring keeps (`/api/events`); a stream that falls
+    /// further behind loses the oldest and is told how many. Also the bound
+    /// of each shard's events waiting for their next publish.
+    pub viewer_events_max: u32,
+    /// `/api/events` streams served at once (one thread each); more are
+    /// refused with 503.
+    pub viewer_streams_max: u32,
+    /// How often an event stream sends what is new and the shards' figures,
+    /// milliseconds.
+    pub viewer_stream_period_ms: u64,
 }
 
 impl AdminConfig {
@@ -439,7 +456,28 @@ impl AdminConfig {
             u64::from(self.request_bytes_max),
             256,
         )?;
-        at_least("admin.io_timeout_ms", self.io_timeout_ms, 1)
+        at_least("admin.io_timeout_ms", self.io_timeout_ms, 1)?;
+        at_least("admin.viewer_publish_ticks", self.viewer_publish_ticks, 1)?;
+        at_least(
+            "admin.viewer_entities_max",
+            u64::from(self.viewer_entities_max),
+            1,
+        )?;
+        at_least(
+            "admin.viewer_events_max",
+            u64::from(self.viewer_events_max),
+            16,
+        )?;
+        at_least(
+            "admin.viewer_streams_max",
+            u64::from(self.viewer_streams_max),
+            1,
+        )?;
+        at_least(
+            "admin.viewer_stream_period_ms",
+            self.viewer_stream_period_ms,
+            10,
+        )
     }
 }
 

@@ -1,4 +1,6 @@
-//! The admin endpoint: a minimal HTTP/1.1 responder for `GET /metrics`.
+//! The admin endpoint: a minimal HTTP/1.1 responder for `GET /metrics` and
+//! the live viewer (`GET /`, `/api/space`, `/api/entities?cell=ID`,
+//! `/api/events`; the API in docs/viewer.md, its handlers in `admin_api.rs`).
 //!
 //! # Why a plain std thread and std::net
 //!
@@ -10,26 +12,56 @@
 //! in `accept` costs nothing while idle, never touches a shard's executor, and
 //! reads the shards' metrics only through their lock-free counters and
 //! `try_lock`-published histograms, so a slow scraper cannot stall a tick.
+//! The viewer's data comes the same way: snapshots and an event ring the
+//! shards publish with `try_lock` (`runtime::viewer`).
 //!
 //! One connection at a time; the request head is bounded by
 //! `admin.request_bytes_max` and every read/write by `admin.io_timeout_ms`.
-//! Shutdown sets a flag and connects once to the listener to wake `accept`.
+//! An event stream (`/api/events`, server-sent events) lives long, so it is
+//! handed to a thread of its own, at most `admin.viewer_streams_max` at once
+//! (one more is refused with 503): `/metrics` keeps answering meanwhile.
+//! Shutdown sets a flag and connects once to the listener to wake `accept`;
+//! streams see the flag within `admin.viewer_stream_period_ms`.
 //!
-//! Runs on: its own thread (`tessera-admin`). Owns: the listening socket.
+//! Runs on: its own thread (`tessera-admin`) and one per event stream
+//! (`tessera-sse`). Owns: the listening socket and the streams' threads.
 
+use super::admin_api::{self, ApiError, Request, StreamRequest};
 use super::metrics::{render, ShardStats};
+use super::viewer::ViewBoard;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Bounds of the admin server.
 #[derive(Clone, Debug)]
 pub(crate) struct AdminParams {
     pub(crate) request_bytes_max: usize,
     pub(crate) io_timeout: Duration,
+    /// Event streams at once (`admin.viewer_streams_max`).
+    pub(crate) streams_max: usize,
+    /// How often a stream sends (`admin.viewer_stream_period_ms`).
+    pub(crate) stream_period: Duration,
+    /// Events one stream sends per period at most (the ring's size).
+    pub(crate) events_max: usize,
+    /// `runtime.tick_budget_ms` in µs (shown against the tick p99).
+    pub(crate) tick_budget_us: u64,
+    /// The runtime's `Time::ZERO`.
+    pub(crate) epoch: Instant,
+}
+
+/// What every handler reads.
+#[derive(Debug)]
+pub(crate) struct AdminState {
+    pub(crate) params: AdminParams,
+    pub(crate) shards: Vec<Arc<ShardStats>>,
+    pub(crate) board: Arc<ViewBoard>,
+    pub(crate) stop: Arc<AtomicBool>,
+    /// Event streams running.
+    pub(crate) streams: AtomicUsize,
 }
 
 /// A running admin server.
@@ -41,7 +73,8 @@ pub(crate) struct AdminServer {
 }
 
 impl AdminServer {
-    /// Binds `addr` and serves `/metrics` for `shards` on a new thread.
+    /// Binds `addr` and serves `/metrics` for `shards` and the viewer's
+    /// pages from `board` on a new thread.
     ///
     /// # Errors
     /// The bind or thread-spawn error.
@@ -49,14 +82,21 @@ impl AdminServer {
         addr: SocketAddr,
         params: AdminParams,
         shards: Vec<Arc<ShardStats>>,
+        board: Arc<ViewBoard>,
     ) -> std::io::Result<AdminServer> {
         let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let state = Arc::new(AdminState {
+            params,
+            shards,
+            board,
+            stop: stop.clone(),
+            streams: AtomicUsize::new(0),
+        });
         let thread = std::thread::Builder::new()
             .name("tessera-admin".into())
-            .spawn(move || serve(&listener, &params, &shards, &flag))?;
+            .spawn(move || serve(&listener, &state))?;
         Ok(AdminServer {
             addr,
             stop,
@@ -89,72 +129,159 @@ impl Drop for AdminServer {
     }
 }
 
-fn serve(
-    listener: &TcpListener,
-    params: &AdminParams,
-    shards: &[Arc<ShardStats>],
-    stop: &AtomicBool,
-) {
+fn serve(listener: &TcpListener, state: &Arc<AdminState>) {
+    let mut streams: Vec<JoinHandle<()>> = Vec::new();
     for conn in listener.incoming() {
-        if stop.load(Ordering::Acquire) {
-            return;
+        if state.stop.load(Ordering::Acquire) {
+            break;
         }
+        streams.retain(|t| !t.is_finished());
         match conn {
-            Ok(stream) => {
-                if let Err(err) = handle(stream, params, shards) {
-                    tracing::debug!(%err, "admin connection failed");
-                }
-            }
+            Ok(stream) => match handle(stream, state) {
+                Ok(Some(thread)) => streams.push(thread),
+                Ok(None) => {}
+                Err(err) => tracing::debug!(%err, "admin connection failed"),
+            },
             Err(err) => tracing::warn!(%err, "admin accept failed"),
+        }
+    }
+    for t in streams {
+        if t.join().is_err() {
+            tracing::error!("admin event stream thread panicked");
         }
     }
 }
 
-fn handle(
-    mut stream: TcpStream,
-    params: &AdminParams,
-    shards: &[Arc<ShardStats>],
-) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(params.io_timeout))?;
-    stream.set_write_timeout(Some(params.io_timeout))?;
-    let mut head = vec![0u8; params.request_bytes_max];
+/// A request head as read.
+enum Head {
+    /// The peer closed before a whole head.
+    Closed,
+    /// Over `admin.request_bytes_max`.
+    TooLong,
+    /// The head.
+    Got(Vec<u8>),
+}
+
+/// Reads the request head (bounded, with timeouts).
+///
+/// # Errors
+/// The socket's error (a timeout included).
+fn read_head(stream: &mut TcpStream, max: usize) -> std::io::Result<Head> {
+    let mut head = vec![0u8; max];
     let mut len = 0;
     while !head[..len].windows(4).any(|w| w == b"\r\n\r\n") {
         if len == head.len() {
-            return respond(
+            return Ok(Head::TooLong);
+        }
+        let n = stream.read(&mut head[len..])?;
+        if n == 0 {
+            return Ok(Head::Closed);
+        }
+        len += n;
+    }
+    head.truncate(len);
+    Ok(Head::Got(head))
+}
+
+/// Serves one connection; returns the thread of an event stream it started.
+fn handle(
+    mut stream: TcpStream,
+    state: &Arc<AdminState>,
+) -> std::io::Result<Option<JoinHandle<()>>> {
+    let params = &state.params;
+    stream.set_read_timeout(Some(params.io_timeout))?;
+    stream.set_write_timeout(Some(params.io_timeout))?;
+    let head = match read_head(&mut stream, params.request_bytes_max)? {
+        Head::Closed => return Ok(None),
+        Head::TooLong => {
+            respond(
                 &mut stream,
                 "431 Request Header Fields Too Large",
                 "text/plain",
                 "",
-            );
+            )?;
+            return Ok(None);
         }
-        let n = stream.read(&mut head[len..])?;
-        if n == 0 {
-            return Ok(());
-        }
-        len += n;
-    }
-    let line = head[..len]
-        .split(|&b| b == b'\r')
-        .next()
-        .unwrap_or_default();
+        Head::Got(head) => head,
+    };
+    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
     let mut parts = line.split(|&b| b == b' ');
-    let (method, path) = (parts.next(), parts.next());
-    match (method, path) {
-        (Some(b"GET"), Some(b"/metrics")) => respond(
-            &mut stream,
-            "200 OK",
+    let (method, target) = (parts.next(), parts.next());
+    if method != Some(b"GET") {
+        respond(&mut stream, "405 Method Not Allowed", "text/plain", "")?;
+        return Ok(None);
+    }
+    let target = std::str::from_utf8(target.unwrap_or_default()).unwrap_or("");
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let answer = match path {
+        "/metrics" => Ok((
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            &render(shards),
-        ),
-        (Some(b"GET"), _) => respond(&mut stream, "404 Not Found", "text/plain", "not found\n"),
-        _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", ""),
+            render(&state.shards),
+        )),
+        "/" | "/index.html" => Ok(("text/html; charset=utf-8", admin_api::PAGE.to_owned())),
+        "/api/space" => Ok(("application/json", admin_api::space(state))),
+        "/api/entities" => Request::entities(query)
+            .and_then(|r| admin_api::entities(state, r))
+            .map(|body| ("application/json", body)),
+        "/api/events" => match StreamRequest::parse(query, &head) {
+            Ok(req) => return start_stream(stream, state, req),
+            Err(err) => Err(err),
+        },
+        other => Err(ApiError::NotFound(other.to_owned())),
+    };
+    match answer {
+        Ok((ctype, body)) => respond(&mut stream, "200 OK", ctype, &body)?,
+        Err(err) => respond(&mut stream, err.status(), "application/json", &err.body())?,
+    }
+    Ok(None)
+}
+
+/// `/api/events`: a thread of its own if a slot is free, else 503.
+fn start_stream(
+    mut stream: TcpStream,
+    state: &Arc<AdminState>,
+    req: StreamRequest,
+) -> std::io::Result<Option<JoinHandle<()>>> {
+    let max = state.params.streams_max;
+    let taken = state
+        .streams
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        });
+    if taken.is_err() {
+        let err = ApiError::StreamsBusy(max);
+        respond(&mut stream, err.status(), "application/json", &err.body())?;
+        return Ok(None);
+    }
+    let st = state.clone();
+    let spawned = std::thread::Builder::new()
+        .name("tessera-sse".into())
+        .spawn(move || {
+            let mut stream = stream;
+            if let Err(err) = admin_api::stream_events(&mut stream, &st, req) {
+                tracing::debug!(%err, "event stream ended");
+            }
+            // The slot is free before the client sees the end.
+            st.streams.fetch_sub(1, Ordering::AcqRel);
+            drop(stream);
+        });
+    match spawned {
+        Ok(t) => Ok(Some(t)),
+        Err(err) => {
+            state.streams.fetch_sub(1, Ordering::AcqRel);
+            Err(err)
+        }
     }
 }
 
-fn respond(stream: &mut TcpStream, status: &str, ctype: &str, body: &str) -> std::io::Result<()> {
+pub(crate) fn respond(
+    stream: &mut TcpStream,
+    status: &str,
+    ctype: &str,
+    body: &str,
+) -> std::io::Result<()> {
     let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes())?;

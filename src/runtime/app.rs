@@ -13,6 +13,7 @@ use super::inbox::Inbox;
 use super::metrics::MetricSink;
 use super::outbox::Outbox;
 use super::port::ClientPort;
+use super::viewer::ViewSink;
 use crate::core::ids::ShardId;
 use crate::core::time::Time;
 use std::time::Duration;
@@ -75,5 +76,13 @@ pub trait ShardApp: Send + 'static {
     /// `runtime.metrics_publish_ticks` ticks and at shutdown.
     fn export_metrics(&self, sink: &mut MetricSink) {
         let _ = sink;
+    }
+
+    /// Reports what the live viewer shows (cells, entities, the events since
+    /// the last call); called every `admin.viewer_publish_ticks` ticks while
+    /// the admin endpoint is on, between ticks. `sink` bounds what it takes
+    /// (see [`ViewSink`]).
+    fn export_view(&mut self, now: Time, sink: &mut ViewSink) {
+        let _ = (now, sink);
     }
 }

@@ -13,6 +13,8 @@
 //!   one bounded FIFO queue of batches per ordered pair (mesh)
 //!
 //!   admin thread: GET /metrics  <── per-shard counters and histograms
+//!                 GET / /api/*  <── the viewer board (shards publish with
+//!                                   try_lock every few ticks; docs/viewer.md)
 //! ```
 //!
 //! - [`Runtime::start`] spawns one glommio `LocalExecutor` per shard, each on
@@ -42,6 +44,7 @@
 //! [`ShardApp`] later.
 
 pub mod admin;
+mod admin_api;
 pub mod app;
 mod counters;
 mod gateway_io;
@@ -53,6 +56,7 @@ pub mod metrics;
 pub mod outbox;
 pub mod port;
 pub mod shard;
+pub mod viewer;
 
 pub use app::{ShardApp, ShardContext};
 pub use inbox::Inbox;
@@ -71,6 +75,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use viewer::ViewBoard;
 
 /// Why the runtime could not start or did not stop cleanly.
 #[derive(Debug, thiserror::Error)]
@@ -134,6 +139,8 @@ pub struct RuntimeHandle<A: ShardApp> {
     stats: Vec<Arc<ShardStats>>,
     shared: Arc<Shared>,
     admin: Option<AdminServer>,
+    /// What the shards publish for the live viewer (with the admin endpoint).
+    board: Option<Arc<ViewBoard>>,
     client_addr: Option<SocketAddr>,
     signals: Vec<signal_hook::SigId>,
 }
@@ -180,6 +187,7 @@ fn shard_params(config: &Config, ctx: ShardContext) -> ShardParams {
         outbox_items_max: m.outbox_items_max as usize,
         inbox_items_max: m.inbox_items_max as usize,
         port: PortParams::from_config(config),
+        viewer: None,
     }
 }
 
@@ -214,11 +222,20 @@ impl Runtime {
         });
         let factory = Arc::new(factory);
         let links = mesh::build(shards, config.mesh.batch_queue_depth as usize);
+        let a = &config.admin;
+        let board = a.enabled.then(|| {
+            Arc::new(ViewBoard::new(
+                usize::from(shards),
+                a.viewer_entities_max as usize,
+                a.viewer_events_max as usize,
+            ))
+        });
         let mut handle = RuntimeHandle {
             joins: Vec::with_capacity(usize::from(shards)),
             stats: Vec::with_capacity(usize::from(shards)),
             shared: shared.clone(),
             admin: None,
+            board: board.clone(),
             client_addr: None,
             signals: Vec::new(),
         };
@@ -244,7 +261,8 @@ impl Runtime {
             } else {
                 Placement::Unbound
             };
-            let p = shard_params(config, ctx);
+            let mut p = shard_params(config, ctx);
+            p.viewer = board.clone().map(|b| (b, a.viewer_publish_ticks));
             let bind = bind_to;
             let launch = Launch {
                 placement,
@@ -273,8 +291,8 @@ impl Runtime {
         if let Some(addr) = handle.client_addr {
             tracing::info!(%addr, shards, "gateway: every shard listening for clients");
         }
-        if config.admin.enabled {
-            handle.start_admin(config)?;
+        if let Some(board) = board {
+            handle.start_admin(config, board)?;
         }
         Ok(handle)
     }
@@ -302,19 +320,26 @@ impl<A: ShardApp> RuntimeHandle<A> {
         })
     }
 
-    fn start_admin(&mut self, config: &Config) -> Result<(), RuntimeError> {
+    fn start_admin(&mut self, config: &Config, board: Arc<ViewBoard>) -> Result<(), RuntimeError> {
+        let a = &config.admin;
         let params = AdminParams {
-            request_bytes_max: config.admin.request_bytes_max as usize,
-            io_timeout: Duration::from_millis(config.admin.io_timeout_ms),
+            request_bytes_max: a.request_bytes_max as usize,
+            io_timeout: Duration::from_millis(a.io_timeout_ms),
+            streams_max: a.viewer_streams_max as usize,
+            stream_period: Duration::from_millis(a.viewer_stream_period_ms),
+            events_max: a.viewer_events_max as usize,
+            tick_budget_us: config.runtime.tick_budget_ms.saturating_mul(1000),
+            epoch: self.shared.epoch,
         };
+
         let addr = config.admin.listen_addr.as_str();
         let started = addr
             .parse::<SocketAddr>()
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
-            .and_then(|a| AdminServer::start(a, params, self.stats.clone()));
+            .and_then(|a| AdminServer::start(a, params, self.stats.clone(), board));
         match started {
             Ok(server) => {
-                tracing::info!(addr = %server.addr(), "admin endpoint serving /metrics");
+                tracing::info!(addr = %server.addr(), "admin endpoint serving /metrics and the live viewer on /");
                 self.admin = Some(server);
                 Ok(())
             }
@@ -384,6 +409,12 @@ impl<A: ShardApp> RuntimeHandle<A> {
     /// `gateway.enabled`.
     pub fn client_addr(&self) -> Option<SocketAddr> {
         self.client_addr
+    }
+
+    /// What the shards publish for the live viewer (`None` with the admin
+    /// endpoint off).
+    pub fn viewer(&self) -> Option<&Arc<ViewBoard>> {
+        self.board.as_ref()
     }
 
     /// The admin endpoint's bound address, if it is enabled.

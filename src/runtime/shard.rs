@@ -50,6 +50,7 @@ use super::mesh::{DrainReport, ShardLinks};
 use super::metrics::{Count, Hist, Level, LocalHists, MetricSink, ShardStats};
 use super::outbox::{FlushReport, Outbox};
 use super::port::{ClientPort, CloseReason, PortCounters, PortParams};
+use super::viewer::{ViewBoard, ViewSink};
 use crate::core::time::Time;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -113,6 +114,9 @@ pub(crate) struct ShardParams {
     pub(crate) outbox_items_max: usize,
     pub(crate) inbox_items_max: usize,
     pub(crate) port: PortParams,
+    /// The live viewer's board (with the admin endpoint on) and how often
+    /// this shard publishes to it (`admin.viewer_publish_ticks`).
+    pub(crate) viewer: Option<(Arc<ViewBoard>, u64)>,
 }
 
 /// Stops the other shards if this one unwinds, and counts it as done
@@ -161,6 +165,8 @@ struct Shard<A> {
     stats: Arc<ShardStats>,
     hists: LocalHists,
     sink: MetricSink,
+    /// Filled for the viewer every `admin.viewer_publish_ticks` ticks.
+    view_sink: Option<ViewSink>,
     shared: Arc<Shared>,
     last_stall_log: Option<Instant>,
 }
@@ -196,6 +202,7 @@ pub(crate) async fn run<A: ShardApp>(
         Some(_) => Duration::from_millis(p.port.io_poll_ms.max(1)),
         None => p.ctx.tick,
     };
+    let view_sink = p.viewer.as_ref().map(|(board, _)| board.sink());
     let mut shard = Shard {
         p,
         app: Some(app),
@@ -209,6 +216,7 @@ pub(crate) async fn run<A: ShardApp>(
         stats,
         hists: LocalHists::new(),
         sink: MetricSink::default(),
+        view_sink,
         shared: shared.clone(),
         last_stall_log: None,
     };
@@ -238,6 +246,7 @@ impl<A: ShardApp> Shard<A> {
             if ticks % self.p.metrics_publish_ticks == 0 {
                 self.publish();
             }
+            self.publish_view(ticks);
             next += tick;
             let now = Instant::now();
             if next <= now {
@@ -401,6 +410,22 @@ impl<A: ShardApp> Shard<A> {
             app.export_metrics(&mut self.sink);
         }
         self.stats.try_publish_app(&mut self.sink);
+    }
+
+    /// Every `admin.viewer_publish_ticks` ticks: the application fills the
+    /// viewer's sink, published with `try_lock` only (never waits).
+    fn publish_view(&mut self, ticks: u64) {
+        let (Some((board, every)), Some(sink)) = (&self.p.viewer, &mut self.view_sink) else {
+            return;
+        };
+        if ticks % every != 0 {
+            return;
+        }
+        let now = self.shared.now(Instant::now());
+        if let Some(app) = &mut self.app {
+            app.export_view(now, sink);
+        }
+        board.try_publish(usize::from(self.p.ctx.shard.index), sink);
     }
 
     async fn shutdown(&mut self, guard: &PanicGuard<'_>) {

@@ -214,6 +214,11 @@ pub struct HostBalance {
     /// The counters of this shard's cells dropped after a merge.
     dropped_cells: CellCounters,
     sink: Option<SnapshotSink>,
+    /// Shard 0's decisions since the viewer last took them, at most
+    /// `decisions_max` (`admin.viewer_events_max`; 0 with the admin
+    /// endpoint off: none kept).
+    decisions: Vec<(Time, SpaceChange)>,
+    decisions_max: usize,
 }
 
 impl std::fmt::Debug for HostBalance {
@@ -276,6 +281,12 @@ impl HostBalance {
             counters: BalanceCounters::default(),
             dropped_cells: CellCounters::default(),
             sink: None,
+            decisions: Vec::new(),
+            decisions_max: if config.admin.enabled {
+                config.admin.viewer_events_max as usize
+            } else {
+                0
+            },
         }
     }
 
@@ -425,6 +436,9 @@ impl HostBalance {
                 changes.push(c);
             }
             self.service = Some(s);
+            let room = self.decisions_max - self.decisions.len().min(self.decisions_max);
+            self.decisions
+                .extend(changes.iter().take(room).map(|c| (now, *c)));
             if !changes.is_empty() {
                 self.broadcast(&changes, out);
                 self.received.extend(changes);
@@ -509,6 +523,17 @@ impl HostBalance {
             }
             _ => {}
         }
+    }
+
+    /// The balancer's decisions (shard 0) since the last call, oldest first.
+    pub fn take_decisions(&mut self) -> std::vec::Drain<'_, (Time, SpaceChange)> {
+        self.decisions.drain(..)
+    }
+
+    /// The load this shard last reported for its cell `c` (share of a core)
+    /// and its reals then.
+    pub fn own_load(&self, c: CellId) -> Option<(f64, u32)> {
+        self.own.get(&c).copied()
     }
 
     /// The summed counters of the cells this shard dropped after merges.

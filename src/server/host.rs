@@ -42,6 +42,7 @@ use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::proxy::{Proxy, ProxyParams};
 use crate::core::space::SpaceTree;
 use crate::core::time::Time;
+use crate::runtime::viewer::ViewSink;
 use crate::runtime::{ClientPort, Inbox, MetricSink, Outbox, ShardApp, ShardContext};
 use crate::wire::Body;
 use std::collections::{BTreeMap, VecDeque};
@@ -56,6 +57,7 @@ use super::gateway::GatewayParams;
 use super::npcs::Npc;
 use super::spaces::{is_instance_cell, HostSpaces, SpaceCounters};
 use super::spawn::SpawnRule;
+use super::viewer::HostViewer;
 
 /// The envelope kind of a [`HostBatch`].
 pub const KIND_HOST_BATCH: u16 = 1;
@@ -187,6 +189,8 @@ pub struct CellHost {
     /// Reused by `tick_cells`: the cell ids of the tick, a cell's outputs.
     scratch_cells: Vec<CellId>,
     scratch_outs: Vec<Outgoing>,
+    /// What the live viewer is shown (`viewer.rs`).
+    pub(super) viewer: HostViewer,
 }
 
 impl std::fmt::Debug for CellHost {
@@ -267,6 +271,7 @@ impl CellHost {
             spaces,
             scratch_cells: Vec::new(),
             scratch_outs: Vec::new(),
+            viewer: HostViewer::new(config, types.clone()),
         };
         host.spawn_npcs(config.server.npcs, &types);
         Ok(host)
@@ -407,6 +412,7 @@ impl CellHost {
             self.game.run(now, cell);
             self.balance.cell_done(id, started);
             outs.extend(std::iter::from_fn(|| cell.poll_output()));
+            self.note_outputs(now, id, &outs);
             for o in outs.drain(..) {
                 self.route(WireSource::Cell(id), o);
             }
@@ -549,6 +555,10 @@ impl ShardApp for CellHost {
         self.balance.on_stop(now, &mut self.tree, &mut self.cells);
     }
 
+    fn export_view(&mut self, _now: Time, sink: &mut ViewSink) {
+        self.fill_view(sink);
+    }
+
     fn export_metrics(&self, sink: &mut MetricSink) {
         let k = self.cell_counters();
         let cells = [
@@ -649,6 +659,11 @@ impl ShardApp for CellHost {
         sink.counter("host_merges", "cell merges finished (shard 0)", sc.merges);
         sink.counter("host_rebalances", "boundary moves (shard 0)", sc.rebalances);
         sink.gauge("host_cells", "cells hosted", self.cells.len() as u64);
+        sink.counter(
+            "host_viewer_events_dropped",
+            "viewer events not kept (admin.viewer_events_max waiting between publishes)",
+            self.viewer.dropped,
+        );
         self.export_client_metrics(sink);
         self.export_space_metrics(sink);
     }

@@ -30,6 +30,7 @@ mod tests_door;
 mod tests_host;
 #[cfg(test)]
 mod tests_spaces;
+mod viewer;
 
 pub use embedded::{EmbeddedServer, ServerCounters, ServerError};
 pub use host::{CellHost, HostBatch, HostCounters, HostError, Routed, KIND_HOST_BATCH};
