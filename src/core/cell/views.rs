@@ -223,6 +223,10 @@ impl ObserverHost for EntityTable {
     fn copy_position(&self, entity: EntityId) -> Option<Vec3> {
         self.get(entity).map(|e| e.entity.core().pos)
     }
+
+    fn copy_entity(&self, entity: EntityId) -> Option<(&Entity, u64)> {
+        self.get(entity).map(|e| (&e.entity, e.version))
+    }
 }
 
 /// The cached message `version` of `entity`'s copy, if still cached.
