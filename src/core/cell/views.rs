@@ -504,5 +504,7 @@ fn flush_counted(
     counters.view_leaves += now.leaves.saturating_sub(was.leaves);
     counters.view_updates += now.delivered.saturating_sub(was.delivered);
     counters.view_resyncs += now.resyncs.saturating_sub(was.resyncs);
+    counters.view_detail_cut += now.detail_cut.saturating_sub(was.detail_cut);
+    counters.view_details += now.details.saturating_sub(was.details);
     data
 }
