@@ -512,7 +512,8 @@ mod doc_examples {
             },
         );
         let mut whole = Vec::new();
-        e.props().encode_whole(Audience::OtherClients, hp, &mut whole);
+        e.props()
+            .encode_whole(Audience::OtherClients, hp, &mut whole);
         encode_event(
             &mut b,
             &ClientEvent::Detail {
