@@ -37,10 +37,10 @@
 //!   sent when the client is more than `detail_hysteresis_m` beyond its
 //!   reach (measured from the observer's real to the entity's position as
 //!   of that version), or when the property is already stale; the property
-//!   is then stale. Nothing else changes: the version still counts, so the
-//!   event still goes (a Props event with an empty delta, or a movement:
-//!   a version with nothing left but a movement coalesces like one, and a
-//!   Props version with nothing left is absorbed by a pending movement).
+//!   is then stale. Nothing else changes: the event goes as it would have
+//!   (Props or MoveProps, never deferred), its delta without the cut
+//!   entries (possibly empty), so the budget and the coalescing of
+//!   movements see the same events as without levels of detail.
 //! - Enter and Resync snapshots carry the detail properties beyond reach
 //!   at their defaults (the same layout); those start stale.
 //! - At each flush, a stale property whose entity is now within reach is
@@ -653,9 +653,12 @@ impl Observer {
         cut: bool,
     ) {
         // A property change this client cannot see (an empty delta) moves
-        // nothing on this client: it coalesces like a movement.
+        // nothing on this client: it coalesces like a movement. One the
+        // levels of detail cut still goes as the event it was (with what
+        // is left of its delta): the event flow is the same as without
+        // levels of detail, only the delta is smaller.
         let empty = delta == EMPTY_DELTA;
-        let kind = if kind == SyncKind::MovementAndProps && empty {
+        let kind = if kind == SyncKind::MovementAndProps && empty && !cut {
             SyncKind::Movement
         } else {
             kind
@@ -666,12 +669,6 @@ impl Observer {
             if slot.pending.replace(Pending { pos, yaw }).is_some() {
                 self.stats.coalesced += 1;
             }
-            return;
-        }
-        if kind == SyncKind::Props && empty && cut && slot.pending.is_some() {
-            // Everything it could see was cut: the pending movement stands
-            // for this version too (a step over it skips nothing visible).
-            self.stats.coalesced += 1;
             return;
         }
         self.stats.delivered += 1;
