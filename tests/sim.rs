@@ -177,6 +177,19 @@ fn combat_storm_calls_reach_their_reals() {
 }
 
 #[test]
+fn detail_levels_are_cut_and_caught_up_with_every_invariant() {
+    // `hp` (reach 30 m) and `buffs` (15 m) carry levels of detail: far
+    // clients are not sent hp changes, near ones converge (the healing
+    // check compares every property within reach with the real's).
+    let mut outs = scenario_seeds(Scenario::CombatStorm, 4, 40);
+    outs.extend(scenario_seeds(Scenario::RandomWalk, 4, 40));
+    let cut: u64 = outs.iter().map(|o| o.summary.view_detail_cut).sum();
+    let caught_up: u64 = outs.iter().map(|o| o.summary.view_details).sum();
+    assert!(cut > 0, "no detail change was cut");
+    assert!(caught_up > 0, "no catch-up was sent");
+}
+
+#[test]
 fn merge_drain_empties_the_merging_cell_then_splits() {
     let outs = scenario_seeds(Scenario::MergeDrain, 4, 40);
     for o in &outs {
@@ -551,6 +564,82 @@ fn cli_prints_a_summary_and_one_json_line() {
     ] {
         assert!(v.get(key).is_some(), "{key} missing: {last}");
     }
+}
+
+/// Runs `w` to the end of healing, then lets `bend` change client views,
+/// then finishes (the convergence checks).
+fn heal_bend_finish(w: &mut World, bend: impl FnOnce(&mut World)) {
+    let total = w.options().ticks + w.options().heal_ticks;
+    while w.tick() < total {
+        w.step();
+    }
+    assert_eq!(w.checker().total(), 0, "{:?}", w.checker().violations());
+    bend(w);
+    w.finish();
+}
+
+/// A viewer and the handle of an entity it shows `lo..hi` m away (after
+/// healing), with the version shown.
+fn pair_at(w: &World, lo: f64, hi: f64) -> Option<(EntityId, u32, u64)> {
+    (0..u64::from(w.options().entities)).find_map(|i| {
+        let v = w.client_view(EntityId(i));
+        let me = v.own()?.replica.core().pos;
+        v.shown().iter().find_map(|(&h, s)| {
+            let d = me.dist_xz(s.replica.core().pos);
+            (lo..hi).contains(&d).then_some((EntityId(i), h, s.version))
+        })
+    })
+}
+
+/// A Detail event setting hp to `hp` at the shown version.
+fn wrong_hp(handle: u32, version: u64, hp: i64) -> Vec<u8> {
+    let hp_index = TypeRegistry::with_builtins()
+        .get(AVATAR)
+        .expect("avatar")
+        .prop_index("hp");
+    let mut delta = vec![1, hp_index.expect("hp") as u8, 0];
+    tessera::core::entity::codec::put_ivar(&mut delta, hp);
+    let mut batch = Vec::new();
+    tessera::core::view::encode_event(
+        &mut batch,
+        &ClientEvent::Detail {
+            handle,
+            version_low: version as u8,
+            delta: &delta,
+        },
+    );
+    batch
+}
+
+#[test]
+fn healing_checks_detail_properties_within_reach_only() {
+    // Within reach (hp: 30 m) a wrong value is a divergence; beyond it, a
+    // client may hold any earlier value.
+    let mut w = World::new(
+        &SimOptions {
+            seed: 3,
+            scenario: Scenario::RandomWalk,
+            entities: 40,
+            stall_probability: 0.0,
+            ..SimOptions::test_min()
+        },
+        &WorldParams::default(),
+    )
+    .expect("world");
+    heal_bend_finish(&mut w, |w| {
+        let (near_viewer, h, v) = pair_at(w, 0.0, 25.0).expect("a pair within 25 m");
+        w.inject_view_batch(near_viewer, &wrong_hp(h, v, -777));
+        let (far_viewer, h, v) = pair_at(w, 35.0, 45.0).expect("a pair 35-45 m apart");
+        w.inject_view_batch(far_viewer, &wrong_hp(h, v, -888));
+    });
+    let found: Vec<_> = (w.checker().violations().iter())
+        .map(|v| (v.kind, v.detail.contains("-777"), v.detail.contains("-888")))
+        .collect();
+    assert_eq!(
+        found,
+        [(ViolationKind::ViewDiverged, true, false)],
+        "{found:?}"
+    );
 }
 
 #[test]

@@ -13,7 +13,12 @@
 //! - after the network settles, the client shows exactly the entities in
 //!   range, each equal to the truth filtered to `OtherClients` (position,
 //!   properties, version), and its own entity equals the truth filtered to
-//!   `OwnClient`; handles never changed across migrations.
+//!   `OwnClient`; handles never changed across migrations;
+//! - levels of detail (`hp` reaches 30 m, `buffs` 15 m): a brute-force
+//!   distance from the owner's real to each entity's decides which detail
+//!   properties must equal the truth (within reach); beyond reach the
+//!   client may hold an older value. Positions, moves and both properties
+//!   change at random, so entities cross the reaches both ways.
 //!
 //! Half the cases feed the observer sloppily (reordered, duplicated and
 //! dropped messages, as a buggy cell might): it must heal from the caches.
@@ -38,6 +43,9 @@ const OWNER: EntityId = EntityId(1);
 const RADIUS_M: f64 = 30.0;
 const TICK_MS: u64 = 50;
 const SETTLE_TICKS: usize = 60;
+/// How far inside a detail property's reach the client must hold its
+/// current value (the observer measures from centimetre-rounded positions).
+const DETAIL_MARGIN_M: f64 = 0.05;
 
 fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
@@ -451,11 +459,20 @@ impl Session {
             let turn = std::f32::consts::TAU;
             let d = (s.replica.core().yaw - e.core().yaw).rem_euclid(turn);
             assert!(d.min(turn - d) <= turn / 512.0 + 1e-4, "{id} yaw");
-            assert_eq!(
-                s.replica.props().values(),
-                &e.props().filtered(Audience::OtherClients)[..],
-                "{id} props"
-            );
+            let dist = o.dist_xz(e.core().pos);
+            let budget = BudgetParams::default();
+            let truth = e.props().filtered(Audience::OtherClients);
+            for ((p, got), want) in (e.props().entity_type().props().iter())
+                .zip(s.replica.props().values())
+                .zip(&truth)
+            {
+                let within = p
+                    .detail
+                    .is_none_or(|d| dist <= budget.reach_m(d) - DETAIL_MARGIN_M);
+                if within {
+                    assert_eq!(got, want, "{id} {} at {dist:.2} m", p.name);
+                }
+            }
         }
         let shown: BTreeSet<EntityId> = self.cv.shown().values().map(|s| s.entity).collect();
         assert_eq!(shown, expected, "shown set");
@@ -514,17 +531,19 @@ fn case() -> impl Strategy<Value = Case> {
 
 /// Runs one scenario, checking the client after every tick; returns the
 /// observer's counters summed over its migrations.
-fn run(c: &Case) -> Result<[u64; 5], TestCaseError> {
+fn run(c: &Case) -> Result<[u64; 7], TestCaseError> {
     let mut w = World::new(c.n, c.seed, c.cache, c.lags);
     let mut s = Session::new(&w);
     s.chaos = c.chaos;
-    let mut total = [0u64; 5];
+    let mut total = [0u64; 7];
     let mut add = |st: &ObserverStats, migrated: bool| {
         total[0] += st.filled;
         total[1] += st.resyncs;
         total[2] += st.held;
         total[3] += st.stale;
         total[4] += u64::from(migrated);
+        total[5] += st.detail_cut;
+        total[6] += st.details;
     };
     for p in &c.plans {
         let mut p = p.clone();
@@ -563,7 +582,7 @@ proptest! {
 fn the_scenarios_cover_fill_resync_hold_and_migration() {
     use proptest::strategy::ValueTree;
     let mut runner = proptest::test_runner::TestRunner::deterministic();
-    let mut total = [0u64; 5];
+    let mut total = [0u64; 7];
     for _ in 0..24 {
         let c = case().new_tree(&mut runner).expect("case").current();
         let t = run(&c).expect("clean run");
@@ -571,12 +590,15 @@ fn the_scenarios_cover_fill_resync_hold_and_migration() {
             *a += b;
         }
     }
-    eprintln!("coverage [filled, resyncs, held, stale, migrations] = {total:?}");
-    let [filled, resyncs, held, stale, migrations] = total;
+    eprintln!(
+        "coverage [filled, resyncs, held, stale, migrations, detail cut, catch-ups] = {total:?}"
+    );
+    let [filled, resyncs, held, stale, migrations, cut, caught_up] = total;
     assert!(
         filled > 0 && resyncs > 0 && held > 0 && stale > 0 && migrations > 0,
         "{total:?}"
     );
+    assert!(cut > 0 && caught_up > 0, "levels of detail: {total:?}");
 }
 
 /// A setup where entity 2 is in range and moves every tick.

@@ -453,6 +453,78 @@ mod doc_examples {
         b
     }
 
+    /// The second view batch of the example session: entity 44 (an Avatar
+    /// named "Cy", level 2, 80 of 100 hp) enters 41.5 m away as handle 1 at
+    /// version 1, its hp left out (beyond the 30 m reach of `hp`'s level
+    /// of detail: the default, 0); it loses hp (v2: cut, an empty delta);
+    /// it comes 20 m nearer (v3, 21.5 m away); its hp is caught up at v3.
+    fn batch_far() -> Vec<u8> {
+        let reg = TypeRegistry::with_builtins();
+        let ty = Arc::clone(reg.get(AVATAR).expect("avatar"));
+        let idx = |n: &str| ty.prop_index(n).expect("prop");
+        let pos = Vec3 {
+            x: 52.0,
+            y: 0.0,
+            z: 20.0,
+        };
+        let mut e = Entity::new_real(EntityId(44), Arc::clone(&ty), pos, 0.0);
+        let p = e.props_mut();
+        p.set(idx("name"), Value::Str("Cy".into())).expect("name");
+        p.set(idx("level"), Value::UInt(2)).expect("level");
+        p.set(idx("hp"), Value::Int(100)).expect("hp");
+        p.set(idx("max_hp"), Value::Int(100)).expect("max_hp");
+        e.clear_dirty();
+        let hp = 1u64 << idx("hp");
+        let mut snap = Vec::new();
+        e.encode_snapshot_except(Audience::OtherClients, hp, &mut snap);
+        let mut b = Vec::new();
+        encode_event(
+            &mut b,
+            &ClientEvent::Enter {
+                handle: 1,
+                entity: EntityId(44),
+                type_id: AVATAR,
+                pos,
+                yaw: 0.0,
+                version: 1,
+                snapshot: &snap,
+            },
+        );
+        e.props_mut().set(idx("hp"), Value::Int(80)).expect("hp");
+        encode_event(
+            &mut b,
+            &ClientEvent::Props {
+                handle: 1,
+                version_low: 2,
+                delta: &[0],
+            },
+        );
+        encode_event(
+            &mut b,
+            &ClientEvent::Move {
+                handle: 1,
+                version_low: 3,
+                mv: Movement {
+                    absolute: false,
+                    d: [-2000, 0, 0],
+                    yaw: 0,
+                },
+            },
+        );
+        let mut whole = Vec::new();
+        e.props()
+            .encode_whole(Audience::OtherClients, hp, &mut whole);
+        encode_event(
+            &mut b,
+            &ClientEvent::Detail {
+                handle: 1,
+                version_low: 3,
+                delta: &whole,
+            },
+        );
+        b
+    }
+
     fn c(m: ClientMsg<'_>) -> Vec<u8> {
         let mut out = Vec::new();
         m.encode(&mut out);
@@ -490,6 +562,7 @@ mod doc_examples {
     pub fn all() -> Vec<(&'static str, Vec<u8>)> {
         let welcome = welcome();
         let batch = batch();
+        let far = batch_far();
         vec![
             ("hello", c(ClientMsg::Hello { version: V })),
             (
@@ -519,6 +592,13 @@ mod doc_examples {
                 s(ServerMsg::ViewBatch {
                     tick: 7,
                     batch: &batch,
+                }),
+            ),
+            (
+                "view_batch_detail",
+                s(ServerMsg::ViewBatch {
+                    tick: 8,
+                    batch: &far,
                 }),
             ),
             (
@@ -669,6 +749,7 @@ fn protocol_md_examples_match_the_encoder() {
     s.send_move(t(2_000_000), pos, 1.5).expect("move");
     s.handle_bytes(t(2_040_000), ex("input_ack"), &mut ());
     s.handle_bytes(t(2_045_000), ex("view_batch"), &mut ());
+    s.handle_bytes(t(2_046_000), ex("view_batch_detail"), &mut ());
     s.send_hit(t(2_050_000), 0, 10).expect("hit");
     s.handle_bytes(t(2_090_000), ex("call_result"), &mut ());
     s.send_set_prop(t(2_100_000), 0, &[2, b'A', b'n'])
@@ -702,6 +783,7 @@ fn protocol_md_examples_match_the_encoder() {
     let c = *s.counters();
     assert_eq!(
         (c.enters, c.updates, c.leaves, c.calls_done, c.inputs_acked),
-        (1, 4, 1, 2, 1)
+        (2, 6, 1, 2, 1)
     );
+    assert_eq!(c.details, 1, "one level-of-detail catch-up");
 }

@@ -119,6 +119,7 @@ impl SessionHooks for Hooks<'_> {
             UpdateKind::Enter => c.enters += 1,
             UpdateKind::Leave => c.leaves += 1,
             UpdateKind::Resync => c.resyncs += 1,
+            UpdateKind::Detail => c.details += 1,
             UpdateKind::Own(_) => {
                 c.own_updates += 1;
                 if let Some(gap) = self.own.update(seen.received_at) {

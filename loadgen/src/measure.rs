@@ -106,6 +106,8 @@ pub struct Counters {
     pub leaves: u64,
     /// Resync events.
     pub resyncs: u64,
+    /// Detail events (level-of-detail catch-ups).
+    pub details: u64,
     /// Own-stream events.
     pub own_updates: u64,
     /// View batch frames.
@@ -174,6 +176,7 @@ impl Counters {
             (&mut self.enters, o.enters),
             (&mut self.leaves, o.leaves),
             (&mut self.resyncs, o.resyncs),
+            (&mut self.details, o.details),
             (&mut self.own_updates, o.own_updates),
             (&mut self.batches, o.batches),
             (&mut self.bytes_in, o.bytes_in),

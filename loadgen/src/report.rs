@@ -145,6 +145,8 @@ pub struct Rates {
     pub enters: f64,
     /// Leaves.
     pub leaves: f64,
+    /// Level-of-detail catch-ups (Detail events).
+    pub details: f64,
 }
 
 impl Rates {
@@ -158,6 +160,7 @@ impl Rates {
             moves: per(c.moves),
             enters: per(c.enters),
             leaves: per(c.leaves),
+            details: per(c.details),
         }
     }
 }
@@ -345,13 +348,14 @@ pub fn summary_table(s: &Summary) -> String {
     row(
         "per bot per second",
         format!(
-            "{:.1} updates, {:.0} B in, {:.0} B out, {:.1} moves, {:.2} enters, {:.2} leaves",
+            "{:.1} updates, {:.0} B in, {:.0} B out, {:.1} moves, {:.2} enters, {:.2} leaves, {:.2} detail catch-ups",
             s.per_bot_per_s.updates,
             s.per_bot_per_s.bytes_in,
             s.per_bot_per_s.bytes_out,
             s.per_bot_per_s.moves,
             s.per_bot_per_s.enters,
-            s.per_bot_per_s.leaves
+            s.per_bot_per_s.leaves,
+            s.per_bot_per_s.details
         ),
     );
     if let Some(short) = move_shortfall(s) {

@@ -36,6 +36,8 @@ pub struct SessionCounters {
     pub updates: u64,
     /// Resync events.
     pub resyncs: u64,
+    /// Detail events (level-of-detail catch-ups).
+    pub details: u64,
     /// Own-stream events.
     pub own_updates: u64,
     /// `Degraded` notices (the server's budget cannot carry the view).
@@ -217,6 +219,8 @@ pub enum UpdateKind {
     Own(SyncKind),
     /// The server's budget notice (degraded or recovered).
     Degraded,
+    /// A level-of-detail catch-up.
+    Detail,
 }
 
 /// One view event as received, for latency measurement.
@@ -265,6 +269,7 @@ impl UpdateSeen {
             ClientEvent::Own { kind, .. } => UpdateKind::Own(kind),
             ClientEvent::OwnMove { .. } => UpdateKind::Own(SyncKind::Movement),
             ClientEvent::Degraded { .. } => UpdateKind::Degraded,
+            ClientEvent::Detail { .. } => UpdateKind::Detail,
         };
         UpdateSeen {
             tick,

@@ -691,6 +691,7 @@ impl Core {
                 | ClientEvent::Props { .. }
                 | ClientEvent::MoveProps { .. } => counters.updates += 1,
                 ClientEvent::Resync { .. } => counters.resyncs += 1,
+                ClientEvent::Detail { .. } => counters.details += 1,
                 ClientEvent::Own { .. } | ClientEvent::OwnMove { .. } => counters.own_updates += 1,
                 ClientEvent::Degraded { .. } => counters.degraded_notices += 1,
             }

@@ -38,6 +38,9 @@ pub struct ViewConfig {
     /// How often each client is sent its view batch, per second (rounded
     /// to a whole number of ticks; at or above the tick rate: every tick).
     pub client_update_hz: f64,
+    /// Levels of detail: a client that has a property's current value keeps
+    /// receiving its changes until this many metres beyond its reach.
+    pub detail_hysteresis_m: f64,
 }
 
 impl ViewConfig {
@@ -75,6 +78,7 @@ impl ViewConfig {
             band_count: self.bands.len().min(BANDS_MAX) as u8,
             keyframe_every: self.keyframe_every,
             important_factor: self.important_factor as f32,
+            detail_hysteresis_m: self.detail_hysteresis_m as f32,
             ..d
         }
     }
@@ -145,6 +149,13 @@ impl ViewConfig {
                 "view.important_factor",
                 self.important_factor,
                 "must be a finite number >= 1",
+            ));
+        }
+        if !(self.detail_hysteresis_m.is_finite() && self.detail_hysteresis_m >= 0.0) {
+            return Err(invalid(
+                "view.detail_hysteresis_m",
+                self.detail_hysteresis_m,
+                "must be a finite number >= 0",
             ));
         }
         self.budget(flush_ms)

@@ -603,6 +603,16 @@ impl ShardApp for CellHost {
                 k.view_resyncs,
             ),
             (
+                "host_view_detail_cut",
+                "detail property changes not sent to clients beyond their reach",
+                k.view_detail_cut,
+            ),
+            (
+                "host_view_details",
+                "level-of-detail catch-ups sent to clients",
+                k.view_details,
+            ),
+            (
                 "host_view_batches",
                 "client view batches (one per observer per tick with news)",
                 k.view_batches,

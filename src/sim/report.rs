@@ -202,6 +202,10 @@ pub struct SimSummary {
     pub view_bytes: u64,
     /// Entity versions sent to clients as updates.
     pub view_updates: u64,
+    /// Detail property changes cut for clients beyond their reach.
+    pub view_detail_cut: u64,
+    /// Level-of-detail catch-ups sent to clients.
+    pub view_details: u64,
     /// Load spread: the busiest shard's work over the mean shard's, where a
     /// shard's work is the inputs its cells applied plus the syncs they
     /// built and applied (1.0 = even; largest over runs).
@@ -266,6 +270,8 @@ impl SimSummary {
         self.ghost_syncs_applied += other.ghost_syncs_applied;
         self.view_bytes += other.view_bytes;
         self.view_updates += other.view_updates;
+        self.view_detail_cut += other.view_detail_cut;
+        self.view_details += other.view_details;
         self.load_spread_max = self.load_spread_max.max(other.load_spread_max);
         self.violations += other.violations;
         self.messages_delivered += other.messages_delivered;
@@ -315,6 +321,11 @@ impl fmt::Display for SimSummary {
             f,
             "  max in flight {}, max delay {} us, max reorder buffer {}, max cache {}",
             self.max_in_flight, self.max_delay_us, self.max_reorder_buffer, self.max_cache_len
+        )?;
+        writeln!(
+            f,
+            "  view: {} updates, {} bytes, {} detail changes cut beyond reach, {} catch-ups",
+            self.view_updates, self.view_bytes, self.view_detail_cut, self.view_details
         )?;
         if self.splits + self.merges + self.rebalances > 0 {
             writeln!(
@@ -370,6 +381,8 @@ mod tests {
             "forwarded",
             "messages_delivered",
             "max_reorder_buffer",
+            "view_detail_cut",
+            "view_details",
         ] {
             assert!(v.get(key).is_some(), "{key}");
         }

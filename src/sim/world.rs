@@ -640,6 +640,8 @@ impl World {
             s.ghost_syncs_applied += k.syncs_applied;
             s.view_bytes += k.view_bytes;
             s.view_updates += k.view_updates;
+            s.view_detail_cut += k.view_detail_cut;
+            s.view_details += k.view_details;
             let shard = usize::from(self.cell_shard(c.id()).index);
             if let Some(w) = shard_work.get_mut(shard) {
                 *w += k.inputs_applied + k.syncs_built + k.syncs_applied;

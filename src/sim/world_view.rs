@@ -12,12 +12,15 @@
 //! real within `radius_m` of the client's avatar is shown (unless the
 //! interest cap may have cut it), nothing is shown beyond
 //! `leave_radius_m`, and each shown entity is at its real's version and
-//! position.
+//! position, with its real's property values as other clients see them,
+//! except the properties with a level of detail whose reach the client is
+//! beyond (those it may hold from earlier: PROTOCOL.md 6.6).
 //!
 //! Owns only these `impl World` steps; changes no cell.
 
 use std::sync::Arc;
 
+use crate::core::entity::{Audience, Value};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use crate::core::view::{ClientView, ClientViewParams, Rule};
@@ -27,6 +30,11 @@ use crate::sim::world::World;
 /// Largest position difference (m) tolerated between a shown entity and its
 /// real after healing (the wire may round).
 pub const VIEW_POS_TOLERANCE_M: f64 = crate::core::view::POSITION_RESOLUTION_M;
+
+/// Margin (m) inside a detail property's reach within which a client must
+/// hold its current value after healing (the observer measures from
+/// positions rounded to the wire's centimetres).
+pub const DETAIL_REACH_MARGIN_M: f64 = 0.05;
 
 /// The checker's kind for a broken client-view rule.
 pub fn view_kind(rule: &Rule) -> ViolationKind {
@@ -128,6 +136,24 @@ impl World {
         Some((v.pos(), v.version))
     }
 
+    /// The first property of `j` that a client `dist_m` away shows wrong
+    /// (`shown`) against its real, skipping detail properties beyond reach
+    /// (by more than [`DETAIL_REACH_MARGIN_M`] inside it).
+    fn props_diverged(&self, j: usize, dist_m: f64, shown: &[Value]) -> Option<String> {
+        let c = self.real_cell[j]?;
+        let real = &self.cells[c.0 as usize].view(EntityId(j as u64))?.entity;
+        let ty = real.props().entity_type();
+        let budget = &self.cells[0].view_params().observer.budget;
+        let truth = real.props().filtered(Audience::OtherClients);
+        (ty.props().iter().zip(truth.iter().zip(shown)))
+            .filter(|(p, _)| {
+                p.detail
+                    .is_none_or(|d| dist_m <= budget.reach_m(d) - DETAIL_REACH_MARGIN_M)
+            })
+            .find(|(_, (t, s))| t != s)
+            .map(|(p, (t, s))| format!("{} shows {s:?}, real {t:?} at {dist_m:.1} m", p.name))
+    }
+
     /// After healing: each client's view equals the truth (module doc).
     pub(super) fn check_views_converged(&mut self) {
         let vp = self.cells[0].view_params().clone();
@@ -159,9 +185,16 @@ impl World {
                     Some(s) => {
                         let sp = s.replica.core().pos;
                         let off = dist2(sp, q).sqrt() > VIEW_POS_TOLERANCE_M;
-                        (s.version != version || off).then(|| {
-                            format!("e{j} shown v{} {sp:?}, real v{version} {q:?}", s.version)
-                        })
+                        let values = s.replica.props().values();
+                        if s.version != version || off {
+                            Some(format!(
+                                "e{j} shown v{} {sp:?}, real v{version} {q:?}",
+                                s.version
+                            ))
+                        } else {
+                            (self.props_diverged(j, d2.sqrt(), values))
+                                .map(|d| format!("e{j} v{version}: {d}"))
+                        }
                     }
                 };
                 if let Some(d) = problem {

@@ -146,6 +146,11 @@ pub struct Counters {
     pub view_updates: u64,
     /// Resync snapshots sent to this cell's clients.
     pub view_resyncs: u64,
+    /// Delta entries of detail properties cut for clients beyond their
+    /// reach (levels of detail).
+    pub view_detail_cut: u64,
+    /// Level-of-detail catch-ups (Detail events) sent to this cell's clients.
+    pub view_details: u64,
     /// Observer blobs that did not decode on onload (a fresh view started).
     pub observer_blob_errors: u64,
     /// Combat states that did not decode on onload (a fresh one started).
@@ -195,6 +200,8 @@ impl Counters {
             view_leaves: _,
             view_updates: _,
             view_resyncs: _,
+            view_detail_cut: _,
+            view_details: _,
             observer_blob_errors: _,
             combat_state_errors: _,
             aoi_refused: _,
@@ -227,6 +234,8 @@ impl Counters {
         self.view_leaves += other.view_leaves;
         self.view_updates += other.view_updates;
         self.view_resyncs += other.view_resyncs;
+        self.view_detail_cut += other.view_detail_cut;
+        self.view_details += other.view_details;
         self.observer_blob_errors += other.observer_blob_errors;
         self.combat_state_errors += other.combat_state_errors;
         self.aoi_refused += other.aoi_refused;

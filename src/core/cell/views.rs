@@ -188,6 +188,10 @@ impl ObserverHost for EntityTable {
     fn copy_position(&self, entity: EntityId) -> Option<Vec3> {
         self.get(entity).map(|e| e.entity.core().pos)
     }
+
+    fn copy_entity(&self, entity: EntityId) -> Option<(&Entity, u64)> {
+        self.get(entity).map(|e| (&e.entity, e.version))
+    }
 }
 
 impl Cell {
@@ -398,5 +402,7 @@ fn flush_counted(
     counters.view_leaves += now.leaves.saturating_sub(was.leaves);
     counters.view_updates += now.delivered.saturating_sub(was.delivered);
     counters.view_resyncs += now.resyncs.saturating_sub(was.resyncs);
+    counters.view_detail_cut += now.detail_cut.saturating_sub(was.detail_cut);
+    counters.view_details += now.details.saturating_sub(was.details);
     data
 }

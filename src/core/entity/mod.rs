@@ -16,10 +16,12 @@
 //!   change set, each audience encoded once).
 //! - [`reorder`]: the ghost's [`ReorderBuffer`] (version order, gaps, resync).
 //! - [`cache`]: [`SyncCache`], recent messages that travel with the real.
+//! - [`detail`]: levels of detail on delta bytes ([`detail::filter_delta`]).
 //! - [`tracker`]: [`ObserverTracker`], consecutive delivery per observer.
 
 pub mod cache;
 pub mod codec;
+pub mod detail;
 pub mod flags;
 pub mod ops;
 pub mod reorder;
@@ -36,8 +38,8 @@ pub use flags::{Audience, SyncFlags};
 pub use ops::{ArrayOp, MapOp, OpError};
 pub use reorder::{Offered, ReorderBuffer, ReorderParams, ResyncRequest};
 pub use schema::{
-    EntityType, EntityTypeBuilder, EntityTypeId, PropLimits, PropType, SchemaError, TypeRegistry,
-    AVATAR, NPC,
+    Detail, EntityType, EntityTypeBuilder, EntityTypeId, PropLimits, PropType, SchemaError,
+    TypeRegistry, AVATAR, NPC,
 };
 pub use state::{Entity, EntityCore};
 pub use store::{PropError, PropertyStore};

@@ -415,6 +415,78 @@ fn index(r: &mut Reader<'_>) -> Result<usize, DecodeError> {
     usize::try_from(i).map_err(|_| DecodeError::BadIndex { index: i, len: 0 })
 }
 
+fn skip_field(
+    r: &mut Reader<'_>,
+    et: &EntityType,
+    elem: ElemType,
+    aud: Audience,
+) -> Result<(), DecodeError> {
+    let field = r.uvar()?;
+    let f = usize::try_from(field)
+        .ok()
+        .and_then(|i| field_type(et, elem, i).ok());
+    match f {
+        Some(f) if f.flags.visible_to(aud) => value::skip_scalar(r, et, f.ty),
+        _ => Err(DecodeError::BadField(field)),
+    }
+}
+
+/// Steps over one array op encoded for `aud` (no allocation; see
+/// [`decode_array_op`]).
+///
+/// # Errors
+/// Any [`DecodeError`] the bytes cause.
+pub fn skip_array_op(
+    r: &mut Reader<'_>,
+    et: &EntityType,
+    elem: ElemType,
+    aud: Audience,
+) -> Result<(), DecodeError> {
+    let ty = elem.into();
+    match r.u8()? {
+        A_UPDATE | A_INSERT => {
+            index(r)?;
+            value::skip(r, et, ty, aud)
+        }
+        A_PUSH => value::skip(r, et, ty, aud),
+        A_POP | A_CLEAR => Ok(()),
+        A_ERASE => index(r).map(drop),
+        A_RESIZE => r.len(et.limits().container_len_max).map(drop),
+        A_SET_FIELD => {
+            index(r)?;
+            skip_field(r, et, elem, aud)
+        }
+        t => Err(DecodeError::BadTag(t)),
+    }
+}
+
+/// Steps over one map op encoded for `aud` (no allocation; see
+/// [`decode_map_op`]).
+///
+/// # Errors
+/// Any [`DecodeError`] the bytes cause.
+pub fn skip_map_op(
+    r: &mut Reader<'_>,
+    et: &EntityType,
+    key_ty: KeyType,
+    elem: ElemType,
+    aud: Audience,
+) -> Result<(), DecodeError> {
+    match r.u8()? {
+        M_SET => {
+            value::skip_key(r, et, key_ty)?;
+            value::skip(r, et, elem.into(), aud)
+        }
+        M_ERASE => value::skip_key(r, et, key_ty),
+        M_CLEAR => Ok(()),
+        M_SET_FIELD => {
+            value::skip_key(r, et, key_ty)?;
+            skip_field(r, et, elem, aud)
+        }
+        t => Err(DecodeError::BadTag(t)),
+    }
+}
+
 /// Reads one array op encoded for `aud`.
 ///
 /// # Errors

@@ -4,6 +4,13 @@
 //! [`SyncFlags`]), record definitions for structured container elements, the
 //! [`PropLimits`] bounds, the [`TypeRegistry`] and the two built-in types
 //! (`Avatar`, `Npc`). It holds no entity state and does no encoding.
+//!
+//! # Levels of detail
+//!
+//! A property other clients see may carry a [`Detail`] (BigWorld's LoD for
+//! properties): its changes go only to clients within that distance of the
+//! entity (a band of `[view] bands`, or metres). The schema only records
+//! the level; `core::view` (the observer) applies it per client.
 
 use super::flags::{Audience, SyncFlags};
 use thiserror::Error;
@@ -12,6 +19,21 @@ use thiserror::Error;
 pub const PROPS_PER_TYPE_MAX: usize = 64;
 /// At most this many fields per record type (visibility is one `u64` mask).
 pub const FIELDS_PER_RECORD_MAX: usize = 64;
+
+/// Most distance bands a [`Detail::Band`] may name (`[view] bands` has at
+/// most this many; `core::view::budget::BANDS_MAX` is asserted equal).
+pub const DETAIL_BANDS_MAX: u8 = 4;
+
+/// A property's level of detail: its changes reach only the clients within
+/// this distance (ground metres) of the entity.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Detail {
+    /// Within band `b` of `[view] bands` (0 = the nearest); the last band
+    /// (or any beyond it) means the whole view.
+    Band(u8),
+    /// Within this many metres.
+    WithinM(f32),
+}
 
 /// An entity type, index into the [`TypeRegistry`].
 #[derive(
@@ -144,6 +166,9 @@ pub struct PropDef {
     /// The owner's client may set it (a SetProp); the gateway refuses
     /// SetProp on every other property (`prop-not-settable`).
     pub client_settable: bool,
+    /// Its level of detail (only for properties other clients see): other
+    /// clients farther away are not sent its changes.
+    pub detail: Option<Detail>,
 }
 
 /// Bounds on property values, checked on set and on decode.
@@ -183,6 +208,11 @@ pub enum SchemaError {
     /// A record id that was not defined.
     #[error("unknown record in {0}")]
     UnknownRecord(String),
+    /// A detail level on a property other clients do not see, on an
+    /// unknown property, or out of range (a band over
+    /// [`DETAIL_BANDS_MAX`], metres not finite and > 0).
+    #[error("invalid detail level on {0}")]
+    BadDetail(String),
     /// The registry is full (`u16` type ids).
     #[error("type registry full")]
     RegistryFull,
@@ -197,6 +227,7 @@ pub struct EntityType {
     records: Vec<RecordDef>,
     limits: PropLimits,
     containers: usize,
+    detail_mask: u64,
 }
 
 impl EntityType {
@@ -242,6 +273,10 @@ impl EntityType {
             .filter(|p| p.flags.visible_to(aud))
             .fold(0, |m, p| m | 1 << p.index)
     }
+    /// Bit `i` set if property `i` has a level of detail.
+    pub fn detail_mask(&self) -> u64 {
+        self.detail_mask
+    }
 }
 
 /// Builds an [`EntityType`]; [`TypeRegistry::register`] validates it.
@@ -250,6 +285,7 @@ pub struct EntityTypeBuilder {
     name: String,
     props: Vec<(String, PropType, SyncFlags)>,
     settable: Vec<String>,
+    details: Vec<(String, Detail)>,
     records: Vec<RecordDef>,
     limits: PropLimits,
 }
@@ -261,6 +297,7 @@ impl EntityTypeBuilder {
             name: name.to_owned(),
             props: Vec::new(),
             settable: Vec::new(),
+            details: Vec::new(),
             records: Vec::new(),
             limits: PropLimits::default(),
         }
@@ -302,7 +339,28 @@ impl EntityTypeBuilder {
         self
     }
 
+    /// Gives property `name` a level of detail (it must be visible to
+    /// other clients).
+    pub fn detail(mut self, name: &str, detail: Detail) -> Self {
+        self.details.push((name.to_owned(), detail));
+        self
+    }
+
     fn build(self, id: EntityTypeId) -> Result<EntityType, SchemaError> {
+        for (name, d) in &self.details {
+            let seen = self
+                .props
+                .iter()
+                .any(|p| p.0 == *name && p.2.visible_to(Audience::OtherClients));
+            let ok = match *d {
+                Detail::Band(b) => b < DETAIL_BANDS_MAX,
+                Detail::WithinM(m) => m.is_finite() && m > 0.0,
+            };
+            if !(seen && ok) {
+                return Err(SchemaError::BadDetail(name.clone()));
+            }
+        }
+        check_unique(self.details.iter().map(|d| d.0.as_str()))?;
         for name in &self.settable {
             let scalar = self
                 .props
@@ -325,6 +383,7 @@ impl EntityTypeBuilder {
         }
         let mut props = Vec::with_capacity(self.props.len());
         let mut containers = 0u8;
+        let mut detail_mask = 0u64;
         for (i, (name, ty, flags)) in self.props.into_iter().enumerate() {
             check_prop(&self.records, &name, ty, flags)?;
             let container_slot = ty.is_container().then(|| {
@@ -332,6 +391,10 @@ impl EntityTypeBuilder {
                 containers - 1
             });
             let client_settable = self.settable.contains(&name);
+            let detail = self.details.iter().find(|d| d.0 == name).map(|d| d.1);
+            if detail.is_some() {
+                detail_mask |= 1 << i;
+            }
             props.push(PropDef {
                 name,
                 index: i as u8,
@@ -339,6 +402,7 @@ impl EntityTypeBuilder {
                 flags,
                 container_slot,
                 client_settable,
+                detail,
             });
         }
         Ok(EntityType {
@@ -348,6 +412,7 @@ impl EntityTypeBuilder {
             records: self.records,
             limits: self.limits,
             containers: usize::from(containers),
+            detail_mask,
         })
     }
 }
@@ -446,6 +511,9 @@ impl TypeRegistry {
     }
 }
 
+/// The public properties of both built-ins. Two carry a level of detail:
+/// `hp` (a health bar) goes to clients within the second band (30 m by
+/// default), `buffs` (buff icons) within the nearest (15 m).
 fn public_props(b: EntityTypeBuilder, buff: RecordId) -> EntityTypeBuilder {
     use PropType::*;
     use ScalarType::*;
@@ -459,6 +527,8 @@ fn public_props(b: EntityTypeBuilder, buff: RecordId) -> EntityTypeBuilder {
             Array(ElemType::Record(buff)),
             SyncFlags::ALL_CLIENTS,
         )
+        .detail("hp", Detail::Band(1))
+        .detail("buffs", Detail::Band(0))
 }
 
 fn buff_record(b: &mut EntityTypeBuilder) -> RecordId {
@@ -573,5 +643,43 @@ mod tests {
             );
         }
         assert!(matches!(reg.register(b), Err(SchemaError::TooMany(_))));
+    }
+
+    #[test]
+    fn detail_levels_are_checked_and_masked() {
+        let reg = TypeRegistry::with_builtins();
+        let avatar = reg.get(AVATAR).expect("avatar");
+        let hp = avatar.prop_index("hp").expect("hp");
+        let buffs = avatar.prop_index("buffs").expect("buffs");
+        assert_eq!(avatar.detail_mask(), 1 << hp | 1 << buffs);
+        assert_eq!(avatar.props()[hp].detail, Some(Detail::Band(1)));
+        let int = PropType::Scalar(ScalarType::Int);
+        let mut reg = TypeRegistry::new();
+        let bad = [
+            ("hidden", SyncFlags::CELL_PUBLIC_AND_OWN, Detail::Band(0)),
+            (
+                "band",
+                SyncFlags::ALL_CLIENTS,
+                Detail::Band(DETAIL_BANDS_MAX),
+            ),
+            ("metres", SyncFlags::OTHER_CLIENTS, Detail::WithinM(0.0)),
+            ("nan", SyncFlags::OTHER_CLIENTS, Detail::WithinM(f32::NAN)),
+        ];
+        for (i, (name, flags, d)) in bad.into_iter().enumerate() {
+            let b = EntityTypeBuilder::new(&format!("T{i}"))
+                .prop(name, int, flags)
+                .detail(name, d);
+            assert_eq!(reg.register(b), Err(SchemaError::BadDetail(name.into())));
+        }
+        let b = EntityTypeBuilder::new("U").detail("nothing", Detail::Band(0));
+        assert_eq!(
+            reg.register(b),
+            Err(SchemaError::BadDetail("nothing".into()))
+        );
+        let b = EntityTypeBuilder::new("V")
+            .prop("a", int, SyncFlags::OTHER_CLIENTS)
+            .detail("a", Detail::WithinM(20.0));
+        let v = reg.register(b).expect("valid");
+        assert_eq!(reg.get(v).expect("v").detail_mask(), 1);
     }
 }

@@ -132,9 +132,18 @@ impl Entity {
     /// # Panics
     /// If this entity cannot serve `aud` (see [`Audience::can_be_served_by`]).
     pub fn encode_snapshot(&self, aud: Audience, out: &mut Vec<u8>) {
+        self.encode_snapshot_except(aud, 0, out);
+    }
+
+    /// As [`Entity::encode_snapshot`], the properties in `omit` at their
+    /// defaults (see [`PropertyStore::encode_snapshot_except`]).
+    ///
+    /// # Panics
+    /// If this entity cannot serve `aud`.
+    pub fn encode_snapshot_except(&self, aud: Audience, omit: u64, out: &mut Vec<u8>) {
         put_uvar(out, u64::from(self.core.type_id.0));
         self.encode_movement(out);
-        self.props.encode_snapshot(aud, out);
+        self.props.encode_snapshot_except(aud, omit, out);
     }
 
     /// Applies a payload of `kind` encoded for this replica's audience.

@@ -54,8 +54,8 @@ struct OpLog {
     ops: u32,
 }
 
-const MODE_WHOLE: u8 = 0;
-const MODE_OPS: u8 = 1;
+pub(super) const MODE_WHOLE: u8 = 0;
+pub(super) const MODE_OPS: u8 = 1;
 
 /// The properties of one entity (source on a real, replica elsewhere).
 #[derive(Clone, Debug)]
@@ -247,6 +247,16 @@ impl PropertyStore {
     /// # Panics
     /// If this store cannot serve `aud` (e.g. a ghost asked for own-client data).
     pub fn encode_snapshot(&self, aud: Audience, out: &mut Vec<u8>) {
+        self.encode_snapshot_except(aud, 0, out);
+    }
+
+    /// As [`PropertyStore::encode_snapshot`], with the properties in `omit`
+    /// at their defaults (a client beyond their level of detail: same
+    /// layout, the values it may not have yet left out).
+    ///
+    /// # Panics
+    /// If this store cannot serve `aud`.
+    pub fn encode_snapshot_except(&self, aud: Audience, omit: u64, out: &mut Vec<u8>) {
         assert!(
             aud.can_be_served_by(self.holds),
             "{:?} cannot serve {aud:?}",
@@ -255,6 +265,26 @@ impl PropertyStore {
         let mask = self.ty.visible_mask(aud);
         out.push(mask.count_ones() as u8);
         for p in self.ty.props().iter().filter(|p| mask >> p.index & 1 != 0) {
+            if omit >> p.index & 1 != 0 {
+                value::encode_default(out, &self.ty, p.ty, aud);
+            } else {
+                value::encode(out, &self.ty, p.ty, &self.values[usize::from(p.index)], aud);
+            }
+        }
+    }
+
+    /// Appends a delta for `aud` that sets each property of `mask` it may
+    /// see to its whole current value (a level-of-detail catch-up).
+    ///
+    /// # Panics
+    /// If this store cannot serve `aud`.
+    pub fn encode_whole(&self, aud: Audience, mask: u64, out: &mut Vec<u8>) {
+        assert!(aud.can_be_served_by(self.holds), "cannot serve {aud:?}");
+        let mask = mask & self.ty.visible_mask(aud);
+        out.push(mask.count_ones() as u8);
+        for p in self.ty.props().iter().filter(|p| mask >> p.index & 1 != 0) {
+            put_uvar(out, u64::from(p.index));
+            out.push(MODE_WHOLE);
             value::encode(out, &self.ty, p.ty, &self.values[usize::from(p.index)], aud);
         }
     }

@@ -290,6 +290,88 @@ pub fn decode(
     }
 }
 
+/// Appends the default of `ty` as `aud` sees it (what [`encode`] writes
+/// for [`default_of`]), without building it.
+pub fn encode_default(out: &mut Vec<u8>, et: &EntityType, ty: PropType, aud: Audience) {
+    match ty {
+        PropType::Scalar(ScalarType::Float) => put_f64(out, 0.0),
+        PropType::Scalar(_) | PropType::Array(_) | PropType::Map(..) => out.push(0),
+        PropType::Record(r) => {
+            for f in et
+                .record(r)
+                .fields
+                .iter()
+                .filter(|f| f.flags.visible_to(aud))
+            {
+                match f.ty {
+                    ScalarType::Float => put_f64(out, 0.0),
+                    _ => out.push(0),
+                }
+            }
+        }
+    }
+}
+
+/// Steps over a scalar of type `ty` (no allocation).
+///
+/// # Errors
+/// Any [`DecodeError`] the bytes cause.
+pub fn skip_scalar(r: &mut Reader<'_>, et: &EntityType, ty: ScalarType) -> Result<(), DecodeError> {
+    match ty {
+        ScalarType::Int => r.ivar().map(drop),
+        ScalarType::UInt => r.uvar().map(drop),
+        ScalarType::Float => r.f64().map(drop),
+        ScalarType::Bool => r.bool().map(drop),
+        ScalarType::Str => r.str(et.limits().str_len_max).map(drop),
+    }
+}
+
+/// Steps over a map key of type `ty` (no allocation).
+///
+/// # Errors
+/// Any [`DecodeError`] the bytes cause.
+pub fn skip_key(r: &mut Reader<'_>, et: &EntityType, ty: KeyType) -> Result<(), DecodeError> {
+    match ty {
+        KeyType::Int => r.ivar().map(drop),
+        KeyType::Str => r.str(et.limits().str_len_max).map(drop),
+    }
+}
+
+/// Steps over a value of type `ty` encoded for `aud` without building it
+/// (the observer's level-of-detail filter; map key order is not checked).
+///
+/// # Errors
+/// Any [`DecodeError`] the bytes cause.
+pub fn skip(
+    r: &mut Reader<'_>,
+    et: &EntityType,
+    ty: PropType,
+    aud: Audience,
+) -> Result<(), DecodeError> {
+    match ty {
+        PropType::Scalar(s) => skip_scalar(r, et, s),
+        PropType::Record(rec) => {
+            for f in &et.record(rec).fields {
+                if f.flags.visible_to(aud) {
+                    skip_scalar(r, et, f.ty)?;
+                }
+            }
+            Ok(())
+        }
+        PropType::Array(e) => {
+            let n = r.len(et.limits().container_len_max)?;
+            (0..n).try_for_each(|_| skip(r, et, e.into(), aud))
+        }
+        PropType::Map(k, e) => {
+            let n = r.len(et.limits().container_len_max)?;
+            (0..n).try_for_each(|_| {
+                skip_key(r, et, k)?;
+                skip(r, et, e.into(), aud)
+            })
+        }
+    }
+}
+
 fn decode_record(
     r: &mut Reader<'_>,
     et: &EntityType,
@@ -363,6 +445,52 @@ mod tests {
                 Value::Int(2),
                 Value::UInt(0)
             ])])
+        );
+    }
+
+    #[test]
+    fn skip_steps_over_what_encode_wrote_and_defaults_match() {
+        let reg = TypeRegistry::with_builtins();
+        let et = reg.get(AVATAR).expect("avatar");
+        let buff = Value::Record(vec![Value::UInt(7), Value::Int(-2), Value::UInt(900)]);
+        let mut inv = BTreeMap::new();
+        inv.insert(Key::Int(3), Value::UInt(4));
+        inv.insert(Key::Int(9), Value::UInt(1));
+        for p in et.props() {
+            let v = match p.name.as_str() {
+                "name" | "status" => Value::Str("bob".into()),
+                "buffs" => Value::Array(vec![buff.clone(), buff.clone()]),
+                "inventory" => Value::Map(inv.clone()),
+                "hp" | "max_hp" => Value::Int(-70),
+                _ => Value::UInt(300),
+            };
+            check(et, p.ty, &v).expect("valid");
+            for aud in [Audience::Ghost, Audience::OwnClient, Audience::OtherClients] {
+                let mut buf = Vec::new();
+                encode(&mut buf, et, p.ty, &v, aud);
+                buf.push(0xee);
+                let mut r = Reader::new(&buf);
+                skip(&mut r, et, p.ty, aud).expect("skips");
+                assert_eq!(r.remaining(), 1, "{} for {aud:?}", p.name);
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                encode(&mut a, et, p.ty, &default_of(et, p.ty), aud);
+                encode_default(&mut b, et, p.ty, aud);
+                assert_eq!(a, b, "default of {}", p.name);
+            }
+        }
+        let float = PropType::Scalar(ScalarType::Float);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        encode(&mut a, et, float, &default_of(et, float), Audience::Real);
+        encode_default(&mut b, et, float, Audience::Real);
+        assert_eq!(a, b);
+        assert_eq!(
+            skip(
+                &mut Reader::new(&[2, b'a']),
+                et,
+                et.props()[0].ty,
+                Audience::OtherClients
+            ),
+            Err(DecodeError::Truncated)
         );
     }
 

@@ -23,8 +23,11 @@
 //! by priority, within the budget) until the bucket has been positive for
 //! [`RECOVER_TICKS`] ticks.
 
+use crate::core::entity::{Detail, EntityType};
+
 /// Most distance bands.
 pub const BANDS_MAX: usize = 4;
+const _: () = assert!(BANDS_MAX == crate::core::entity::schema::DETAIL_BANDS_MAX as usize);
 
 /// Consecutive ticks in debt beyond one burst before a client is degraded
 /// (1 s at 50 ms ticks: the burst of enters at a login or a teleport is
@@ -74,6 +77,10 @@ pub struct BudgetParams {
     pub ack_bytes: u16,
     /// Priority factor of entities the game marked important.
     pub important_factor: f32,
+    /// Levels of detail: a client that has a property's current value
+    /// keeps receiving its changes until this far beyond the property's
+    /// reach (config `view.detail_hysteresis_m`).
+    pub detail_hysteresis_m: f32,
 }
 
 impl Default for BudgetParams {
@@ -94,6 +101,7 @@ impl Default for BudgetParams {
             frame_bytes: 16,
             ack_bytes: 16,
             important_factor: 4.0,
+            detail_hysteresis_m: 2.0,
         }
     }
 }
@@ -111,6 +119,38 @@ impl BudgetParams {
             .iter()
             .position(|b| dist_m <= f64::from(b.to_m))
             .unwrap_or(n - 1)
+    }
+
+    /// How far (ground metres) a property of level `detail` reaches: a
+    /// band's `to_m`, unbounded for the last band (or one beyond it).
+    pub fn reach_m(&self, detail: Detail) -> f64 {
+        match detail {
+            Detail::Band(b) => {
+                let n = usize::from(self.band_count.clamp(1, BANDS_MAX as u8));
+                if usize::from(b) + 1 >= n {
+                    f64::INFINITY
+                } else {
+                    f64::from(self.bands[usize::from(b)].to_m)
+                }
+            }
+            Detail::WithinM(m) => f64::from(m),
+        }
+    }
+
+    /// The properties of `ty` with a level of detail that a client `dist_m`
+    /// from the entity is beyond by more than `slack_m`.
+    pub fn beyond(&self, ty: &EntityType, dist_m: f64, slack_m: f64) -> u64 {
+        let mut bits = ty.detail_mask();
+        let mut out = 0;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let d = ty.props()[i].detail.expect("in the detail mask");
+            if dist_m > self.reach_m(d) + slack_m {
+                out |= 1 << i;
+            }
+        }
+        out
     }
 
     /// Ticks between two refreshes at `band`'s minimum rate (at least 1).
@@ -154,6 +194,9 @@ impl BudgetParams {
         }
         if !(self.important_factor.is_finite() && self.important_factor >= 1.0) {
             return Err(("view.important_factor", "must be finite and >= 1"));
+        }
+        if !(self.detail_hysteresis_m.is_finite() && self.detail_hysteresis_m >= 0.0) {
+            return Err(("view.detail_hysteresis_m", "must be finite and >= 0"));
         }
         Ok(())
     }
@@ -257,6 +300,29 @@ mod tests {
             ..BudgetParams::default()
         };
         assert_eq!(p.validate().unwrap_err().0, "view.keyframe_every");
+        let p = BudgetParams {
+            detail_hysteresis_m: -1.0,
+            ..BudgetParams::default()
+        };
+        assert_eq!(p.validate().unwrap_err().0, "view.detail_hysteresis_m");
+    }
+
+    #[test]
+    fn detail_levels_reach_their_band() {
+        use crate::core::entity::{TypeRegistry, AVATAR};
+        let p = BudgetParams::default();
+        assert_eq!(p.reach_m(Detail::Band(0)), 15.0);
+        assert_eq!(p.reach_m(Detail::Band(1)), 30.0);
+        assert_eq!(p.reach_m(Detail::Band(2)), f64::INFINITY, "the last band");
+        assert_eq!(p.reach_m(Detail::Band(3)), f64::INFINITY);
+        assert_eq!(p.reach_m(Detail::WithinM(7.5)), 7.5);
+        let reg = TypeRegistry::with_builtins();
+        let ty = reg.get(AVATAR).expect("avatar");
+        let (hp, buffs) = (1 << ty.prop_index("hp").expect("hp"), 1 << 5);
+        assert_eq!(p.beyond(ty, 10.0, 0.0), 0);
+        assert_eq!(p.beyond(ty, 15.5, 0.0), buffs);
+        assert_eq!(p.beyond(ty, 15.5, 1.0), 0, "within the slack");
+        assert_eq!(p.beyond(ty, 31.0, 0.0), buffs | hp);
     }
 
     #[test]

@@ -14,11 +14,12 @@
 //! never a panic.
 //!
 //! # Layout
-//! `u8 format (2), varint owner, varint own_version + 1 (0: none)`, if an
+//! `u8 format (3), varint owner, varint own_version + 1 (0: none)`, if an
 //! own version: `3 x ivar own position (cm)`; then `varint next_handle,
 //! varint n`, then `n` times `varint entity (ascending), u8 state (1 live,
 //! 2 resync due), varint handle, varint last_version, 3 x ivar position (cm,
-//! the base of the client's next movement delta)`. The old cell sends every
+//! the base of the client's next movement delta), varint stale (the detail
+//! properties the client may lack, bit per property index)`. The old cell sends every
 //! coalesced movement before the blob, so the client has `last_version`.
 
 use super::codec::DecodeError;
@@ -27,7 +28,7 @@ use super::observer::{Observer, ObserverParams, Slot, SlotState};
 use crate::core::entity::codec::{put_ivar, put_uvar, Reader};
 use crate::core::ids::EntityId;
 
-const BLOB_FORMAT: u8 = 2;
+const BLOB_FORMAT: u8 = 3;
 const STATE_LIVE: u8 = 1;
 const STATE_RESYNC: u8 = 2;
 
@@ -107,6 +108,7 @@ impl Observer {
             for c in s.q {
                 put_ivar(out, c);
             }
+            put_uvar(out, s.stale);
         }
     }
 
@@ -178,6 +180,7 @@ fn read_slot(r: &mut Reader<'_>, o: &mut Observer, used: &mut [bool]) -> Result<
     let last = r.uvar()?;
     let mut slot = Slot::new(Some(handle), state, last);
     slot.q = [r.ivar()?, r.ivar()?, r.ivar()?];
+    slot.stale = r.uvar()?;
     o.slots.insert(e, slot);
     if state == SlotState::ResyncPending {
         o.queue.push_back(e);

@@ -16,6 +16,8 @@
 //!   next one);
 //! - an update, resync or leave of a handle after its leave;
 //! - movement (or any update, or a resync) older than what was shown;
+//! - a level-of-detail catch-up (Detail) not at the version shown (it
+//!   brings values up to that version, never a new one);
 //! - own stream versions not consecutive since the last own snapshot (the
 //!   own entity is never coalesced);
 //! - an own update before the own snapshot, or an own snapshot that goes
@@ -346,6 +348,36 @@ impl ClientView {
                 self.degraded_notices += 1;
                 None
             }
+            ClientEvent::Detail {
+                handle,
+                version_low,
+                delta,
+            } => {
+                self.detail(handle, version_low, delta);
+                None
+            }
+        }
+    }
+
+    /// A level-of-detail catch-up: whole values at the version shown.
+    fn detail(&mut self, handle: Handle, low: u8, delta: &[u8]) {
+        let Some(s) = self.live(handle) else {
+            return;
+        };
+        let shown = s.version;
+        let rule = match step_from(shown, low) {
+            Err(v) if v == shown => None,
+            Err(got) => Some(Rule::Stale { shown, got }),
+            Ok(got) => Some(Rule::VersionGap {
+                expected: shown,
+                got,
+            }),
+        };
+        if let Some(rule) = rule {
+            return self.violate(Some(handle), rule);
+        }
+        if let Err(e) = s.replica.apply_payload(SyncKind::Props, delta) {
+            self.violate(Some(handle), Rule::BadPayload(e));
         }
     }
 

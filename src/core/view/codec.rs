@@ -24,6 +24,7 @@
 //! | 7    | Own        | `version, u8 kind (1 props, 2 both, 3 snapshot), len, payload` |
 //! | 8    | OwnMove    | `u8 version_low, movement`                                 |
 //! | 9    | Degraded   | `u8 on (0 or 1)`                                           |
+//! | 10   | Detail     | `handle, u8 version_low, len, delta[len]`                  |
 //!
 //! Flags: `0x10` ABS: the movement is a key frame (absolute position);
 //! `0x20` Y: the movement has a y component (absent: 0). Only Move,
@@ -76,6 +77,7 @@ const TAG_RESYNC: u8 = 6;
 const TAG_OWN: u8 = 7;
 const TAG_OWN_MOVE: u8 = 8;
 const TAG_DEGRADED: u8 = 9;
+const TAG_DETAIL: u8 = 10;
 
 /// Tag flag: a key frame (absolute position).
 pub const FLAG_ABS: u8 = 0x10;
@@ -247,6 +249,14 @@ pub fn encode_event(out: &mut Vec<u8>, ev: &ClientEvent<'_>) {
             out.push(TAG_DEGRADED);
             out.push(u8::from(on));
         }
+        ClientEvent::Detail {
+            handle,
+            version_low,
+            delta,
+        } => {
+            put_update(out, TAG_DETAIL, None, Some(handle), version_low);
+            put_bytes(out, delta);
+        }
     }
 }
 
@@ -382,6 +392,11 @@ pub fn decode_event<'a>(r: &mut Reader<'a>) -> Result<ClientEvent<'a>, DecodeErr
             }
         }
         TAG_DEGRADED => ClientEvent::Degraded { on: r.bool()? },
+        TAG_DETAIL => ClientEvent::Detail {
+            handle: handle(r)?,
+            version_low: r.u8()?,
+            delta: bytes(r)?,
+        },
         _ => return Err(DecodeError::BadTag(tag)),
     })
 }
@@ -486,6 +501,11 @@ mod tests {
                 mv: mv(false, [1, 1, 1], 64),
             },
             ClientEvent::Degraded { on: true },
+            ClientEvent::Detail {
+                handle: 9,
+                version_low: 200,
+                delta: &[1, 2, 0, 4],
+            },
         ];
         let mut buf = Vec::new();
         for e in &evs {
@@ -544,7 +564,8 @@ mod tests {
             BatchReader::new(b).next().expect("one item")
         }
         assert_eq!(one(&[0]), Err(DecodeError::BadTag(0)));
-        assert_eq!(one(&[10]), Err(DecodeError::BadTag(10)));
+        assert_eq!(one(&[11]), Err(DecodeError::BadTag(11)));
+        assert_eq!(one(&[TAG_DETAIL, 1, 0]), Err(DecodeError::Truncated));
         assert_eq!(one(&[TAG_MOVE, 1, 1, 1]), Err(DecodeError::Truncated));
         assert_eq!(
             one(&[TAG_LEAVE | FLAG_Y, 1]),

@@ -157,6 +157,18 @@ pub enum ClientEvent<'a> {
         /// The new position and heading.
         mv: Movement,
     },
+    /// A level-of-detail catch-up: the entity came within reach of
+    /// properties whose changes this client was not sent; `delta` sets them
+    /// to their value at the version the client shows (no new version:
+    /// `version_low` must be the shown version's low byte).
+    Detail {
+        /// The handle.
+        handle: Handle,
+        /// The shown version's low byte.
+        version_low: u8,
+        /// An `OtherClients` property delta of whole values.
+        delta: &'a [u8],
+    },
     /// The client's downstream budget cannot carry its view: entities are
     /// updated less often than their band's minimum (nearest first) until a
     /// `Degraded { on: false }` (enters, leaves, own updates, property
@@ -177,6 +189,7 @@ impl ClientEvent<'_> {
             | ClientEvent::Move { handle, .. }
             | ClientEvent::Props { handle, .. }
             | ClientEvent::MoveProps { handle, .. }
+            | ClientEvent::Detail { handle, .. }
             | ClientEvent::Resync { handle, .. } => Some(handle),
             ClientEvent::Own { .. }
             | ClientEvent::OwnMove { .. }
@@ -195,12 +208,14 @@ impl ClientEvent<'_> {
         }
     }
 
-    /// The version low byte of an update (`None` for absolute events).
+    /// The version low byte of an update or a catch-up (`None` for
+    /// absolute events).
     pub fn version_low(&self) -> Option<u8> {
         match *self {
             ClientEvent::Move { version_low, .. }
             | ClientEvent::Props { version_low, .. }
             | ClientEvent::MoveProps { version_low, .. }
+            | ClientEvent::Detail { version_low, .. }
             | ClientEvent::OwnMove { version_low, .. } => Some(version_low),
             _ => None,
         }

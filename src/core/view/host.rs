@@ -36,6 +36,11 @@ pub trait ObserverHost {
     /// Where the local copy of `entity` stands (the observer's own entity
     /// included: distances for the budget's bands are measured from it).
     fn copy_position(&self, entity: EntityId) -> Option<Vec3>;
+
+    /// The local copy of `entity` and its version (levels of detail read
+    /// its type, encode snapshots without some properties and catch-ups of
+    /// whole values from it).
+    fn copy_entity(&self, entity: EntityId) -> Option<(&Entity, u64)>;
 }
 
 /// One local copy: state, version and cache (tests and simulator).
@@ -82,5 +87,9 @@ impl ObserverHost for BTreeMap<EntityId, LocalCopy> {
 
     fn copy_position(&self, entity: EntityId) -> Option<Vec3> {
         self.get(&entity).map(|c| c.entity.core().pos)
+    }
+
+    fn copy_entity(&self, entity: EntityId) -> Option<(&Entity, u64)> {
+        self.get(&entity).map(|c| (&c.entity, c.version))
     }
 }

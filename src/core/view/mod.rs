@@ -88,3 +88,5 @@ pub use observer::{Observer, ObserverParams, ObserverStats};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_detail;

@@ -42,6 +42,32 @@
 //! follows its update rate, not the movement rate. [`Observer::handle_sync`]
 //! stays for hosts that push (the same rules; a pushed version is simply
 //! up to date at the pull).
+//!
+//! # Levels of detail (properties declared with a [`Detail`])
+//!
+//! A property with a level of detail *reaches* a distance (its band's
+//! `to_m`, or its metres; the last band reaches the whole view). For each
+//! entity shown, the slot keeps `stale`: the detail properties whose value
+//! the client may lack. The rules:
+//!
+//! - A delta entry of a detail property is cut from what this client is
+//!   sent when the client is more than `detail_hysteresis_m` beyond its
+//!   reach (measured from the observer's real to the entity's position as
+//!   of that version), or when the property is already stale; the property
+//!   is then stale. Nothing else changes: the event goes as it would have
+//!   (Props or MoveProps, never deferred), its delta without the cut
+//!   entries (possibly empty), so the budget and the coalescing of
+//!   movements see the same events as without levels of detail.
+//! - Enter and Resync snapshots carry the detail properties beyond reach
+//!   at their defaults (the same layout); those start stale.
+//! - At each flush, a stale property whose entity is now within reach is
+//!   caught up once: a [`ClientEvent::Detail`] with its whole current value,
+//!   at the version the client shows (a pending movement is sent first, and
+//!   only when the local copy is at exactly that version; otherwise it waits).
+//! - So a client beyond reach keeps the last value it was sent (or the
+//!   default from a snapshot taken beyond reach); one within reach converges.
+//!   Versions stay exact: the client's checks are the same, plus "a Detail
+//!   is at the version shown". `stale` travels in the migration blob.
 
 use super::budget::{weight, BudgetParams, Pacer};
 use super::codec::{encode_event, quantise, read_movement, snapshot_header, yaw_byte};
@@ -50,6 +76,9 @@ use super::host::ObserverHost;
 use super::slots::Slots;
 use crate::core::aoi::EventKind;
 use crate::core::entity::codec::Reader;
+use crate::core::entity::detail::filter_delta;
+#[cfg(doc)]
+use crate::core::entity::Detail;
 use crate::core::entity::{Audience, Delivery, Fill, SyncKind, SyncMsg};
 use crate::core::fault::Fault;
 use crate::core::geom::Vec3;
@@ -139,6 +168,9 @@ pub(super) struct Slot {
     pub(super) age: u16,
     /// Movements sent since the last key frame.
     pub(super) since_key: u16,
+    /// Detail properties whose current value the client may lack (see the
+    /// module doc; bit `i` = property `i`).
+    pub(super) stale: u64,
 }
 
 impl Slot {
@@ -153,7 +185,15 @@ impl Slot {
             prio: 0.0,
             age: 0,
             since_key: 0,
+            stale: 0,
         }
+    }
+
+    /// Where the client will show the entity once its pending movement is
+    /// sent (the newest position the observer took from the stream).
+    fn pos(&self) -> Vec3 {
+        self.pending
+            .map_or_else(|| super::codec::dequantise(self.q), |p| p.pos)
     }
 }
 
@@ -184,6 +224,11 @@ pub struct ObserverStats {
     pub coalesced: u64,
     /// Times the client was told it is degraded.
     pub degraded: u64,
+    /// Delta entries of detail properties cut for a client beyond their
+    /// reach (or already stale).
+    pub detail_cut: u64,
+    /// Detail catch-ups sent (Detail events).
+    pub details: u64,
 }
 
 /// One avatar's client view (see the module doc).
@@ -214,6 +259,10 @@ pub struct Observer {
     flushed: bool,
     snap: Vec<u8>,
     scratch: Vec<(f32, EntityId)>,
+    /// The level-of-detail filter's output (reused).
+    lod_buf: Vec<u8>,
+    /// Entities with stale detail properties, at a flush (reused).
+    lod_due: Vec<EntityId>,
 }
 
 impl Observer {
@@ -243,6 +292,8 @@ impl Observer {
             flushed: false,
             snap: Vec::new(),
             scratch: Vec::new(),
+            lod_buf: Vec::new(),
+            lod_due: Vec::new(),
         }
     }
 
@@ -431,7 +482,7 @@ impl Observer {
             Fill::ResyncNeeded => self.want_resync(entity),
             Fill::Msgs(msgs) => {
                 for m in msgs {
-                    if !self.deliver_msg(entity, m) {
+                    if !self.deliver_msg(host, entity, m) {
                         return;
                     }
                     self.stats.filled += 1;
@@ -465,7 +516,7 @@ impl Observer {
             match host.copy_cache(e).map(|c| c.fill(last)) {
                 Some(Fill::Msgs(msgs)) => {
                     for m in msgs {
-                        if !self.take_msg(i, e, m) {
+                        if !self.take_msg(host, i, e, m) {
                             break;
                         }
                     }
@@ -478,7 +529,13 @@ impl Observer {
 
     /// Takes the cached message `m` of the slot at position `i` (entity
     /// `e`); false if the entity needs a resync now.
-    fn take_msg(&mut self, i: usize, e: EntityId, m: &SyncMsg) -> bool {
+    fn take_msg<H: ObserverHost + ?Sized>(
+        &mut self,
+        host: &H,
+        i: usize,
+        e: EntityId,
+        m: &SyncMsg,
+    ) -> bool {
         let slot = self.slots.at_mut(i);
         let p = m.others_payload();
         // A movement whose property change other clients cannot see (an
@@ -499,17 +556,24 @@ impl Observer {
                 return true;
             }
         }
-        self.deliver_msg(e, m)
+        self.deliver_msg(host, e, m)
     }
 
     /// Offers one cached message; false if the entity needs a resync now.
-    fn deliver_msg(&mut self, entity: EntityId, m: &SyncMsg) -> bool {
+    fn deliver_msg<H: ObserverHost + ?Sized>(
+        &mut self,
+        host: &H,
+        entity: EntityId,
+        m: &SyncMsg,
+    ) -> bool {
         if m.kind == SyncKind::Snapshot {
             self.want_resync(entity);
             return false;
         }
         match self.offer(entity, m.version) {
-            Delivery::Deliver => self.emit_update(entity, m.version, m.kind, m.others_payload()),
+            Delivery::Deliver => {
+                self.emit_update(host, entity, m.version, m.kind, m.others_payload())
+            }
             Delivery::Stale => {
                 self.stats.stale += 1;
                 true
@@ -573,7 +637,7 @@ impl Observer {
                     return;
                 }
             }
-            self.emit_update(entity, version, kind, others);
+            self.emit_update(host, entity, version, kind, others);
         } else if version <= last {
             self.stats.stale += 1;
         } else {
@@ -582,7 +646,7 @@ impl Observer {
             if self.slots.get(&entity).map(|s| s.state) == Some(SlotState::Live) {
                 match self.offer(entity, version) {
                     Delivery::Deliver => {
-                        self.emit_update(entity, version, kind, others);
+                        self.emit_update(host, entity, version, kind, others);
                     }
                     Delivery::Stale => {}
                     _ => self.want_resync(entity),
@@ -593,10 +657,17 @@ impl Observer {
 
     /// Takes one delivered version (already the slot's `last`): a movement
     /// is held as the pending one (sent at the flush, coalesced with any
-    /// newer), a property change goes out now, merged with the pending
-    /// movement if any. On a bad payload, schedules a resync and returns
-    /// false.
-    fn emit_update(&mut self, entity: EntityId, version: u64, kind: SyncKind, p: &[u8]) -> bool {
+    /// newer), a property change goes out now (cut by the levels of detail,
+    /// see the module doc), merged with the pending movement if any. On a
+    /// bad payload, schedules a resync and returns false.
+    fn emit_update<H: ObserverHost + ?Sized>(
+        &mut self,
+        host: &H,
+        entity: EntityId,
+        version: u64,
+        kind: SyncKind,
+        p: &[u8],
+    ) -> bool {
         let mut r = Reader::new(p);
         let moved = match kind {
             SyncKind::Movement => read_movement(&mut r).and_then(|m| r.finish().map(|()| m)),
@@ -609,11 +680,84 @@ impl Observer {
             self.want_resync(entity);
             return false;
         };
-        // A property change other clients cannot see (an empty delta) moves
-        // nothing on this client: it coalesces like a movement.
-        let kind = if kind == SyncKind::MovementAndProps
-            && p.get(super::codec::MOVEMENT_BYTES..) == Some(&EMPTY_DELTA[..])
-        {
+        let delta = match kind {
+            SyncKind::Props => p,
+            SyncKind::MovementAndProps => &p[super::codec::MOVEMENT_BYTES..],
+            _ => &[],
+        };
+        let mut buf = std::mem::take(&mut self.lod_buf);
+        buf.clear();
+        let at = kind.has_movement().then_some(pos);
+        let cut = match self.cut_detail(host, entity, at, delta, &mut buf) {
+            Ok(cut) => cut,
+            Err(()) => {
+                self.lod_buf = buf;
+                self.stats.bad_payloads += 1;
+                self.want_resync(entity);
+                return false;
+            }
+        };
+        let delta = if cut { &buf[..] } else { delta };
+        self.emit_delta(entity, version, kind, (pos, yaw), delta, cut);
+        self.lod_buf = buf;
+        true
+    }
+
+    /// Writes to `out` the delta this client may be sent if the levels of
+    /// detail cut anything from `delta` (true), marking the cut properties
+    /// stale; false if `delta` goes as it is. `at`: the entity's position
+    /// at this version, if the version moved it.
+    fn cut_detail<H: ObserverHost + ?Sized>(
+        &mut self,
+        host: &H,
+        entity: EntityId,
+        at: Option<Vec3>,
+        delta: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<bool, ()> {
+        if delta.first().is_none_or(|&n| n == 0) {
+            return Ok(false);
+        }
+        let Some((copy, _)) = host.copy_entity(entity) else {
+            return Ok(false);
+        };
+        let ty = copy.props().entity_type();
+        if ty.detail_mask() == 0 {
+            return Ok(false);
+        }
+        let me = host.copy_position(self.owner);
+        let slot = self.slots.get_mut(&entity).expect("delivered to a slot");
+        let dist = me.map_or(0.0, |m| m.dist_xz(at.unwrap_or_else(|| slot.pos())));
+        let slack = f64::from(self.params.budget.detail_hysteresis_m);
+        let drop = self.params.budget.beyond(ty, dist, slack) | slot.stale;
+        if drop == 0 {
+            return Ok(false);
+        }
+        let present = filter_delta(ty, Audience::OtherClients, delta, drop, out).map_err(|_| ())?;
+        let cut = present & drop;
+        slot.stale |= cut;
+        self.stats.detail_cut += u64::from(cut.count_ones());
+        Ok(cut != 0)
+    }
+
+    /// Sends (or holds, for a movement) one delivered version whose delta
+    /// for this client is `delta` (`cut`: the levels of detail cut it).
+    fn emit_delta(
+        &mut self,
+        entity: EntityId,
+        version: u64,
+        kind: SyncKind,
+        (pos, yaw): (Vec3, f32),
+        delta: &[u8],
+        cut: bool,
+    ) {
+        // A property change this client cannot see (an empty delta) moves
+        // nothing on this client: it coalesces like a movement. One the
+        // levels of detail cut still goes as the event it was (with what
+        // is left of its delta): the event flow is the same as without
+        // levels of detail, only the delta is smaller.
+        let empty = delta == EMPTY_DELTA;
+        let kind = if kind == SyncKind::MovementAndProps && empty && !cut {
             SyncKind::Movement
         } else {
             kind
@@ -624,7 +768,7 @@ impl Observer {
             if slot.pending.replace(Pending { pos, yaw }).is_some() {
                 self.stats.coalesced += 1;
             }
-            return true;
+            return;
         }
         self.stats.delivered += 1;
         debug_assert!(
@@ -632,11 +776,6 @@ impl Observer {
             "a step the wire cannot carry"
         );
         let version_low = wire_version(self.params.fault, version);
-        let delta = if kind == SyncKind::Props {
-            p
-        } else {
-            &p[super::codec::MOVEMENT_BYTES..]
-        };
         let mv = match (kind, slot.pending.take()) {
             (SyncKind::MovementAndProps, _) => {
                 Some(movement_to(slot, &self.params.budget, pos, yaw))
@@ -663,7 +802,53 @@ impl Observer {
             },
         };
         encode_event(&mut self.batch, &ev);
-        true
+    }
+
+    /// Catches up every stale detail property now within reach (see the
+    /// module doc): one Detail event per entity, at the version shown.
+    fn catch_up<H: ObserverHost + ?Sized>(&mut self, host: &H) {
+        let mut due = std::mem::take(&mut self.lod_due);
+        due.clear();
+        due.extend(
+            (self.slots.iter())
+                .filter(|(_, s)| s.stale != 0 && s.state == SlotState::Live)
+                .map(|(&e, _)| e),
+        );
+        let me = host.copy_position(self.owner);
+        for &e in &due {
+            let Some((copy, version)) = host.copy_entity(e) else {
+                continue;
+            };
+            let Some(&slot) = self.slots.get(&e) else {
+                continue;
+            };
+            if version != slot.last {
+                continue; // the copy is not at the client's stream: wait
+            }
+            let dist = me.map_or(0.0, |m| m.dist_xz(copy.core().pos));
+            let ty = copy.props().entity_type();
+            let near = slot.stale & !self.params.budget.beyond(ty, dist, 0.0);
+            if near == 0 {
+                continue;
+            }
+            if slot.pending.is_some() {
+                self.send_pending(e);
+            }
+            self.snap.clear();
+            copy.props()
+                .encode_whole(Audience::OtherClients, near, &mut self.snap);
+            let s = self.slots.get_mut(&e).expect("present");
+            s.stale &= !near;
+            debug_assert_eq!(s.sent, s.last, "a catch-up at the version shown");
+            let ev = ClientEvent::Detail {
+                handle: s.handle.expect("live slots have handles"),
+                version_low: s.last as u8,
+                delta: &self.snap,
+            };
+            encode_event(&mut self.batch, &ev);
+            self.stats.details += 1;
+        }
+        self.lod_due = due;
     }
 
     /// Sends `entity`'s pending movement now.
@@ -743,6 +928,7 @@ impl Observer {
         self.start();
         self.pull(host);
         self.flush_snapshots(host, f64::INFINITY);
+        self.catch_up(host);
         let mut pending = std::mem::take(&mut self.scratch);
         pending.clear();
         pending.extend(
@@ -771,6 +957,7 @@ impl Observer {
         self.pacer.refill(&p);
         let room = self.pacer.tokens();
         self.flush_snapshots(host, room);
+        self.catch_up(host);
         let fixed = self.batch.len()
             + if self.own_changed {
                 usize::from(p.ack_bytes)
@@ -944,12 +1131,22 @@ impl Observer {
             return false;
         }
         self.snap.clear();
-        let Some(version) = host.copy_snapshot(entity, Audience::OtherClients, &mut self.snap)
-        else {
+        let Some((copy, version)) = host.copy_entity(entity) else {
             // No copy here although the AOI has it: not shown.
             self.leave(entity);
             return false;
         };
+        // Detail properties beyond reach go at their defaults (stale).
+        let ty = copy.props().entity_type();
+        let omit = match host.copy_position(self.owner) {
+            Some(me) if ty.detail_mask() != 0 => {
+                let dist = me.dist_xz(copy.core().pos);
+                self.params.budget.beyond(ty, dist, 0.0)
+            }
+            _ => 0,
+        };
+        copy.encode_snapshot_except(Audience::OtherClients, omit, &mut self.snap);
+        self.slots.get_mut(&entity).expect("present").stale = omit;
         match slot.state {
             SlotState::EnterPending => self.send_enter(entity, version),
             SlotState::ResyncPending => {
@@ -1017,6 +1214,10 @@ impl Observer {
         assert!(handles.iter().all(|&h| h < self.next_handle));
         for (e, s) in &self.slots {
             assert_eq!(s.handle.is_some(), s.state != SlotState::EnterPending);
+            assert!(
+                s.handle.is_some() || s.stale == 0,
+                "{e}: stale before enter"
+            );
             assert!(s.sent <= s.last, "{e}: client ahead of the stream");
             assert_eq!(
                 s.pending.is_some(),

@@ -12,18 +12,18 @@ use crate::core::time::Time;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-const OWNER: EntityId = EntityId(1);
-const A: EntityId = EntityId(10);
-const B: EntityId = EntityId(11);
+pub(super) const OWNER: EntityId = EntityId(1);
+pub(super) const A: EntityId = EntityId(10);
+pub(super) const B: EntityId = EntityId(11);
 
-struct World {
+pub(super) struct World {
     reg: Arc<TypeRegistry>,
     reals: BTreeMap<EntityId, (Entity, SyncEmitter)>,
-    now: Time,
+    pub(super) now: Time,
 }
 
 impl World {
-    fn new(ids: &[EntityId]) -> Self {
+    pub(super) fn new(ids: &[EntityId]) -> Self {
         let reg = Arc::new(TypeRegistry::with_builtins());
         let ty = reg.get(AVATAR).expect("avatar").clone();
         let reals = ids
@@ -40,7 +40,7 @@ impl World {
         }
     }
 
-    fn step(&mut self, id: EntityId, x: f64, hp: Option<i64>) -> (SyncMsg, Vec<u8>) {
+    pub(super) fn step(&mut self, id: EntityId, x: f64, hp: Option<i64>) -> (SyncMsg, Vec<u8>) {
         self.now = self.now + std::time::Duration::from_millis(10);
         let (e, em) = self.reals.get_mut(&id).expect("real");
         e.set_movement(Vec3 { x, y: 0.0, z: 0.0 }, 0.0);
@@ -52,7 +52,7 @@ impl World {
         (cs.msg, cs.own.to_vec())
     }
 
-    fn ghost(&mut self, id: EntityId, cache: SyncCacheParams) -> LocalCopy {
+    pub(super) fn ghost(&mut self, id: EntityId, cache: SyncCacheParams) -> LocalCopy {
         let (e, em) = self.reals.get_mut(&id).expect("real");
         let snap = em.ghost_snapshot(self.now, e);
         let mut g = Entity::new_replica(id, e.props().entity_type().clone(), Audience::Ghost);
@@ -61,13 +61,13 @@ impl World {
         LocalCopy::new(g, snap.version, cache)
     }
 
-    fn owner_copy(&self) -> LocalCopy {
+    pub(super) fn owner_copy(&self) -> LocalCopy {
         let (e, em) = &self.reals[&OWNER];
         LocalCopy::new(e.clone(), em.version(), SyncCacheParams::default())
     }
 }
 
-fn apply(copies: &mut BTreeMap<EntityId, LocalCopy>, now: Time, m: &SyncMsg) {
+pub(super) fn apply(copies: &mut BTreeMap<EntityId, LocalCopy>, now: Time, m: &SyncMsg) {
     let c = copies.get_mut(&m.entity).expect("copy");
     assert_eq!(m.version, c.version + 1, "copies apply in order");
     c.entity
@@ -77,7 +77,7 @@ fn apply(copies: &mut BTreeMap<EntityId, LocalCopy>, now: Time, m: &SyncMsg) {
     c.cache.push(now, m.clone());
 }
 
-fn client(w: &World) -> ClientView {
+pub(super) fn client(w: &World) -> ClientView {
     ClientView::new(OWNER, w.reg.clone(), ClientViewParams::default())
 }
 
@@ -273,24 +273,34 @@ fn bad_blobs_are_typed_errors() {
         Some(BlobError::Format(9))
     );
     assert!(matches!(
-        Observer::decode_blob(OWNER, p, &[2, 2, 0, 0, 0]),
+        Observer::decode_blob(OWNER, p, &[3, 2, 0, 0, 0]),
         Err(BlobError::Owner { .. })
     ));
     // Two entities sharing handle 0.
-    let dup = [2, 1, 0, 1, 2, 5, 1, 0, 0, 0, 0, 0, 6, 1, 0, 0, 0, 0, 0];
+    let dup = [
+        3, 1, 0, 1, 2, 5, 1, 0, 0, 0, 0, 0, 0, 6, 1, 0, 0, 0, 0, 0, 0,
+    ];
     assert_eq!(
         Observer::decode_blob(OWNER, p, &dup).err(),
         Some(BlobError::Handle(0))
     );
-    let unordered = [2, 1, 0, 2, 2, 6, 1, 0, 0, 0, 0, 0, 5, 1, 1, 0, 0, 0, 0];
+    let unordered = [
+        3, 1, 0, 2, 2, 6, 1, 0, 0, 0, 0, 0, 0, 5, 1, 1, 0, 0, 0, 0, 0,
+    ];
     assert_eq!(
         Observer::decode_blob(OWNER, p, &unordered).err(),
         Some(BlobError::Order(EntityId(5)))
     );
-    let ok = [2, 1, 0, 2, 2, 5, 1, 1, 3, 0, 0, 0, 6, 2, 0, 0, 0, 0, 0];
+    let ok = [
+        3, 1, 0, 2, 2, 5, 1, 1, 3, 0, 0, 0, 4, 6, 2, 0, 0, 0, 0, 0, 0,
+    ];
     let o = Observer::decode_blob(OWNER, p, &ok).expect("valid");
     assert_eq!(o.handle_of(EntityId(5)), Some(1));
     assert_eq!(o.client_version(EntityId(5)), Some(3));
+    assert_eq!(o.slots[&EntityId(5)].stale, 4, "stale detail travels");
+    let mut back = Vec::new();
+    o.encode_blob(&mut back);
+    assert_eq!(back, ok, "round trip");
 }
 
 #[test]

@@ -16,8 +16,8 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 pub const MAGIC: [u8; 4] = *b"TSRA";
 /// The protocol version this code speaks (2: spaces, EnterSpace and
 /// SpaceChanged; 3: compact view movements with version steps, OwnMove and
-/// Degraded).
-pub const PROTOCOL_VERSION: u16 = 4;
+/// Degraded; 5: the Detail event of property levels of detail).
+pub const PROTOCOL_VERSION: u16 = 5;
 /// Bytes of a frame header.
 pub const HEADER_BYTES: usize = 8;
 /// `own_handle` value of a Welcome when the own entity has no view handle.
