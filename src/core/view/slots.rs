@@ -118,6 +118,18 @@ impl Slots {
     }
 }
 
+impl std::ops::Index<&EntityId> for Slots {
+    type Output = Slot;
+
+    /// The slot of `entity`.
+    ///
+    /// # Panics
+    /// If `entity` has no slot.
+    fn index(&self, entity: &EntityId) -> &Slot {
+        self.get(entity).expect("the entity has a slot")
+    }
+}
+
 impl<'a> IntoIterator for &'a Slots {
     type Item = (&'a EntityId, &'a Slot);
     type IntoIter = std::iter::Map<
