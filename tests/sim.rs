@@ -265,6 +265,15 @@ fn kinds(w: &World) -> Vec<ViolationKind> {
     w.checker().violations().iter().map(|v| v.kind).collect()
 }
 
+/// Asserts that the checker caught something, and only `kind`.
+fn assert_only(w: &World, kind: ViolationKind, context: &str) {
+    let k = kinds(w);
+    assert!(
+        !k.is_empty() && k.iter().all(|&k| k == kind),
+        "{context}: {k:?}"
+    );
+}
+
 /// A small CombatStorm world: bots crowd, so views fill.
 fn crowd_world(seed: u64) -> World {
     let o = SimOptions {
@@ -788,11 +797,7 @@ fn checker_catches_a_real_without_its_ghost_after_healing() {
             w.step();
         }
         w.finish();
-        let k = kinds(&w);
-        assert!(
-            !k.is_empty() && k.iter().all(|&k| k == ViolationKind::MissingGhost),
-            "seed {seed}: {k:?}"
-        );
+        assert_only(&w, ViolationKind::MissingGhost, &format!("seed {seed}"));
         assert_eq!(w.checker().violations()[0].entity, Some(e));
         return;
     }
@@ -986,11 +991,7 @@ fn checker_catches_a_lost_input() {
     if kinds(&w).is_empty() {
         w.finish();
     }
-    let k = kinds(&w);
-    assert!(
-        !k.is_empty() && k.iter().all(|&k| k == ViolationKind::InputLost),
-        "{k:?}"
-    );
+    assert_only(&w, ViolationKind::InputLost, "InputLost");
 }
 
 #[test]
@@ -1041,11 +1042,7 @@ fn checker_catches_a_client_view_that_forgot_everything() {
     );
     w.replace_client_view(e, empty);
     w.finish();
-    let k = kinds(&w);
-    assert!(
-        !k.is_empty() && k.iter().all(|&k| k == ViolationKind::ViewDiverged),
-        "{k:?}"
-    );
+    assert_only(&w, ViolationKind::ViewDiverged, "ViewDiverged");
 }
 
 #[test]
