@@ -39,8 +39,9 @@
 //!    ghosts (resync requests, acks of inherited ghosts) run: cached
 //!    messages, or a snapshot if the cache does not reach back.
 //! 4. The views (`views.rs`): each observer (one per real with a client)
-//!    gets its own change set, the released messages of the entities it
-//!    sees, the AOI update's enters and leaves, and sends one batch to its
+//!    gets its own change set and the AOI update's enters and leaves; when
+//!    its client's update is due it pulls what the copies of the entities
+//!    it shows applied (from their caches) and sends one batch to its
 //!    client through the proxy.
 //! 5. Every `check_period_ms`: ghosts with a version gap older than
 //!    `resync_gap_timeout_ms` ask their real for a resync; then each real,
