@@ -65,7 +65,7 @@ use tessera::core::entity::{Audience, Entity, SyncCache, SyncKind, SyncMsg};
 use tessera::core::geom::{Rect, Vec3};
 use tessera::core::ids::{CellId, EntityId};
 use tessera::core::time::Time;
-use tessera::core::view::{BatchReader, ClientEvent};
+use tessera::core::view::{BatchReader, ClientEvent, Handle};
 use tessera::sim::options::{Scenario, SimOptions};
 use tessera::sim::report::{replay_command, ViolationKind};
 use tessera::sim::world::{World, WorldParams};
@@ -263,6 +263,18 @@ fn other_cell(w: &World, c: CellId) -> CellId {
 
 fn kinds(w: &World) -> Vec<ViolationKind> {
     w.checker().violations().iter().map(|v| v.kind).collect()
+}
+
+/// The handle and shown version of an entity other than itself that `e`'s
+/// client shows.
+fn other_shown(w: &World, e: EntityId) -> (Handle, u64) {
+    let (&handle, shown) = w
+        .client_view(e)
+        .shown()
+        .iter()
+        .find(|(_, s)| s.entity != e)
+        .expect("the client sees another entity");
+    (handle, shown.version)
 }
 
 /// Asserts that the checker caught something, and only `kind`.
@@ -655,15 +667,10 @@ fn healing_checks_detail_properties_within_reach_only() {
 fn checker_catches_a_property_delta_that_skips_a_version() {
     let mut w = crowd_world(7);
     let (e, _) = batch_with_enter(&mut w);
-    let (&handle, shown) = w
-        .client_view(e)
-        .shown()
-        .iter()
-        .find(|(_, s)| s.entity != e)
-        .expect("the client sees another entity");
+    let (handle, shown_version) = other_shown(&w, e);
     // A Props event two versions ahead: the version in between (a property
     // change) was lost on the way.
-    let version_low = shown.version.wrapping_add(2) as u8;
+    let version_low = shown_version.wrapping_add(2) as u8;
     let mut batch = Vec::new();
     tessera::core::view::encode_event(
         &mut batch,
@@ -935,13 +942,8 @@ fn checker_catches_a_call_never_issued_and_a_call_run_twice() {
 fn checker_catches_an_update_before_enter_and_after_leave() {
     let mut w = crowd_world(15);
     let (e, _) = batch_with_enter(&mut w);
-    let (&handle, shown) = w
-        .client_view(e)
-        .shown()
-        .iter()
-        .find(|(_, s)| s.entity != e)
-        .expect("the client sees another entity");
-    let version_low = shown.version.wrapping_add(1) as u8;
+    let (handle, shown_version) = other_shown(&w, e);
+    let version_low = shown_version.wrapping_add(1) as u8;
     let unused = (0..u16::MAX)
         .map(|h| h as _)
         .find(|h| !w.client_view(e).shown().contains_key(h))

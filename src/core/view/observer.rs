@@ -908,14 +908,12 @@ impl Observer {
         }
     }
 
-    /// Pulls every shown entity up to its local copy (cache fill or resync).
-    /// Optional each tick: a safety net for a message the cell did not feed.
+    /// Pulls every shown entity up to its local copy (cache fill or resync)
+    /// now, as every flush does first (see "Pull at the flush"): for a host
+    /// that wants the batch to hold the updates before its flush.
     pub fn refresh<H: ObserverHost + ?Sized>(&mut self, host: &H) {
         self.start();
-        let shown: Vec<EntityId> = self.slots.keys().copied().collect();
-        for e in shown {
-            self.heal(host, e);
-        }
+        self.pull(host);
     }
 
     /// Ends the tick without a budget: the own snapshot if due, due enters
