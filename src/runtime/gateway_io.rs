@@ -27,8 +27,11 @@
 //!    application consumes).
 //!
 //! Edge-triggered readiness: a connection stays marked readable until a read
-//! would block, and a blocked writer waits for the writable edge, so nothing
-//! is polled that has nothing to do.
+//! would block or comes back short of its buffer (the queue was emptied; on
+//! Linux every arrival is a new edge, so that saves the read that would only
+//! say WouldBlock; once the kernel reports the peer's FIN, reads go on to
+//! EOF), and a blocked writer waits for the writable edge, so nothing is
+//! polled that has nothing to do.
 //!
 //! # Closing
 //! - peer EOF or reset: Closed{PeerClosed} (other socket errors: IoError),
@@ -99,8 +102,11 @@ pub(crate) fn bind(addr: SocketAddr) -> io::Result<(std::net::TcpListener, Socke
 #[derive(Debug)]
 struct Conn {
     stream: TcpStream,
-    /// Readable since the last read that would have blocked.
+    /// Readable since the last read that would have blocked (or came short).
     readable: bool,
+    /// The kernel said the peer closed its side (or the socket failed): read
+    /// until EOF, a short read is not the end.
+    read_closed: bool,
     /// A write would have blocked: wait for the writable edge.
     write_blocked: bool,
     /// The write side was shut down (FIN sent) while lingering.
@@ -257,6 +263,9 @@ impl GatewayIo {
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
                     conn.readable = true;
                 }
+                if event.is_read_closed() || event.is_error() {
+                    conn.read_closed = true;
+                }
                 if event.is_writable() || event.is_write_closed() || event.is_error() {
                     conn.write_blocked = false;
                 }
@@ -332,6 +341,7 @@ impl GatewayIo {
         self.conns[i] = Some(Conn {
             stream,
             readable: true,
+            read_closed: false,
             write_blocked: false,
             write_shut: false,
             linger_until: None,
@@ -433,7 +443,16 @@ fn drive_open(conn: &mut Conn, port: &mut ClientPort, index: u32, scratch: &mut 
         let buf = &mut scratch[..take];
         match conn.stream.read(buf) {
             Ok(0) => return Fate::Failed(CloseReason::PeerClosed),
-            Ok(n) => port.io_received(index, &buf[..n]),
+            Ok(n) => {
+                port.io_received(index, &buf[..n]);
+                // A short read emptied the socket's queue: the next bytes
+                // bring a new edge (Linux's epoll signals every arrival),
+                // so the read that would only say WouldBlock is saved (one
+                // syscall per input, the usual case).
+                if n < take && !conn.read_closed {
+                    conn.readable = false;
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => conn.readable = false,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Fate::Failed(failure(&e)),

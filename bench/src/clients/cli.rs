@@ -47,7 +47,8 @@ pub struct Cli {
     /// Bare servers: poll the sockets every this many ms (tessera's tick).
     #[arg(long, default_value_t = 50)]
     pub poll_ms: u64,
-    /// Bare servers: write to every client every this many ms.
+    /// Write to every client every this many ms: the bare servers' tick,
+    /// and tessera's `view.client_update_hz` (1000 / this).
     #[arg(long, default_value_t = 100)]
     pub tick_ms: u64,
     /// Bare servers: bytes per client per tick (250 per 100 ms = 2,500 B/s,
@@ -127,6 +128,9 @@ pub struct TesseraArgs {
     clients: usize,
     #[arg(long)]
     cpu: usize,
+    /// Write to every client this often, ms (the bare servers' tick).
+    #[arg(long)]
+    tick_ms: u64,
 }
 
 /// The load's arguments.
@@ -186,7 +190,7 @@ fn child(role: Role) -> anyhow::Result<()> {
         }
         Role::Tessera(a) => {
             sys::pin(a.cpu)?;
-            tessera_server::run(a.clients, a.cpu)
+            tessera_server::run(a.clients, a.cpu, a.tick_ms)
         }
         Role::Load(a) => {
             sys::pin(a.cpu)?;

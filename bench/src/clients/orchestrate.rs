@@ -195,7 +195,7 @@ fn moves_rate(l0: &Value, l1: &Value, moving: u64) -> f64 {
 /// # Errors
 /// If loadgen's settings do not make a valid config.
 pub fn world(clients: usize) -> anyhow::Result<Bounds> {
-    let w = super::tessera_server::config(clients, 0)?.world;
+    let w = super::tessera_server::config(clients, 0, 100)?.world;
     Ok(Bounds {
         min_x: w.min_x_m,
         min_z: w.min_z_m,
@@ -220,6 +220,7 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
     ];
     if kind == Kind::Tessera {
         server_args.truncate(3);
+        server_args.push(format!("--tick-ms={}", o.tick_ms));
     }
     let server = Proc::spawn(&server_args)?;
     let ready = server

@@ -15,11 +15,14 @@ use tessera::server::EmbeddedServer;
 use super::sys;
 
 /// The config of a one-shard tessera on `cpu` for `clients` bots: loadgen's
-/// auto world for that many bots, the gateway and admin on free ports.
+/// auto world for that many bots, the gateway and admin on free ports, and
+/// one view update per client every `write_ms` (`view.client_update_hz`),
+/// so tessera writes to a client as often as the bare servers do: the cost
+/// is per write, and the comparison is of the same traffic.
 ///
 /// # Errors
 /// If loadgen's settings do not make a valid config.
-pub fn config(clients: usize, cpu: usize) -> anyhow::Result<Config> {
+pub fn config(clients: usize, cpu: usize, write_ms: u64) -> anyhow::Result<Config> {
     let conns = clients.max(10_000);
     let args = [
         "loadgen".to_owned(),
@@ -33,6 +36,11 @@ pub fn config(clients: usize, cpu: usize) -> anyhow::Result<Config> {
         "runtime.pin=true".to_owned(),
         "--set".to_owned(),
         format!("gateway.connections_max={conns}"),
+        "--set".to_owned(),
+        format!(
+            "view.client_update_hz={:.3}",
+            1000.0 / write_ms.max(1) as f64
+        ),
     ];
     let cli = loadgen::cli::Cli::try_parse_from(args)?;
     loadgen::run::server_config(&cli)
@@ -42,9 +50,9 @@ pub fn config(clients: usize, cpu: usize) -> anyhow::Result<Config> {
 ///
 /// # Errors
 /// If the config is refused or the server cannot start.
-pub fn run(clients: usize, cpu: usize) -> anyhow::Result<()> {
+pub fn run(clients: usize, cpu: usize, write_ms: u64) -> anyhow::Result<()> {
     sys::raise_nofile(sys::files_for(clients))?;
-    let config = config(clients, cpu)?;
+    let config = config(clients, cpu, write_ms)?;
     let server = EmbeddedServer::start(&config)?;
     sys::emit("ready", &json!({"addr": server.client_addr().to_string()}));
     loop {
@@ -71,14 +79,15 @@ mod tests {
 
     #[test]
     fn the_config_is_one_pinned_shard_in_loadgens_world() {
-        let c = config(2000, 0).unwrap();
+        let c = config(2000, 0, 100).unwrap();
+        assert!((c.view.client_update_hz - 10.0).abs() < 1e-9);
         assert_eq!(c.runtime.shards, 1);
         assert_eq!(c.runtime.cpus, vec![0]);
         assert!(c.runtime.pin);
         assert!(c.gateway.connections_max >= 10_000);
         let area =
             |c: &Config| (c.world.max_x_m - c.world.min_x_m) * (c.world.max_z_m - c.world.min_z_m);
-        let large = config(10_000, 0).unwrap();
+        let large = config(10_000, 0, 100).unwrap();
         assert!(
             area(&large) > 4.0 * area(&c),
             "the world grows with the bots"

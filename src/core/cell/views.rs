@@ -38,7 +38,7 @@ use crate::core::aoi::{AoiEvent, AoiIndex, AreaId, GridAoi};
 use crate::core::entity::{Audience, Entity, SyncCache};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
-use crate::core::view::{Observer, ObserverHost, ObserverStats};
+use crate::core::view::{CopyRef, Observer, ObserverHost, ObserverStats};
 
 use super::machine::Cell;
 use super::params::CellParamsError;
@@ -191,6 +191,17 @@ impl ObserverHost for EntityTable {
 
     fn copy_entity(&self, entity: EntityId) -> Option<(&Entity, u64)> {
         self.get(entity).map(|e| (&e.entity, e.version))
+    }
+
+    fn copy_ref(&self, entity: EntityId) -> Option<CopyRef<'_>> {
+        self.get(entity).map(|e| CopyRef {
+            entity: &e.entity,
+            version: e.version,
+            cache: Some(match &e.part {
+                Part::Real(r) => &r.cache,
+                Part::Ghost(g) => &g.cache,
+            }),
+        })
     }
 }
 

@@ -16,6 +16,7 @@
 //! bounds cap memory whatever the send rate.
 
 use super::sync::{SyncKind, SyncMsg};
+use crate::core::geom::Vec3;
 use crate::core::time::Time;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -54,6 +55,18 @@ pub enum Fill<'a> {
     ResyncNeeded,
 }
 
+/// The run of bare movements (for other clients) that ends the stream:
+/// every version in `(from, last_version]` is one, and the newest put the
+/// entity at `pos`, `yaw`. Kept as each message is appended, so an observer
+/// behind by movements only takes the newest without reading the messages
+/// (see `core::view`'s "Pull at the flush").
+#[derive(Clone, Copy, Debug, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct MoveRun {
+    from: u64,
+    pos: Vec3,
+    yaw: f32,
+}
+
 /// Recent messages of one entity, consecutive by version.
 #[derive(Clone, Debug, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct SyncCache {
@@ -62,6 +75,12 @@ pub struct SyncCache {
     bytes: usize,
     /// Version of the newest message (or the version the cache was reset to).
     last_version: u64,
+    /// Version of the oldest message held (`last_version + 1` when empty):
+    /// kept beside the queue so the question "does it reach `have + 1`"
+    /// needs no read of the messages.
+    front: u64,
+    /// The closing run of bare movements.
+    moves: MoveRun,
 }
 
 impl SyncCache {
@@ -72,6 +91,12 @@ impl SyncCache {
             msgs: VecDeque::new(),
             bytes: 0,
             last_version: version,
+            front: version + 1,
+            moves: MoveRun {
+                from: version,
+                pos: Vec3::default(),
+                yaw: 0.0,
+            },
         }
     }
 
@@ -100,6 +125,8 @@ impl SyncCache {
         self.msgs.clear();
         self.bytes = 0;
         self.last_version = version;
+        self.front = version + 1;
+        self.moves.from = version;
     }
 
     /// Appends the next change set and expires old ones.
@@ -124,6 +151,16 @@ impl SyncCache {
         }
         self.last_version = msg.version;
         self.bytes += msg.payload_len();
+        match msg.others_bare_movement() {
+            Some((pos, yaw)) => {
+                self.moves.pos = pos;
+                self.moves.yaw = yaw;
+            }
+            None => self.moves.from = msg.version,
+        }
+        if self.msgs.is_empty() {
+            self.front = msg.version;
+        }
         self.msgs.push_back(msg);
         self.expire(now);
     }
@@ -141,10 +178,22 @@ impl SyncCache {
             }
             self.bytes -= front.payload_len();
             self.msgs.pop_front();
+            self.front += 1;
         }
         if self.msgs.len() == 1 && now.saturating_since(self.msgs[0].timestamp) > age {
             self.reset(self.last_version);
         }
+    }
+
+    /// Where the newest message put the entity, when everything an
+    /// observer that last saw `have` lacks is bare movements this cache
+    /// still holds: the observer may take that one movement for them all.
+    /// `None`: up to date, or something else is due (ask [`SyncCache::fill`]).
+    pub fn moves_after(&self, have: u64) -> Option<(Vec3, f32)> {
+        let run = (have < self.last_version && have >= self.moves.from && have + 1 >= self.front)
+            .then_some((self.moves.pos, self.moves.yaw));
+        debug_assert!(run.is_none() || matches!(self.fill(have), Fill::Msgs(_)));
+        run
     }
 
     /// What an observer that last saw `have` needs to catch up.
@@ -177,6 +226,25 @@ impl SyncCache {
             self.bytes,
             self.msgs.iter().map(SyncMsg::payload_len).sum::<usize>()
         );
+        assert_eq!(
+            self.front,
+            self.msgs
+                .front()
+                .map_or(self.last_version + 1, |m| m.version)
+        );
+        assert!(self.moves.from <= self.last_version);
+        for m in self.msgs.iter().filter(|m| m.version > self.moves.from) {
+            assert!(
+                m.others_bare_movement().is_some(),
+                "the run holds bare movements"
+            );
+        }
+        if let Some(last) = self.msgs.back().filter(|m| m.version > self.moves.from) {
+            assert_eq!(
+                last.others_bare_movement(),
+                Some((self.moves.pos, self.moves.yaw))
+            );
+        }
     }
 }
 
@@ -250,5 +318,58 @@ mod tests {
         let bytes = rkyv::to_bytes::<rkyv::rancor::Error>(&c).expect("serialise");
         let back = rkyv::from_bytes::<SyncCache, rkyv::rancor::Error>(&bytes).expect("deserialise");
         assert_eq!(back, c);
+    }
+
+    fn movement(v: u64, ms: u64, x: f64, props: bool) -> SyncMsg {
+        let mut block = Vec::new();
+        super::super::codec::put_f64(&mut block, x);
+        super::super::codec::put_f64(&mut block, 0.0);
+        super::super::codec::put_f64(&mut block, 2.0);
+        super::super::codec::put_f32(&mut block, 0.5);
+        let kind = if props {
+            SyncKind::MovementAndProps
+        } else {
+            SyncKind::Movement
+        };
+        if props {
+            block.push(0); // an empty delta for other clients
+        }
+        SyncMsg::new(EntityId(1), v, kind, Time::from_millis(ms), &block, &block)
+    }
+
+    #[test]
+    fn moves_after_gives_the_newest_position_only_over_a_run_of_bare_movements() {
+        let mut c = SyncCache::new(SyncCacheParams::default(), 0);
+        c.push(Time::from_millis(1), msg(1, 1));
+        assert_eq!(c.moves_after(0), None, "a property change is due");
+        c.push(Time::from_millis(2), movement(2, 2, 5.0, false));
+        c.push(Time::from_millis(3), movement(3, 3, 6.0, true));
+        c.verify();
+        let newest = Some((Vec3::new(6.0, 0.0, 2.0), 0.5));
+        assert_eq!(c.moves_after(1), newest);
+        assert_eq!(c.moves_after(2), newest);
+        assert_eq!(c.moves_after(0), None, "version 1 is not a movement");
+        assert_eq!(c.moves_after(3), None, "up to date");
+        // Expired past `have + 1`: the observer must resync as before.
+        let mut short = SyncCache::new(
+            SyncCacheParams {
+                cache_msgs_max: 1,
+                ..SyncCacheParams::default()
+            },
+            0,
+        );
+        for v in 1..=3 {
+            short.push(Time::from_millis(v), movement(v, v, v as f64, false));
+        }
+        short.verify();
+        assert_eq!(short.moves_after(1), None);
+        assert!(matches!(short.fill(1), Fill::ResyncNeeded));
+        assert_eq!(short.moves_after(2), Some((Vec3::new(3.0, 0.0, 2.0), 0.5)));
+        // A reset ends the run.
+        c.reset(9);
+        assert_eq!(c.moves_after(8), None);
+        c.push(Time::from_millis(4), movement(10, 4, 1.0, false));
+        assert_eq!(c.moves_after(9), Some((Vec3::new(1.0, 0.0, 2.0), 0.5)));
+        c.verify();
     }
 }

@@ -26,10 +26,15 @@
 //! audience is empty (a ghost-only change): observers need the version to
 //! stay consecutive, the client layer may skip sending empty payloads.
 
+use super::codec::Reader;
 use super::flags::Audience;
 use super::state::Entity;
+use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
+
+/// Bytes of a movement block (`state`'s `Movement` layout).
+pub const MOVEMENT_BYTES: usize = 28;
 
 /// What a message's payloads contain (see `state` for the layouts).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -116,6 +121,28 @@ impl SyncMsg {
     /// Total payload bytes (for cache accounting).
     pub fn payload_len(&self) -> usize {
         self.payload.len()
+    }
+
+    /// The position and yaw of a message that is, for other clients, only a
+    /// movement (a `Movement`, or a `MovementAndProps` whose other-clients
+    /// delta is empty): what an observer may coalesce in place.
+    pub fn others_bare_movement(&self) -> Option<(Vec3, f32)> {
+        let p = self.others_payload();
+        let bare = match self.kind {
+            SyncKind::Movement => p.len() == MOVEMENT_BYTES,
+            SyncKind::MovementAndProps => p.get(MOVEMENT_BYTES..) == Some(&[0u8][..]),
+            _ => false,
+        };
+        if !bare {
+            return None;
+        }
+        let mut r = Reader::new(p);
+        let pos = Vec3 {
+            x: r.f64().ok()?,
+            y: r.f64().ok()?,
+            z: r.f64().ok()?,
+        };
+        Some((pos, r.f32().ok()?))
     }
 
     /// Checks the split offset (for messages decoded from the wire).

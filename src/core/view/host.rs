@@ -41,6 +41,29 @@ pub trait ObserverHost {
     /// its type, encode snapshots without some properties and catch-ups of
     /// whole values from it).
     fn copy_entity(&self, entity: EntityId) -> Option<(&Entity, u64)>;
+
+    /// Everything the flush's pull reads of one copy, found once: its state,
+    /// version and cache (a host that finds a copy with one lookup should
+    /// say so here; the pull calls this for every shown entity).
+    fn copy_ref(&self, entity: EntityId) -> Option<CopyRef<'_>> {
+        let (entity_ref, version) = self.copy_entity(entity)?;
+        Some(CopyRef {
+            entity: entity_ref,
+            version,
+            cache: self.copy_cache(entity),
+        })
+    }
+}
+
+/// One local copy as [`ObserverHost::copy_ref`] finds it.
+#[derive(Clone, Copy, Debug)]
+pub struct CopyRef<'a> {
+    /// The copy.
+    pub entity: &'a Entity,
+    /// Its version (`copy_version`).
+    pub version: u64,
+    /// Its cache (`copy_cache`).
+    pub cache: Option<&'a SyncCache>,
 }
 
 /// One local copy: state, version and cache (tests and simulator).

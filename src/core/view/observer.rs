@@ -498,31 +498,56 @@ impl Observer {
     /// rules (`deliver_msg`), in version order. A copy behind the client
     /// is held; a cache that no longer reaches the client's version, or a
     /// snapshot in it, schedules a resync.
+    ///
+    /// Each copy is found once ([`ObserverHost::copy_ref`]). A copy whose
+    /// cache says everything missing is bare movements hands over its
+    /// newest position without a read of the messages (the cost of a pull
+    /// is the cache misses on what it reads). A slot with detail
+    /// properties to catch up, now near enough, is listed for `catch_up`.
     fn pull<H: ObserverHost + ?Sized>(&mut self, host: &H) {
+        self.lod_due.clear();
+        let me = host.copy_position(self.owner);
         for i in 0..self.slots.len() {
             let (e, slot) = self.slots.at(i);
             if slot.state != SlotState::Live {
                 continue;
             }
             let last = slot.last;
-            let Some(copy) = host.copy_version(e) else {
+            let Some(copy) = host.copy_ref(e) else {
                 continue;
             };
             // Up to date, or a copy behind the client (held: counted once,
             // where the observer met it, not at every pull).
-            if copy <= last {
-                continue;
-            }
-            match host.copy_cache(e).map(|c| c.fill(last)) {
-                Some(Fill::Msgs(msgs)) => {
-                    for m in msgs {
-                        if !self.take_msg(host, i, e, m) {
-                            break;
+            if copy.version > last {
+                let moved = copy.cache.and_then(|c| Some((c.moves_after(last)?, c)));
+                if let Some(((pos, yaw), cache)) = moved {
+                    let slot = self.slots.at_mut(i);
+                    let taken = cache.last_version() - last;
+                    let had = u64::from(slot.pending.is_some());
+                    self.stats.coalesced += taken - 1 + had;
+                    slot.last = cache.last_version();
+                    slot.pending = Some(Pending { pos, yaw });
+                } else {
+                    match copy.cache.map(|c| c.fill(last)) {
+                        Some(Fill::Msgs(msgs)) => {
+                            for m in msgs {
+                                if !self.take_msg(host, i, e, m) {
+                                    break;
+                                }
+                            }
                         }
+                        Some(Fill::UpToDate) => {}
+                        Some(Fill::ResyncNeeded) | None => self.want_resync(e),
                     }
                 }
-                Some(Fill::UpToDate) => {}
-                Some(Fill::ResyncNeeded) | None => self.want_resync(e),
+            }
+            let slot = self.slots.at(i).1;
+            if slot.stale != 0 && slot.state == SlotState::Live && slot.last == copy.version {
+                let dist = me.map_or(0.0, |m| m.dist_xz(copy.entity.core().pos));
+                let ty = copy.entity.props().entity_type();
+                if slot.stale & !self.params.budget.beyond(ty, dist, 0.0) != 0 {
+                    self.lod_due.push(e);
+                }
             }
         }
     }
@@ -806,14 +831,11 @@ impl Observer {
 
     /// Catches up every stale detail property now within reach (see the
     /// module doc): one Detail event per entity, at the version shown.
+    ///
+    /// Reads only the slots the pull listed (stale and near enough), so a
+    /// flush with nothing to catch up costs nothing here.
     fn catch_up<H: ObserverHost + ?Sized>(&mut self, host: &H) {
-        let mut due = std::mem::take(&mut self.lod_due);
-        due.clear();
-        due.extend(
-            (self.slots.iter())
-                .filter(|(_, s)| s.stale != 0 && s.state == SlotState::Live)
-                .map(|(&e, _)| e),
-        );
+        let due = std::mem::take(&mut self.lod_due);
         let me = host.copy_position(self.owner);
         for &e in &due {
             let Some((copy, version)) = host.copy_entity(e) else {
@@ -822,7 +844,7 @@ impl Observer {
             let Some(&slot) = self.slots.get(&e) else {
                 continue;
             };
-            if version != slot.last {
+            if version != slot.last || slot.state != SlotState::Live {
                 continue; // the copy is not at the client's stream: wait
             }
             let dist = me.map_or(0.0, |m| m.dist_xz(copy.core().pos));
@@ -849,6 +871,7 @@ impl Observer {
             self.stats.details += 1;
         }
         self.lod_due = due;
+        self.lod_due.clear();
     }
 
     /// Sends `entity`'s pending movement now.
