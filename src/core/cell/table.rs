@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::core::combat::Combat;
-use crate::core::entity::{Entity, ReorderBuffer, SyncCache, SyncEmitter};
+use crate::core::entity::{CacheHead, Entity, ReorderBuffer, SyncCache, SyncEmitter};
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 
@@ -145,6 +145,36 @@ pub struct EntityTable {
     /// Id -> slab index (hashed: looked up for every shown entity at every
     /// observer's flush, so it must cost one probe, not a tree walk).
     index: FxHashMap<EntityId, usize>, // tidy: allow(HashMap): no random seed; lookups only, never iterated
+    /// Per slab index, what an observer's pull reads of the entry (version
+    /// and cache head): dense, so the pulls of a tick (every observer, every
+    /// shown entity) read a few cache lines instead of the scattered entries
+    /// and caches. Valid only while `heads_fresh`.
+    heads: Vec<CopyHead>,
+    /// The heads match the entries: set by [`EntityTable::refresh_heads`],
+    /// cleared by every `&mut` access.
+    heads_fresh: bool,
+}
+
+/// The words of an entry an observer's pull reads first (see
+/// [`EntityTable::head`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CopyHead {
+    /// The entry's version.
+    pub version: u64,
+    /// Its cache's head.
+    pub cache: CacheHead,
+}
+
+impl Entry {
+    fn head(&self) -> CopyHead {
+        CopyHead {
+            version: self.version,
+            cache: match &self.part {
+                Part::Real(r) => r.cache.head(),
+                Part::Ghost(g) => g.cache.head(),
+            },
+        }
+    }
 }
 
 impl EntityTable {
@@ -165,7 +195,28 @@ impl EntityTable {
 
     /// The mutable entry of `id`.
     pub fn get_mut(&mut self, id: EntityId) -> Option<&mut Entry> {
+        self.heads_fresh = false;
         self.index.get(&id).map(|&i| &mut self.entries[i])
+    }
+
+    /// Copies every entry's head into the dense table (once per tick, after
+    /// the last change and before the observers' pulls).
+    pub fn refresh_heads(&mut self) {
+        self.heads.clear();
+        self.heads.extend(self.entries.iter().map(Entry::head));
+        self.heads_fresh = true;
+    }
+
+    /// The head of `id`'s entry: from the dense table while it is fresh,
+    /// else from the entry itself.
+    pub fn head(&self, id: EntityId) -> Option<CopyHead> {
+        let &i = self.index.get(&id)?;
+        if self.heads_fresh {
+            debug_assert_eq!(self.heads[i], self.entries[i].head(), "fresh heads");
+            Some(self.heads[i])
+        } else {
+            Some(self.entries[i].head())
+        }
     }
 
     /// Adds `entry`.
@@ -173,6 +224,7 @@ impl EntityTable {
     /// # Panics
     /// If the id is already present.
     pub fn insert(&mut self, entry: Entry) {
+        self.heads_fresh = false;
         let i = self.entries.len();
         let prev = self.index.insert(entry.id, i);
         assert!(prev.is_none(), "entity {} inserted twice", entry.id);
@@ -181,6 +233,7 @@ impl EntityTable {
 
     /// Removes and returns the entry of `id`.
     pub fn remove(&mut self, id: EntityId) -> Option<Entry> {
+        self.heads_fresh = false;
         let i = self.index.remove(&id)?;
         let e = self.entries.swap_remove(i);
         if let Some(moved) = self.entries.get(i) {
@@ -196,6 +249,7 @@ impl EntityTable {
 
     /// All entries, mutable, in slab order.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Entry> {
+        self.heads_fresh = false;
         self.entries.iter_mut()
     }
 

@@ -38,7 +38,7 @@ use crate::core::aoi::{AoiEvent, AoiIndex, AreaId, GridAoi};
 use crate::core::entity::{Audience, Entity, SyncCache};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
-use crate::core::view::{CopyRef, Observer, ObserverHost, ObserverStats};
+use crate::core::view::{CopyHeadRef, CopyRef, Observer, ObserverHost, ObserverStats};
 
 use super::machine::Cell;
 use super::params::CellParamsError;
@@ -193,6 +193,13 @@ impl ObserverHost for EntityTable {
         self.get(entity).map(|e| (&e.entity, e.version))
     }
 
+    fn copy_head(&self, entity: EntityId) -> Option<CopyHeadRef> {
+        self.head(entity).map(|h| CopyHeadRef {
+            version: h.version,
+            cache: Some(h.cache),
+        })
+    }
+
     fn copy_ref(&self, entity: EntityId) -> Option<CopyRef<'_>> {
         self.get(entity).map(|e| CopyRef {
             entity: &e.entity,
@@ -285,6 +292,8 @@ impl Cell {
 
     /// The view step of a tick (see the module doc).
     pub(super) fn run_views(&mut self) {
+        // Nothing changes the copies from here to the end of the flushes.
+        self.entities.refresh_heads();
         self.apply_aoi();
         let mut interest = std::mem::take(&mut self.views.interest);
         for w in self.views.watches.iter_mut().flatten() {

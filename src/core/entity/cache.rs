@@ -67,6 +67,30 @@ struct MoveRun {
     yaw: f32,
 }
 
+/// A copy of a [`SyncCache`]'s head: enough to answer
+/// [`SyncCache::moves_after`] without the cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CacheHead {
+    last_version: u64,
+    front: u64,
+    run_from: u64,
+    pos: Vec3,
+    yaw: f32,
+}
+
+impl CacheHead {
+    /// The newest version the cache knows.
+    pub fn last_version(&self) -> u64 {
+        self.last_version
+    }
+
+    /// As [`SyncCache::moves_after`].
+    pub fn moves_after(&self, have: u64) -> Option<(Vec3, f32)> {
+        (have < self.last_version && have >= self.run_from && have + 1 >= self.front)
+            .then_some((self.pos, self.yaw))
+    }
+}
+
 /// Recent messages of one entity, consecutive by version.
 #[derive(Clone, Debug, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct SyncCache {
@@ -190,10 +214,21 @@ impl SyncCache {
     /// still holds: the observer may take that one movement for them all.
     /// `None`: up to date, or something else is due (ask [`SyncCache::fill`]).
     pub fn moves_after(&self, have: u64) -> Option<(Vec3, f32)> {
-        let run = (have < self.last_version && have >= self.moves.from && have + 1 >= self.front)
-            .then_some((self.moves.pos, self.moves.yaw));
+        let run = self.head().moves_after(have);
         debug_assert!(run.is_none() || matches!(self.fill(have), Fill::Msgs(_)));
         run
+    }
+
+    /// The few words [`SyncCache::moves_after`] reads, as a plain value (a
+    /// cell copies them into one dense table per tick for its observers).
+    pub fn head(&self) -> CacheHead {
+        CacheHead {
+            last_version: self.last_version,
+            front: self.front,
+            run_from: self.moves.from,
+            pos: self.moves.pos,
+            yaw: self.moves.yaw,
+        }
     }
 
     /// What an observer that last saw `have` needs to catch up.

@@ -6,7 +6,7 @@
 //! tests and the simulator. The cell implements the trait over its own
 //! entity table; nothing here mutates a copy.
 
-use crate::core::entity::{Audience, Entity, SyncCache, SyncCacheParams};
+use crate::core::entity::{Audience, CacheHead, Entity, SyncCache, SyncCacheParams};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use std::collections::BTreeMap;
@@ -53,6 +53,25 @@ pub trait ObserverHost {
             cache: self.copy_cache(entity),
         })
     }
+
+    /// The copy's version and cache head: the first (and for a shown
+    /// entity that only moved, the only) thing a pull reads. A host may
+    /// keep these dense (the cell does, refreshed once per tick).
+    fn copy_head(&self, entity: EntityId) -> Option<CopyHeadRef> {
+        Some(CopyHeadRef {
+            version: self.copy_version(entity)?,
+            cache: self.copy_cache(entity).map(SyncCache::head),
+        })
+    }
+}
+
+/// What a pull reads first of a copy ([`ObserverHost::copy_head`]).
+#[derive(Clone, Copy, Debug)]
+pub struct CopyHeadRef {
+    /// The copy's version (`copy_version`).
+    pub version: u64,
+    /// Its cache's head, if it keeps a cache.
+    pub cache: Option<CacheHead>,
 }
 
 /// One local copy as [`ObserverHost::copy_ref`] finds it.

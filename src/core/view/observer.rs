@@ -258,7 +258,11 @@ pub struct Observer {
     batch: Vec<u8>,
     flushed: bool,
     snap: Vec<u8>,
-    scratch: Vec<(f32, EntityId)>,
+    /// Slot positions (and priorities) of this flush's movements: those
+    /// that must go, in table order, then the rest by priority.
+    scratch: Vec<(f32, u32)>,
+    /// The movements that may wait, before they are sorted (reused).
+    by_prio: Vec<(f32, u32)>,
     /// The level-of-detail filter's output (reused).
     lod_buf: Vec<u8>,
     /// Entities with stale detail properties, at a flush (reused).
@@ -292,6 +296,7 @@ impl Observer {
             flushed: false,
             snap: Vec::new(),
             scratch: Vec::new(),
+            by_prio: Vec::new(),
             lod_buf: Vec::new(),
             lod_due: Vec::new(),
         }
@@ -499,11 +504,12 @@ impl Observer {
     /// is held; a cache that no longer reaches the client's version, or a
     /// snapshot in it, schedules a resync.
     ///
-    /// Each copy is found once ([`ObserverHost::copy_ref`]). A copy whose
-    /// cache says everything missing is bare movements hands over its
-    /// newest position without a read of the messages (the cost of a pull
-    /// is the cache misses on what it reads). A slot with detail
-    /// properties to catch up, now near enough, is listed for `catch_up`.
+    /// Each copy's head is read first ([`ObserverHost::copy_head`], dense in
+    /// the cell). A copy whose cache says everything missing is bare
+    /// movements hands over its newest position without a read of the
+    /// messages (the cost of a pull is the cache misses on what it reads).
+    /// A slot with detail properties to catch up, now near enough, is listed
+    /// for `catch_up`.
     fn pull<H: ObserverHost + ?Sized>(&mut self, host: &H) {
         self.lod_due.clear();
         let me = host.copy_position(self.owner);
@@ -513,13 +519,13 @@ impl Observer {
                 continue;
             }
             let last = slot.last;
-            let Some(copy) = host.copy_ref(e) else {
+            let Some(head) = host.copy_head(e) else {
                 continue;
             };
             // Up to date, or a copy behind the client (held: counted once,
             // where the observer met it, not at every pull).
-            if copy.version > last {
-                let moved = copy.cache.and_then(|c| Some((c.moves_after(last)?, c)));
+            if head.version > last {
+                let moved = head.cache.and_then(|c| Some((c.moves_after(last)?, c)));
                 if let Some(((pos, yaw), cache)) = moved {
                     let slot = self.slots.at_mut(i);
                     let taken = cache.last_version() - last;
@@ -528,7 +534,7 @@ impl Observer {
                     slot.last = cache.last_version();
                     slot.pending = Some(Pending { pos, yaw });
                 } else {
-                    match copy.cache.map(|c| c.fill(last)) {
+                    match host.copy_cache(e).map(|c| c.fill(last)) {
                         Some(Fill::Msgs(msgs)) => {
                             for m in msgs {
                                 if !self.take_msg(host, i, e, m) {
@@ -542,7 +548,10 @@ impl Observer {
                 }
             }
             let slot = self.slots.at(i).1;
-            if slot.stale != 0 && slot.state == SlotState::Live && slot.last == copy.version {
+            if slot.stale != 0 && slot.state == SlotState::Live && slot.last == head.version {
+                let Some(copy) = host.copy_ref(e) else {
+                    continue;
+                };
                 let dist = me.map_or(0.0, |m| m.dist_xz(copy.entity.core().pos));
                 let ty = copy.entity.props().entity_type();
                 if slot.stale & !self.params.budget.beyond(ty, dist, 0.0) != 0 {
@@ -876,9 +885,15 @@ impl Observer {
 
     /// Sends `entity`'s pending movement now.
     fn send_pending(&mut self, entity: EntityId) {
-        let Some(slot) = self.slots.get_mut(&entity) else {
-            return;
-        };
+        if let Some(i) = self.slots.position(&entity) {
+            self.send_pending_at(i);
+        }
+    }
+
+    /// Sends the pending movement of the slot at table position `i` now (a
+    /// flush walks positions: no lookup by id).
+    fn send_pending_at(&mut self, i: usize) {
+        let slot = self.slots.at_mut(i);
         let (Some(pd), Some(handle)) = (slot.pending.take(), slot.handle) else {
             return;
         };
@@ -953,12 +968,12 @@ impl Observer {
         let mut pending = std::mem::take(&mut self.scratch);
         pending.clear();
         pending.extend(
-            (self.slots.iter())
-                .filter(|(_, s)| s.pending.is_some())
-                .map(|(&e, _)| (0.0, e)),
+            (self.slots.iter().enumerate())
+                .filter(|(_, (_, s))| s.pending.is_some())
+                .map(|(i, _)| (0.0, i as u32)),
         );
-        for &(_, e) in &pending {
-            self.send_pending(e);
+        for &(_, i) in &pending {
+            self.send_pending_at(i as usize);
         }
         self.scratch = pending;
         self.end_flush()
@@ -992,10 +1007,11 @@ impl Observer {
         // debt is shallow: they must not push the client into degradation
         // (which would cost the nearest band its guarantee).
         let shallow = self.pacer.tokens() > -f64::from(p.burst_bytes) / 2.0;
-        let mut due = Vec::new();
-        std::mem::swap(&mut due, &mut self.scratch);
+        let mut due = std::mem::take(&mut self.scratch);
+        let mut rest = std::mem::take(&mut self.by_prio);
         due.clear();
-        for (&e, slot) in self.slots.iter_mut() {
+        rest.clear();
+        for (i, (&e, slot)) in self.slots.iter_mut().enumerate() {
             if slot.state != SlotState::Live {
                 continue;
             }
@@ -1014,19 +1030,25 @@ impl Observer {
             // highest), so a crowd cannot hold the client over its budget.
             let on_time = band == 0 || (shallow && slot.age >= p.interval_ticks(band));
             let must = (!degraded && on_time) || slot.last - slot.sent >= COALESCE_VERSIONS_MAX;
-            // Due ones first (infinite priority), then by priority.
-            due.push((if must { f32::INFINITY } else { slot.prio }, e));
+            // Due ones first (in table order), then by priority.
+            if must {
+                due.push((f32::INFINITY, i as u32));
+            } else {
+                rest.push((slot.prio, i as u32));
+            }
         }
-        due.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        for &(prio, e) in &due {
+        rest.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        due.extend_from_slice(&rest);
+        for &(prio, i) in &due {
             if prio.is_finite() && self.pacer.tokens() <= 0.0 {
                 break;
             }
             let before = self.batch.len();
-            self.send_pending(e);
+            self.send_pending_at(i as usize);
             self.pacer.charge(&p, self.batch.len() - before);
         }
         self.scratch = due;
+        self.by_prio = rest;
         if !self.batch.is_empty() {
             self.pacer.charge(&p, usize::from(p.frame_bytes));
         }

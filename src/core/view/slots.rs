@@ -45,6 +45,11 @@ impl Slots {
         Some(&mut self.entries[i as usize].1)
     }
 
+    /// The table position of `entity`'s slot.
+    pub(super) fn position(&self, entity: &EntityId) -> Option<usize> {
+        self.index.get(entity).map(|&i| i as usize)
+    }
+
     /// The slot at table position `i` (`i < len()`).
     pub(super) fn at(&self, i: usize) -> (EntityId, &Slot) {
         let (e, s) = &self.entries[i];
