@@ -33,13 +33,17 @@
 //! order, and the clients benchmark's profile put a fifth of the server in
 //! those cache misses. Instead each flush first walks the observer's own
 //! slots (one dense array, in order) and compares each with its local copy
-//! (`copy_version`, a hashed lookup in a table every observer shares, so
-//! it stays in cache); the few that moved take what the copy's cache holds
+//! (a hashed lookup in a table every observer shares, so it stays in
+//! cache); the few that moved take what the copy's cache holds
 //! after the client's version, in order, under the same offer rule. Bare
 //! movements coalesce in place; property changes are emitted in version
 //! order, merged with the pending movement. An observer that flushes every
 //! N ticks (`view.client_update_hz`) also pulls every N ticks, so its work
-//! follows its update rate, not the movement rate. [`Observer::handle_sync`]
+//! follows its update rate, not the movement rate. What the pull reads
+//! first is a copy's *head* ([`ObserverHost::copy_head`]: version and the
+//! cache's summary of the bare movements that end its stream, dense in the
+//! cell): behind by movements only, the slot takes the newest position from
+//! it without reading a message. [`Observer::handle_sync`]
 //! stays for hosts that push (the same rules; a pushed version is simply
 //! up to date at the pull).
 //!
