@@ -102,11 +102,49 @@ pub fn config_with(
 ) -> Result<Config, MeasureError> {
     let mut all = overrides.to_vec();
     all.push(format!("{key}={value}"));
+    all.extend(followers(base, overrides, key, value));
     Config::load(base, &all).map_err(|source| MeasureError::Config {
         key: key.to_owned(),
         value: value.to_owned(),
         source,
     })
+}
+
+/// What follows a swept `aoi.radius_m` unless the caller set it with
+/// `--set`: the leave radius keeps its margin over the view radius (as in
+/// the base config), and the ghost radius keeps its slack over the leave
+/// radius where it would fall short (it is never lowered). Without them a
+/// view radius swept past the default leave radius is refused (leave below
+/// enter, or beyond the ghost radius), and one swept below it widens the
+/// hysteresis, so the sweep would measure two knobs at once. Each follower
+/// is said once on stderr.
+fn followers(base: Option<&Path>, overrides: &[String], key: &str, value: &str) -> Vec<String> {
+    const LEAVE: &str = "aoi.leave_radius_m";
+    const GHOST: &str = "world.ghost_radius_m";
+    let set = |k: &str| overrides.iter().any(|o| o.starts_with(&format!("{k}=")));
+    let (Ok(radius), false) = (value.trim().parse::<f64>(), key != "aoi.radius_m") else {
+        return Vec::new();
+    };
+    let Ok(start) = Config::load(base, overrides) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut leave = start.aoi.leave_radius_m;
+    if !set(LEAVE) {
+        leave = radius + (start.aoi.leave_radius_m - start.aoi.radius_m);
+        out.push(format!("{LEAVE}={leave}"));
+    }
+    let slack = start.world.ghost_radius_m - start.aoi.leave_radius_m;
+    if !set(GHOST) && leave + slack > start.world.ghost_radius_m {
+        out.push(format!("{GHOST}={}", leave + slack));
+    }
+    if !out.is_empty() {
+        eprintln!(
+            "tuning: {key}={value} with {} (the margins of the base config; --set them to hold them)",
+            out.join(", ")
+        );
+    }
+    out
 }
 
 /// Refuses a key the simulator ignores: at least two of `configs` (the
@@ -238,4 +276,30 @@ pub fn measure(config: &Config, runs: &Runs) -> Result<Measured, MeasureError> {
         summary: total,
         figures,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_swept_view_radius_takes_its_margins_along_unless_they_are_set() {
+        let c = config_with(None, &[], "aoi.radius_m", "80").expect("followers make it valid");
+        let d = Config::default();
+        assert_eq!(c.aoi.radius_m, 80.0);
+        let margin = d.aoi.leave_radius_m - d.aoi.radius_m;
+        assert_eq!(c.aoi.leave_radius_m, 80.0 + margin);
+        let slack = d.world.ghost_radius_m - d.aoi.leave_radius_m;
+        assert_eq!(c.world.ghost_radius_m, 80.0 + margin + slack);
+        // Below the default: the ghost radius is never lowered.
+        let c = config_with(None, &[], "aoi.radius_m", "30").expect("valid");
+        assert_eq!(c.aoi.leave_radius_m, 30.0 + margin);
+        assert_eq!(c.world.ghost_radius_m, d.world.ghost_radius_m);
+        // A leave radius the caller set is held (and 80 is then refused).
+        let set = ["aoi.leave_radius_m=48".to_owned()];
+        let err = config_with(None, &set, "aoi.radius_m", "80").unwrap_err();
+        assert!(err.to_string().contains("aoi.leave_radius_m"), "{err}");
+        // Other keys have no followers.
+        assert!(followers(None, &[], "aoi.max_interest", "10").is_empty());
+    }
 }
