@@ -21,7 +21,7 @@ use tessera::core::geom::Rect;
 use tessera::core::time::Time;
 
 use crate::latency::{EntityCache, MoveBook};
-use crate::measure::Interval;
+use crate::measure::{Interval, IntervalPool};
 use crate::scenario::{CellMap, ScenarioParams};
 
 /// The process's one clock: microseconds since the run started. Every bot
@@ -135,6 +135,9 @@ pub struct ThreadCtx {
     pub registry: Arc<TypeRegistry>,
     /// This interval's measurements.
     pub interval: Interval,
+    /// Where the next interval comes from (used ones, handed back by the
+    /// main thread).
+    pub pool: Arc<IntervalPool>,
     /// Entity -> bot cache.
     pub cache: EntityCache,
 }
@@ -165,6 +168,7 @@ pub fn spawn(
     plan: Arc<Plan>,
     clock: Clock,
     book: Arc<MoveBook>,
+    pool: Arc<IntervalPool>,
     tx: Sender<Report>,
 ) -> anyhow::Result<Vec<JoinHandle<anyhow::Result<()>>>> {
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
@@ -172,6 +176,7 @@ pub fn spawn(
     for t in 0..plan.threads {
         let cpu = plan.pin.then(|| cpu_of(t, cpus));
         let (plan, book, tx) = (plan.clone(), book.clone(), tx.clone());
+        let pool = pool.clone();
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
         let join = std::thread::Builder::new()
             .name(format!("loadgen-{t}"))
@@ -185,7 +190,8 @@ pub fn spawn(
                 let _ = ready_tx.send(Ok(()));
                 let ctx = ThreadCtx {
                     registry: Arc::new(TypeRegistry::with_builtins()),
-                    interval: Interval::default(),
+                    interval: pool.take(),
+                    pool,
                     cache: EntityCache::default(),
                     plan,
                     clock,

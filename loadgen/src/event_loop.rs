@@ -222,7 +222,7 @@ pub fn run(thread: usize, mut ctx: ThreadCtx, tx: Sender<Report>) -> Result<(), 
             let report = Report {
                 thread,
                 at: now,
-                interval: std::mem::take(&mut ctx.interval),
+                interval: std::mem::replace(&mut ctx.interval, ctx.pool.take()),
                 last,
             };
             if tx.send(report).is_err() || last {

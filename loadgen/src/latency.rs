@@ -20,7 +20,8 @@
 //! published by writing its time last (0 = being written) and a reader
 //! re-checks the tag after reading the time, so a torn read is discarded.
 //! The entity map is behind an `RwLock` (written once per login), with a
-//! per-thread [`EntityCache`] in front of it.
+//! per-thread [`EntityCache`] in front of it and, in front of that, each
+//! observer's [`HandleBots`] (by handle: no hashing per update).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -146,11 +147,38 @@ impl MoveBook {
     }
 }
 
+/// A hasher for entity ids (one `u64` each): a multiply by an odd
+/// constant, so consecutive ids spread over the table's low bits and fill
+/// its high (tag) bits. The cache is asked once per update received, where
+/// the default SipHash cost more than the rest of the lookup; the keys come
+/// from the server, but a collision only costs time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0 ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// Builds [`IdHasher`]s.
+pub type IdHash = std::hash::BuildHasherDefault<IdHasher>;
+
 /// A per-thread cache of [`MoveBook::bot_of`] (answers, including "not a
 /// bot", are kept until the book's generation changes).
 #[derive(Debug, Default)]
 pub struct EntityCache {
-    map: HashMap<u64, Option<u32>>,
+    map: HashMap<u64, Option<u32>, IdHash>,
     generation: u64,
 }
 
@@ -169,6 +197,49 @@ impl EntityCache {
     }
 }
 
+/// One observer's memory of which bot each of its handles shows, in front
+/// of the thread's [`EntityCache`]: indexed by handle (the server's are
+/// small and dense), so an update of an entity already matched costs no
+/// hash lookup. An entry holds the entity it was found for, so a handle
+/// reused for another entity is looked up again; only bots are kept (an
+/// entity that is not a bot yet may become one: its Welcome may come
+/// later).
+#[derive(Debug, Default)]
+pub struct HandleBots {
+    slots: Vec<(u64, u32)>,
+}
+
+/// Handles at or above this are not kept by [`HandleBots`] (always looked
+/// up in the cache).
+const HANDLE_BOTS_MAX: u32 = 1024;
+
+impl HandleBots {
+    /// The bot playing `entity`, shown under `handle`.
+    pub fn bot_of(
+        &mut self,
+        book: &MoveBook,
+        cache: &mut EntityCache,
+        handle: Option<u32>,
+        entity: EntityId,
+    ) -> Option<u32> {
+        let Some(h) = handle.filter(|&h| h < HANDLE_BOTS_MAX) else {
+            return cache.bot_of(book, entity);
+        };
+        let i = h as usize;
+        if let Some(&(e, bot)) = self.slots.get(i) {
+            if e == entity.0 && bot != u32::MAX {
+                return Some(bot);
+            }
+        }
+        let bot = cache.bot_of(book, entity)?;
+        if i >= self.slots.len() {
+            self.slots.resize(i + 1, (0, u32::MAX));
+        }
+        self.slots[i] = (entity.0, bot);
+        Some(bot)
+    }
+}
+
 /// The end-to-end latency of an update of `entity` at `pos` received at
 /// `received`, if `entity` is a bot and it sent `pos`.
 pub fn match_update(
@@ -179,6 +250,12 @@ pub fn match_update(
     received: Time,
 ) -> Option<u64> {
     let bot = cache.bot_of(book, entity)?;
+    latency_of(book, bot, pos, received)
+}
+
+/// The end-to-end latency of an update of bot `bot` at `pos` received at
+/// `received`, if it sent `pos`.
+pub fn latency_of(book: &MoveBook, bot: u32, pos: Vec3, received: Time) -> Option<u64> {
     let sent = book.sent_at(bot, pos)?;
     Some(received.saturating_since(sent).as_micros() as u64)
 }
@@ -238,6 +315,27 @@ mod tests {
         book.record(0, Vec3::ground(10.0, 0.0), Time(500));
         assert_eq!(book.sent_at(0, Vec3::ground(10.0, 0.0)), Some(Time(500)));
         assert_eq!(book.sent_at(9, Vec3::ground(10.0, 0.0)), None);
+    }
+
+    #[test]
+    fn handles_remember_their_bot_until_reused_for_another_entity() {
+        let book = MoveBook::new(3);
+        let mut cache = EntityCache::default();
+        let mut hb = HandleBots::default();
+        book.register(2, EntityId(70));
+        book.register(1, EntityId(71));
+        assert_eq!(hb.bot_of(&book, &mut cache, Some(4), EntityId(70)), Some(2));
+        assert_eq!(hb.bot_of(&book, &mut cache, Some(4), EntityId(70)), Some(2));
+        // Handle 4 reused for another entity; one not a bot yet.
+        assert_eq!(hb.bot_of(&book, &mut cache, Some(4), EntityId(71)), Some(1));
+        assert_eq!(hb.bot_of(&book, &mut cache, Some(5), EntityId(72)), None);
+        book.register(0, EntityId(72));
+        assert_eq!(hb.bot_of(&book, &mut cache, Some(5), EntityId(72)), Some(0));
+        assert_eq!(hb.bot_of(&book, &mut cache, None, EntityId(70)), Some(2));
+        assert_eq!(
+            hb.bot_of(&book, &mut cache, Some(u32::MAX), EntityId(71)),
+            Some(1)
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::cpu::{self, CpuTimes};
 use crate::driver::{self, Clock, Plan};
 use crate::embedded::Embedded;
 use crate::latency::MoveBook;
-use crate::measure::{Interval, Percentiles};
+use crate::measure::{IntervalPool, Percentiles};
 use crate::report::{self, Collector, Rates, ServerSecond, ShardTicks, Summary};
 use crate::scenario::{self, CellMap, Scenario, ScenarioParams};
 use crate::server::Server;
@@ -298,8 +298,9 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
     });
     let book = Arc::new(MoveBook::new(cli.bots as usize));
     let (tx, rx) = mpsc::channel();
-    let joins = driver::spawn(plan.clone(), clock, book, tx)?;
-    let looped = main_loop(cli, &plan, clock, &server, &rx);
+    let pool = Arc::new(IntervalPool::default());
+    let joins = driver::spawn(plan.clone(), clock, book, pool.clone(), tx)?;
+    let looped = main_loop(cli, &plan, clock, &server, &rx, &pool);
     for j in joins {
         j.join()
             .map_err(|_| anyhow::anyhow!("a bot thread panicked"))??;
@@ -412,6 +413,7 @@ fn main_loop(
     clock: Clock,
     server: &Server,
     rx: &mpsc::Receiver<driver::Report>,
+    pool: &IntervalPool,
 ) -> anyhow::Result<Looped> {
     let mut out = Looped {
         server_migrations: SteadyDelta::starting_at(server.status().migrations),
@@ -443,10 +445,11 @@ fn main_loop(
         let t = Time(0) + Duration::from_millis(k * 1000 + 300);
         std::thread::sleep(clock.until(t));
         let t_s = k as f64;
-        let mut second = Interval::default();
+        let mut second = pool.take();
         while let Ok(r) = rx.try_recv() {
             second.add(&r.interval);
             lasts += usize::from(r.last);
+            pool.put(r.interval);
         }
         let steady = t_s - 1.0 >= ramp_s && t_s <= stop_s + 1e-9;
         let status = server.status();
@@ -477,6 +480,7 @@ fn main_loop(
         } else if !cli.quiet {
             println!("{}", report::live_line(sample, plan.bots));
         }
+        pool.put(second);
         if lasts >= plan.threads {
             break;
         }

@@ -26,6 +26,7 @@
 
 use super::codec::{dequantise, quantise, yaw_of, BatchReader, DecodeError, MOVEMENT_BYTES};
 use super::event::{step_from, ClientEvent, Handle, Movement};
+use super::shown::ShownMap;
 use crate::core::entity::{Audience, Entity, SyncKind, TypeRegistry};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
@@ -140,7 +141,7 @@ pub struct Shown {
 pub struct ClientView {
     params: ClientViewParams,
     registry: Arc<TypeRegistry>,
-    shown: BTreeMap<Handle, Shown>,
+    shown: ShownMap,
     by_entity: BTreeMap<EntityId, Handle>,
     left: BTreeSet<Handle>,
     own: Option<Shown>,
@@ -161,7 +162,7 @@ impl ClientView {
         ClientView {
             params,
             registry,
-            shown: BTreeMap::new(),
+            shown: ShownMap::default(),
             by_entity: BTreeMap::new(),
             left: BTreeSet::new(),
             own: None,
@@ -191,13 +192,13 @@ impl ClientView {
     }
 
     /// The entities shown, by handle.
-    pub fn shown(&self) -> &BTreeMap<Handle, Shown> {
+    pub fn shown(&self) -> &ShownMap {
         &self.shown
     }
 
     /// The shown entity `entity`, if any.
     pub fn find(&self, entity: EntityId) -> Option<&Shown> {
-        self.by_entity.get(&entity).map(|h| &self.shown[h])
+        self.by_entity.get(&entity).and_then(|h| self.shown.get(h))
     }
 
     /// True while the server says this client's budget cannot carry its

@@ -76,6 +76,7 @@ pub mod codec;
 pub mod event;
 pub mod host;
 pub mod observer;
+pub mod shown;
 mod slots;
 
 pub use budget::{Band, BudgetParams};
@@ -85,6 +86,7 @@ pub use codec::{decode_event, encode_event, BatchReader, DecodeError, POSITION_R
 pub use event::{step_from, ClientEvent, Handle, Movement};
 pub use host::{CopyHeadRef, CopyRef, LocalCopy, ObserverHost};
 pub use observer::{Observer, ObserverParams, ObserverStats};
+pub use shown::ShownMap;
 
 #[cfg(test)]
 mod tests;
