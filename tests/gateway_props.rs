@@ -16,8 +16,8 @@ use tessera::core::entity::{TypeRegistry, AVATAR};
 use tessera::core::geom::{Rect, Vec3};
 use tessera::core::ids::EntityId;
 use tessera::core::time::Time;
+use tessera::game::relay::DOWN_FRAMES;
 use tessera::server::gateway::{GatewayParams, Session, Step};
-use tessera::server::relay::DOWN_FRAMES;
 use tessera::wire::client::{split_frame, ClientMsg, ServerMsg, PROTOCOL_VERSION as V};
 
 #[derive(Clone, Debug)]

@@ -15,8 +15,38 @@ use super::outbox::Outbox;
 use super::port::ClientPort;
 use super::viewer::ViewSink;
 use crate::core::ids::ShardId;
+use crate::core::load::CostClock;
 use crate::core::time::Time;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The clock the runtime gives an application to stamp its own work with
+/// (load measurement, `core::load`): nanoseconds since it was made. The
+/// application never reads a clock itself; its driver injects this one.
+#[derive(Debug)]
+pub struct MonotonicClock {
+    start: Instant,
+}
+
+impl MonotonicClock {
+    /// Starts now.
+    pub fn new() -> Self {
+        MonotonicClock {
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Default for MonotonicClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CostClock for MonotonicClock {
+    fn stamp(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+}
 
 /// Where an application instance runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

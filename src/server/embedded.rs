@@ -8,7 +8,7 @@
 //! [`EmbeddedServer::stop`]).
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::SocketAddr; // tidy: allow(std::net): the address the runtime bound, a value
 
 use crate::config::Config;
 use crate::runtime::{
@@ -145,6 +145,7 @@ impl EmbeddedServer {
             let shard0 = ctx.shard.index == 0;
             let mut host = CellHost::with_door(&factory_config, ctx, door.clone())
                 .expect("checked before start");
+            host.set_cost_clock(Box::new(crate::runtime::MonotonicClock::new()));
             if shard0 {
                 host.set_snapshot_sink(sink.clone());
             }

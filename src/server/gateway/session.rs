@@ -57,7 +57,7 @@ use crate::core::fault::Fault;
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
-use crate::server::relay::{decode_down, Down, GameInput};
+use crate::game::relay::{decode_down, Down, GameInput};
 use crate::wire::client::{
     split_frame, view_batch_header, CallOutcome, ClientMsg, DecodeError, ErrorCode, Frame,
     RefuseReason, ServerMsg, Welcome, HEADER_BYTES, TEXT_BYTES_MAX,

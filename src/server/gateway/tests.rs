@@ -12,7 +12,7 @@ use crate::core::fault::Fault;
 use crate::core::geom::{Rect, Vec3};
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
-use crate::server::relay::{hit_done, hit_started, space_down, tagged, GameInput, DOWN_FRAMES};
+use crate::game::relay::{hit_done, hit_started, space_down, tagged, GameInput, DOWN_FRAMES};
 use crate::wire::client::{CallOutcome, ClientMsg, ErrorCode, ServerMsg, PROTOCOL_VERSION};
 
 const E: EntityId = EntityId(99);
@@ -527,7 +527,7 @@ fn a_reattached_session_welcomes_with_the_next_seq_and_drops_old_batches() {
     );
     assert!(p
         .server
-        .handle_down(5, &[crate::server::relay::DOWN_RESYNCED]));
+        .handle_down(5, &[crate::game::relay::DOWN_RESYNCED]));
     assert!(!p.server.awaiting_resync());
     assert!(p.server.handle_down(6, old_batch));
     assert_eq!(

@@ -3,8 +3,8 @@
 //! downstream, and effects deferred past a migration.
 //!
 //! Owns these three small formats (all little-endian); knows the client
-//! protocol only to pre-encode its frames. Must not touch cells, sessions
-//! or sockets.
+//! protocol only to pre-encode its frames (and to find the InputAck in
+//! them, [`frames_ack`]). Must not touch cells, sessions or sockets.
 //!
 //! # Upstream: an input (`Input::data`, stamped by the proxy)
 //! `u8 kind, u64 client_seq`, then per kind:
@@ -17,6 +17,9 @@
 //! - 5 Resync (made by the gateway when a login takes the avatar over,
 //!   client seq 0; 9 bytes): restart the real's observer (a full view
 //!   follows) and answer [`DOWN_RESYNCED`] before its first batch
+//! - 6 Teleport (made by the simulator's bots; no client message asks for
+//!   it today): `f64 x, f64 z` (25 bytes): jump there, possibly to
+//!   another cell ([`Cell::teleport`](crate::core::cell::Cell::teleport))
 //!
 //! The client's own seq travels inside, so acks and call results name it
 //! whatever the proxy's numbering.
@@ -42,11 +45,13 @@
 //! An input applied in the tick its real was offloaded is re-sent to the
 //! real as a game call ([`DEFER_INPUT`] + the input), and client data the
 //! real could not send any more as [`DEFER_DOWN`] + the downstream bytes.
+//! A game call whose first byte is neither is not the game's (the
+//! simulator's script calls start with 0).
 
 use std::sync::Arc;
 
 use crate::core::geom::Vec3;
-use crate::wire::client::{CallOutcome, ServerMsg};
+use crate::wire::client::{split_frame, CallOutcome, ServerMsg};
 
 /// Downstream: whole server frames.
 pub const DOWN_FRAMES: u8 = 0xF0;
@@ -68,6 +73,7 @@ const KIND_HIT: u8 = 2;
 const KIND_SET_PROP: u8 = 3;
 const KIND_SPACE: u8 = 4;
 const KIND_RESYNC: u8 = 5;
+const KIND_TELEPORT: u8 = 6;
 
 /// A client input as the real applies it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -118,6 +124,13 @@ pub enum GameInput<'a> {
         /// 0 (not a client input).
         seq: u64,
     },
+    /// Jump to `pos` (ground x, z), possibly into another cell.
+    Teleport {
+        /// Client seq.
+        seq: u64,
+        /// Where.
+        pos: Vec3,
+    },
 }
 
 impl GameInput<'_> {
@@ -128,7 +141,8 @@ impl GameInput<'_> {
             | GameInput::Hit { seq, .. }
             | GameInput::SetProp { seq, .. }
             | GameInput::Space { seq, .. }
-            | GameInput::Resync { seq } => seq,
+            | GameInput::Resync { seq }
+            | GameInput::Teleport { seq, .. } => seq,
         }
     }
 
@@ -177,6 +191,12 @@ impl GameInput<'_> {
             GameInput::Resync { seq } => {
                 out.push(KIND_RESYNC);
                 out.extend_from_slice(&seq.to_le_bytes());
+            }
+            GameInput::Teleport { seq, pos } => {
+                out.push(KIND_TELEPORT);
+                out.extend_from_slice(&seq.to_le_bytes());
+                out.extend_from_slice(&pos.x.to_le_bytes());
+                out.extend_from_slice(&pos.z.to_le_bytes());
             }
         }
     }
@@ -232,6 +252,10 @@ pub fn decode_input(b: &[u8]) -> Option<GameInput<'_>> {
             pos: Vec3::ground(f64_at(b, 21)?, f64_at(b, 29)?),
         }),
         KIND_RESYNC if b.len() == 9 => Some(GameInput::Resync { seq }),
+        KIND_TELEPORT if b.len() == 25 => Some(GameInput::Teleport {
+            seq,
+            pos: Vec3::ground(f64_at(b, 9)?, f64_at(b, 17)?),
+        }),
         _ => None,
     }
 }
@@ -286,6 +310,19 @@ pub fn decode_down(b: &[u8]) -> Option<Down<'_>> {
         }),
         _ => None,
     }
+}
+
+/// The InputAck among whole server frames (a [`Down::Frames`] body), if
+/// there is one; `None` too if the frames do not split.
+pub fn frames_ack(mut frames: &[u8]) -> Option<u64> {
+    let mut ack = None;
+    while let Ok(Some((f, n))) = split_frame(frames, u32::MAX) {
+        if let Ok(ServerMsg::InputAck { last_seq }) = ServerMsg::decode(&f) {
+            ack = Some(last_seq);
+        }
+        frames = &frames[n..];
+    }
+    ack
 }
 
 /// Appends a CallResult frame to `out`.
@@ -365,6 +402,10 @@ mod tests {
                 pos: Vec3::ground(5.0, -6.0),
             },
             GameInput::Resync { seq: 0 },
+            GameInput::Teleport {
+                seq: 6,
+                pos: Vec3::ground(-7.5, 8.25),
+            },
         ];
         for i in inputs {
             let b = i.to_arc();
@@ -402,6 +443,11 @@ mod tests {
             decode_down(&tagged(DOWN_FRAMES, b"ab")),
             Some(Down::Frames(b"ab"))
         );
+        let mut frames = Vec::new();
+        push_call_result(&mut frames, 3, CallOutcome::Applied);
+        assert_eq!(frames_ack(&frames), None);
+        ServerMsg::InputAck { last_seq: 9 }.encode(&mut frames);
+        assert_eq!(frames_ack(&frames), Some(9));
         let (p, f) = (Vec3::ground(1.0, 2.0), Vec3::ground(3.0, 4.0));
         assert_eq!(
             decode_down(&space_down(100, 2, p, f)),
