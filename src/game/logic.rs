@@ -27,9 +27,10 @@
 //!   (`PropDef::client_settable`) and the value decodes, -> `Applied`;
 //!   else `Refused(prop-not-settable | bad-value)`.
 //!
-//! Each real's client frames of one tick (call results, then one InputAck
-//! with the highest client seq processed) leave as **one** downstream
-//! message, once per tick at most.
+//! Each real's replies of one tick (call results, and the highest client
+//! seq processed) leave as **one** typed downstream message
+//! (`relay::Reply`), once per tick at most; the gateway encodes the
+//! client's frames.
 //!
 //! A driver that checks the game (the simulator) turns on
 //! [`Game::set_reporting`] and drains [`Game::poll_effect`]: every
@@ -58,11 +59,11 @@ use crate::core::entity::{value, Audience, EntityTypeId, TypeRegistry, Value, AV
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
-use crate::wire::client::{CallOutcome, RefuseReason, ServerMsg};
+use crate::wire::client::{CallOutcome, RefuseReason};
 
 use super::relay::{
-    decode_input, hit_done, hit_started, push_call_result, space_down, tagged, GameInput,
-    DEFER_DOWN, DEFER_INPUT, DOWN_FRAMES, DOWN_RESYNCED,
+    decode_input, hit_done, hit_started, reply_is_empty, reply_push_result, reply_set_ack,
+    reply_start, space_down, tagged, GameInput, DEFER_DOWN, DEFER_INPUT, DOWN_RESYNCED,
 };
 
 /// What the game logic counts (exported as host metrics).
@@ -117,7 +118,7 @@ pub struct Game {
     last_seq_prop: usize,
     counters: GameCounters,
     events: Vec<CellEvent>,
-    /// This tick's client frames per entity (tag byte first) and the
+    /// This tick's reply per entity (`relay::reply_start`) and the
     /// highest client seq processed.
     frames: Vec<(EntityId, Vec<u8>, u64)>,
     /// Emptied frame buffers, reused (no allocation per tick once warm).
@@ -167,7 +168,7 @@ impl Game {
 
     /// Drains `cell`'s events (call right after each half of its tick)
     /// and applies the client logic ([`Game::handle`] each), then sends
-    /// each real its tick's client frames ([`Game::flush`]). `layout` is
+    /// each real its tick's reply ([`Game::flush`]). `layout` is
     /// the driver's view of the space (what `publish` takes).
     pub fn run<L: Layout + ?Sized>(&mut self, now: Time, cell: &mut Cell, layout: &L) {
         let mut events = std::mem::take(&mut self.events);
@@ -378,7 +379,7 @@ impl Game {
             let i = usize::from(r.code()).min(self.counters.refused.len() - 1);
             self.counters.refused[i] += 1;
         }
-        push_call_result(&mut self.frames_of(entity).1, seq, outcome);
+        reply_push_result(&mut self.frames_of(entity).1, seq, outcome);
     }
 
     fn frames_of(&mut self, entity: EntityId) -> &mut (EntityId, Vec<u8>, u64) {
@@ -386,7 +387,7 @@ impl Game {
             Some(i) => i,
             None => {
                 let mut buf = self.pool.pop().unwrap_or_default();
-                buf.push(DOWN_FRAMES);
+                reply_start(&mut buf);
                 self.frames.push((entity, buf, 0));
                 self.frames.len() - 1
             }
@@ -394,16 +395,14 @@ impl Game {
         &mut self.frames[i]
     }
 
-    /// Sends each entity's frames of this tick (results, then one ack)
+    /// Sends each entity's reply of this tick (results, and the ack)
     /// from `cell`, the cell whose events were handled since the last
     /// flush.
     pub fn flush(&mut self, now: Time, cell: &mut Cell) {
         let mut frames = std::mem::take(&mut self.frames);
         for (entity, mut buf, acked) in frames.drain(..) {
-            if acked > 0 {
-                ServerMsg::InputAck { last_seq: acked }.encode(&mut buf);
-            }
-            if buf.len() > 1 {
+            reply_set_ack(&mut buf, acked);
+            if !reply_is_empty(&buf) {
                 self.down(now, cell, entity, Arc::from(&buf[..]));
             }
             buf.clear();

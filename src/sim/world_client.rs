@@ -11,7 +11,7 @@
 //!
 //! Owns only per-client checking state.
 
-use crate::game::relay::{decode_down, frames_ack, Down};
+use crate::game::relay::{decode_down, Down};
 
 /// Receives, in delivery order, what a proxy writes to its client.
 pub trait ClientHook {
@@ -30,11 +30,11 @@ pub trait ClientHook {
     }
 }
 
-/// The client seq a downstream payload acknowledges: the InputAck among
-/// the game's frames; `None` for anything else (view batches, notices).
+/// The client seq a downstream payload acknowledges: the ack of the
+/// game's reply; `None` for anything else (view batches, notices).
 pub fn ack_of(data: &[u8]) -> Option<u64> {
     match decode_down(data)? {
-        Down::Frames(frames) => frames_ack(frames),
+        Down::Reply(reply) => reply.ack(),
         _ => None,
     }
 }
@@ -75,15 +75,7 @@ impl ClientHook for DownstreamOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::game::relay::DOWN_FRAMES;
-    use crate::wire::client::ServerMsg;
-
-    /// What the game sends a client for input `seq`: one InputAck frame.
-    fn ack(seq: u64) -> Vec<u8> {
-        let mut b = vec![DOWN_FRAMES];
-        ServerMsg::InputAck { last_seq: seq }.encode(&mut b);
-        b
-    }
+    use crate::game::relay::{reply_ack as ack, reply_start, DOWN_REPLY};
 
     #[test]
     fn order_is_checked() {
@@ -96,7 +88,10 @@ mod tests {
         assert!(h.on_downstream(0, 5, &ack(16)).is_err());
         assert_eq!(h.received(), 5);
         assert_eq!(ack_of(&ack(7)), Some(7));
-        assert_eq!(ack_of(&[DOWN_FRAMES, 1]), None);
+        assert_eq!(ack_of(&[DOWN_REPLY, 1]), None);
+        let mut nothing = Vec::new();
+        reply_start(&mut nothing);
+        assert_eq!(ack_of(&nothing), None, "a reply without an ack");
         assert_eq!(ack_of(b"view batch"), None);
     }
 }

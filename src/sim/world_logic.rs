@@ -29,7 +29,7 @@ use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::space::ChangeOp;
 use crate::core::time::Time;
-use crate::game::relay::{decode_down, frames_ack, Down};
+use crate::game::relay::{decode_down, Down};
 use crate::game::{GameEffect, GameInput};
 use crate::sim::bots::Behaviour;
 use crate::sim::net::Endpoint;
@@ -204,7 +204,7 @@ impl World {
                 let tick = self.tick;
                 match decode_down(&data) {
                     Some(Down::ViewBatch(_)) => self.feed_view(entity, &data),
-                    Some(Down::Frames(f)) if frames_ack(f).is_some() => {
+                    Some(Down::Reply(r)) if r.ack().is_some() => {
                         self.acks[entity.0 as usize].1 += 1
                     }
                     _ => {} // results, hit outcomes: not checked here
@@ -271,8 +271,8 @@ impl World {
                     self.checker.on_real_cell(entity, under);
                 }
                 GameEffect::Sent { entity, data } => {
-                    if let Some(Down::Frames(f)) = decode_down(&data) {
-                        if frames_ack(f).is_some() {
+                    if let Some(Down::Reply(r)) = decode_down(&data) {
+                        if r.ack().is_some() {
                             self.acks[entity.0 as usize].0 += 1;
                         }
                     }
