@@ -1,8 +1,8 @@
 //! Scenarios: what the bots do and what else the world does to the cells.
 //!
 //! [`ScenarioPlan::new`] turns a [`Scenario`] into starting poses and
-//! behaviours for every bot, the rates of the entity logic (property changes,
-//! downstream data, cross-entity calls) and, for `MergeDrain`, when which
+//! behaviours for every bot, the rates of the clients' property changes and
+//! of the world's cross-entity calls and hits, and, for `MergeDrain`, when which
 //! cell merges away and when its slot splits out again.
 //!
 //! | scenario      | bots                                  | stresses                        |

@@ -105,7 +105,8 @@ pub struct WorldStats {
     pub calls_issued: u64,
     /// Shard stalls drawn.
     pub stalls: u64,
-    /// Effects deferred because the real left in the same tick.
+    /// Inputs and client data the game deferred to the next real (its
+    /// `GameCounters::deferred`).
     pub deferred_effects: u64,
     /// Teleports requested.
     pub teleports: u64,
@@ -190,7 +191,7 @@ pub struct World {
     pub(super) layout_faults: Vec<(CellId, crate::sim::world_faults::LayoutFault)>,
 }
 
-/// The `hp` every avatar starts with (the entity logic counts up from it;
+/// The `hp` every avatar starts with (script calls count up from it;
 /// combat damage of 1 per hit never kills in a run).
 pub const HP_BASE: i64 = 1_000_000;
 
@@ -464,7 +465,7 @@ impl World {
         ShardId::local((e.0 % u64::from(self.options.shards)) as u16)
     }
 
-    /// The `hp` the entity logic gives `e` now (its change counter).
+    /// The `hp` script calls give `e` now (its change counter).
     /// Offset by [`HP_BASE`] so the avatar is alive for combat.
     pub(super) fn hp_value(&self, e: EntityId) -> Value {
         Value::Int(HP_BASE + self.props[e.0 as usize] as i64)
@@ -485,9 +486,9 @@ impl World {
         }
         self.deliver(now);
         // As the server's host does: every running cell runs its inputs,
-        // the entity logic applies them (the reals are all still here),
+        // the server's game applies them (the reals are all still here),
         // then every cell publishes (syncs, views, migrations) and the
-        // logic sees what that half reported.
+        // game sees what that half reported.
         let running: Vec<usize> = (0..self.cells.len())
             .filter(|&c| self.cell_runs(now, CellId(c as u32)))
             .collect();
