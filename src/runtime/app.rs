@@ -86,6 +86,13 @@ pub trait ShardApp: Send + 'static {
     /// returns (see [`ClientPort`]).
     fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox, port: &mut ClientPort);
 
+    /// Takes the clock to stamp its own work with (load measurement);
+    /// the runtime calls it once, on the shard's thread, right after the
+    /// factory built the application (it gives a [`MonotonicClock`]).
+    fn set_cost_clock(&mut self, clock: Box<dyn CostClock + Send>) {
+        let _ = clock;
+    }
+
     /// Shutdown, before [`ShardApp::on_stop`]: the last chance to queue bytes
     /// for clients (a goodbye). The port may hold events and input that
     /// arrived since the last tick; no new connection is accepted any more. After it returns the runtime closes every

@@ -145,7 +145,6 @@ impl EmbeddedServer {
             let shard0 = ctx.shard.index == 0;
             let mut host = CellHost::with_door(&factory_config, ctx, door.clone())
                 .expect("checked before start");
-            host.set_cost_clock(Box::new(crate::runtime::MonotonicClock::new()));
             if shard0 {
                 host.set_snapshot_sink(sink.clone());
             }

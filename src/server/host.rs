@@ -34,7 +34,7 @@
 //!
 //! Owns: cells, proxies, client sessions and NPC state of one shard. Must
 //! not touch sockets, clocks or executors (the runtime and its port do;
-//! the clock that stamps work is injected, [`CellHost::set_cost_clock`]).
+//! the clock that stamps work is injected, `ShardApp::set_cost_clock`).
 
 use crate::config::Config;
 use crate::core::cell::{Cell, Dest, Msg, Outgoing, Source};
@@ -295,13 +295,6 @@ impl CellHost {
         self.balance.set_snapshot_sink(sink);
     }
 
-    /// Stamps this shard's work (the balancer's load measurement) with
-    /// `clock` (the runtime's `MonotonicClock` in the server; without one
-    /// no work is measured: the host reads no clock itself).
-    pub fn set_cost_clock(&mut self, clock: Box<dyn crate::core::load::CostClock + Send>) {
-        self.balance.set_cost_clock(clock);
-    }
-
     /// The tree's leaves with their rects, shards and last known loads.
     pub fn tree_snapshot(&self) -> TreeSnapshot {
         self.balance.snapshot(&self.tree)
@@ -523,6 +516,13 @@ impl CellHost {
 }
 
 impl ShardApp for CellHost {
+    /// Stamps this shard's work (the balancer's load measurement) with
+    /// `clock` (the runtime gives its `MonotonicClock`; without one no work
+    /// is measured: the host reads no clock itself).
+    fn set_cost_clock(&mut self, clock: Box<dyn crate::core::load::CostClock + Send>) {
+        self.balance.set_cost_clock(clock);
+    }
+
     fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox, port: &mut ClientPort) {
         self.tick += 1;
         let tick_start = self.balance.stamp();
