@@ -10,8 +10,12 @@
 //! ```text
 //!   binaries      tessera (server, sim), loadgen, tuning tools
 //!      |
+//!   server        the cell host every shard runs (a sans-IO `ShardApp`)
+//!      |
 //!   runtime       the only code that touches executors, queues, clocks, sockets
 //!      |
+//!   game          sans-IO: client inputs applied at the reals, the relay
+//!      |          formats (the server and the simulator both drive it)
 //!   wire          rkyv shard message envelope; client protocol (later)
 //!      |
 //!   config        serde + toml; embedded defaults; validation naming the key
@@ -27,6 +31,7 @@
 pub mod client;
 pub mod config;
 pub mod core;
+pub mod game;
 pub mod runtime;
 pub mod server;
 pub mod sim;

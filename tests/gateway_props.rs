@@ -16,8 +16,8 @@ use tessera::core::entity::{TypeRegistry, AVATAR};
 use tessera::core::geom::{Rect, Vec3};
 use tessera::core::ids::EntityId;
 use tessera::core::time::Time;
+use tessera::game::relay::reply_ack;
 use tessera::server::gateway::{GatewayParams, Session, Step};
-use tessera::server::relay::DOWN_FRAMES;
 use tessera::wire::client::{split_frame, ClientMsg, ServerMsg, PROTOCOL_VERSION as V};
 
 #[derive(Clone, Debug)]
@@ -183,9 +183,7 @@ fn run(ops: &[Op], strikes_max: u32) -> Result<(), TestCaseError> {
                 };
                 if let Some(&last) = m.forwarded[..upto].last() {
                     m.real_acked = m.real_acked.max(last);
-                    let mut f = vec![DOWN_FRAMES];
-                    ServerMsg::InputAck { last_seq: last }.encode(&mut f);
-                    s.handle_down(1, &f);
+                    s.handle_down(1, &reply_ack(last));
                 }
                 continue;
             }

@@ -893,7 +893,7 @@ fn checker_catches_a_call_never_issued_and_a_call_run_twice() {
     assert!(w.stats().calls_issued > 0);
     let e = EntityId(0);
     let home = w.real_cell(e).expect("landed");
-    // A call id the world never issued.
+    // A call id the world never issued (a script call, as the world's).
     let call = |id| {
         CellMsg::ToReal(ToReal {
             entity: e,
@@ -901,7 +901,7 @@ fn checker_catches_a_call_never_issued_and_a_call_run_twice() {
             body: ToRealBody::Call(Call {
                 kind: CallKind::Game,
                 id,
-                data: Arc::from(&[][..]),
+                data: Arc::from(&[tessera::sim::world_logic::SCRIPT_CALL][..]),
             }),
         })
     };
@@ -928,7 +928,7 @@ fn checker_catches_a_call_never_issued_and_a_call_run_twice() {
         body: ToRealBody::Call(Call {
             kind: CallKind::Game,
             id,
-            data: Arc::from(&[][..]),
+            data: Arc::from(&[tessera::sim::world_logic::SCRIPT_CALL][..]),
         }),
     });
     w.inject(Source::Local, home, again);

@@ -1,9 +1,13 @@
 //! Tidy: the layering and hygiene rules of tessera, checked on the source text.
 //!
-//! - The sans-IO core (`src/core`) and the simulator (`src/sim`) must not import
-//!   executors, queues, sockets, threads or the OS clock, nor iterate
-//!   default-hashed maps (determinism).
-//! - The core must not reach up into config, wire, runtime or sim.
+//! - The sans-IO layers ([`SANS_IO_DIRS`]: the core, the game logic, the
+//!   server's application and the simulator) must not import executors,
+//!   queues, sockets, threads or the OS clock, nor iterate default-hashed
+//!   maps (determinism). The server's two drivers (`embedded.rs`, which
+//!   starts the runtime, and the test harness) say why on each line they
+//!   opt out.
+//! - The core must not reach up into config, wire, runtime or sim; the
+//!   game logic not into the server, the runtime or the simulator.
 //! - Library code prints nothing (`println!`, `eprintln!`, `dbg!`): binaries and
 //!   tracing do.
 //! - No function is longer than [`FN_LINES_MAX`] lines.
@@ -33,6 +37,12 @@ const SANS_IO_BANNED: &[&str] = &[
     "std::fs",
     "std::io::stdin",
 ];
+
+/// The sans-IO layers: no executor, queue, socket, thread or clock.
+const SANS_IO_DIRS: &[&str] = &["src/core", "src/game", "src/server", "src/sim"];
+
+/// Modules the game logic must not depend on (its drivers are above it).
+const GAME_BANNED_UP: &[&str] = &["crate::server", "crate::runtime", "crate::sim"];
 
 /// Modules the core must not depend on (layering: core is the bottom layer).
 const CORE_BANNED_UP: &[&str] = &[
@@ -104,10 +114,13 @@ fn under(dir: &str) -> Vec<PathBuf> {
     files
 }
 
+fn sans_io_files() -> Vec<PathBuf> {
+    SANS_IO_DIRS.iter().flat_map(|d| under(d)).collect()
+}
+
 #[test]
-fn core_and_sim_are_sans_io_and_deterministic() {
-    let mut files = under("src/core");
-    files.extend(under("src/sim"));
+fn sans_io_layers_are_sans_io_and_deterministic() {
+    let files = sans_io_files();
     assert!(files.len() > 3, "tidy found no core sources: wrong root?");
     let found = banned_words(&files, SANS_IO_BANNED, "banned in sans-IO code");
     assert!(
@@ -129,6 +142,39 @@ fn core_does_not_reach_up() {
         "layering violations:\n{}",
         found.join("\n")
     );
+}
+
+#[test]
+fn game_does_not_reach_up() {
+    let files = under("src/game");
+    assert!(!files.is_empty(), "tidy found no game sources");
+    let found = banned_words(&files, GAME_BANNED_UP, "game imports its driver");
+    assert!(
+        found.is_empty(),
+        "layering violations:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_server_is_held_to_the_sans_io_rule() {
+    // The rule reads the server's files...
+    let files = sans_io_files();
+    let balance = root().join("src/server/balance.rs");
+    assert!(files.contains(&balance), "src/server is not checked");
+    // ... and fires on the wall clock the server's balancer used to read.
+    let dir = std::env::temp_dir().join(format!("tessera-tidy-server-{}", std::process::id()));
+    fs::create_dir_all(&dir).expect("temp dir");
+    let old = dir.join("balance.rs");
+    let source = "pub struct MonotonicClock {\n    start: std::time::Instant,\n}\n\
+                  use crate::server::relay; // in src/game: reaching up\n";
+    fs::write(&old, source).expect("write temp file");
+    let found = banned_words(std::slice::from_ref(&old), SANS_IO_BANNED, "x");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("Instant"));
+    let up = banned_words(std::slice::from_ref(&old), GAME_BANNED_UP, "x");
+    assert_eq!(up.len(), 1, "{up:?}");
+    fs::remove_dir_all(&dir).expect("clean temp dir");
 }
 
 #[test]

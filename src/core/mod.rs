@@ -11,7 +11,6 @@ pub mod entity;
 pub mod fault;
 pub mod geom;
 pub mod ids;
-pub mod input;
 pub mod load;
 pub mod proxy;
 pub mod space;

@@ -15,8 +15,38 @@ use super::outbox::Outbox;
 use super::port::ClientPort;
 use super::viewer::ViewSink;
 use crate::core::ids::ShardId;
+use crate::core::load::CostClock;
 use crate::core::time::Time;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The clock the runtime gives an application to stamp its own work with
+/// (load measurement, `core::load`): nanoseconds since it was made. The
+/// application never reads a clock itself; its driver injects this one.
+#[derive(Debug)]
+pub struct MonotonicClock {
+    start: Instant,
+}
+
+impl MonotonicClock {
+    /// Starts now.
+    pub fn new() -> Self {
+        MonotonicClock {
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Default for MonotonicClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CostClock for MonotonicClock {
+    fn stamp(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+}
 
 /// Where an application instance runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +85,13 @@ pub trait ShardApp: Send + 'static {
     /// since the last tick, and send queues the runtime writes out after this
     /// returns (see [`ClientPort`]).
     fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox, port: &mut ClientPort);
+
+    /// Takes the clock to stamp its own work with (load measurement);
+    /// the runtime calls it once, on the shard's thread, right after the
+    /// factory built the application (it gives a [`MonotonicClock`]).
+    fn set_cost_clock(&mut self, clock: Box<dyn CostClock + Send>) {
+        let _ = clock;
+    }
 
     /// Shutdown, before [`ShardApp::on_stop`]: the last chance to queue bytes
     /// for clients (a goodbye). The port may hold events and input that

@@ -70,7 +70,9 @@ impl Launch {
                     bound.ok().map(|(l, _)| l)
                 });
                 drop(bind_tx);
-                let app = factory(p.ctx);
+                let mut app = factory(p.ctx);
+                // The one clock the application stamps its work with.
+                app.set_cost_clock(Box::new(super::app::MonotonicClock::new()));
                 shard::run(p, app, links, stats, shared, listener).await
             });
         (spawned, bind_rx)

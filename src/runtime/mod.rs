@@ -58,7 +58,7 @@ pub mod port;
 pub mod shard;
 pub mod viewer;
 
-pub use app::{ShardApp, ShardContext};
+pub use app::{MonotonicClock, ShardApp, ShardContext};
 pub use inbox::Inbox;
 pub use metrics::{AppMetric, Count, Hist, Level, MetricSink, ShardStats};
 pub use outbox::{Batch, Outbox, SendError};

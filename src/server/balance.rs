@@ -1,8 +1,10 @@
 //! The server side of balancing: load measurement on every shard, the space
 //! service on shard 0, and versioned tree changes applied on every shard.
 //!
-//! - **Measure** (every shard): the host stamps its own work with a
-//!   monotonic clock ([`MonotonicClock`], the one clock this module reads):
+//! - **Measure** (every shard): the host stamps its own work with the
+//!   clock its driver injects ([`HostBalance::set_cost_clock`]: the
+//!   runtime's `MonotonicClock` in the server; none, so no work measured,
+//!   until one is given; this module reads no clock itself):
 //!   each entity's logic through the nested-depth [`LoadRecorder`], each
 //!   cell's tick, and the whole `on_tick` (the shard's busy time).
 //! - **Report** (every `balance.gather_period_ms`): a [`BalanceMsg::Report`]
@@ -27,7 +29,7 @@ use crate::core::cell::{Cell, Counters as CellCounters};
 use crate::core::entity::TypeRegistry;
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId, ShardId, SpaceId};
-use crate::core::load::{CostClock, LoadRecorder};
+use crate::core::load::{CostClock, LoadRecorder, WorkClock};
 use crate::core::space::{
     CellReport, ChangeOp, EntitySample, LoadReport, ServiceCounters, SpaceChange, SpaceService,
     SpaceTree,
@@ -52,33 +54,6 @@ const PARKED_MAX: usize = 65_536;
 
 /// How long a retired cell is kept at most (then dropped even if not empty).
 const RETIRED_KEEP: Duration = Duration::from_secs(10);
-
-/// The host's clock for load stamps: nanoseconds since the host started.
-#[derive(Debug)]
-pub struct MonotonicClock {
-    start: std::time::Instant,
-}
-
-impl MonotonicClock {
-    /// Starts now.
-    pub fn new() -> Self {
-        MonotonicClock {
-            start: std::time::Instant::now(),
-        }
-    }
-}
-
-impl Default for MonotonicClock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl CostClock for MonotonicClock {
-    fn stamp(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64
-    }
-}
 
 /// One entity sample on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -260,7 +235,7 @@ impl HostBalance {
             period,
             next_report: Time::ZERO + period,
             period_start: Time::ZERO,
-            clock: Box::new(MonotonicClock::new()),
+            clock: Box::new(WorkClock::new()),
             recorder: LoadRecorder::new(p.service.balance.entity_samples_max),
             cell_ns: BTreeMap::new(),
             busy_ns: 0,
@@ -309,6 +284,12 @@ impl HostBalance {
             }
             log.entries.push_back((now, snap));
         }
+    }
+
+    /// Stamps work with `clock` from now on (the driver's: the server's
+    /// runtime gives a monotonic one).
+    pub fn set_cost_clock(&mut self, clock: Box<dyn CostClock + Send>) {
+        self.clock = clock;
     }
 
     /// The current load stamp.

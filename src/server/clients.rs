@@ -55,8 +55,8 @@ use super::gateway::{
     TicketKey, RULES,
 };
 use super::host::{entity_id, proxy_params, CellHost, Spawn, WireSource};
-use super::relay::GameInput;
 use super::spawn::{new_avatar, SpawnRule};
+use crate::game::relay::GameInput;
 
 /// What the client side of a shard counts (exported as metrics).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

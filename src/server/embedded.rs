@@ -8,7 +8,7 @@
 //! [`EmbeddedServer::stop`]).
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::SocketAddr; // tidy: allow(std::net): the address the runtime bound, a value
 
 use crate::config::Config;
 use crate::runtime::{

@@ -33,7 +33,8 @@
 //! a client's proxy is on the shard that accepted its connection.
 //!
 //! Owns: cells, proxies, client sessions and NPC state of one shard. Must
-//! not touch sockets, clocks or executors (the runtime and its port do).
+//! not touch sockets, clocks or executors (the runtime and its port do;
+//! the clock that stamps work is injected, `ShardApp::set_cost_clock`).
 
 use crate::config::Config;
 use crate::core::cell::{Cell, Dest, Msg, Outgoing, Source};
@@ -52,12 +53,12 @@ use super::balance::{HostBalance, SnapshotSink, TreeSnapshot};
 use super::cell_factory::CellFactory;
 use super::clients::{Auth, Clients};
 use super::door::Door;
-use super::game::Game;
 use super::gateway::GatewayParams;
 use super::npcs::Npc;
 use super::spaces::{is_instance_cell, HostSpaces, SpaceCounters};
 use super::spawn::SpawnRule;
 use super::viewer::HostViewer;
+use crate::game::Game;
 
 /// The envelope kind of a [`HostBatch`].
 pub const KIND_HOST_BATCH: u16 = 1;
@@ -404,12 +405,18 @@ impl CellHost {
             let cell = self.cells.get_mut(&id).expect("listed");
             let started = self.balance.stamp();
             cell.run_inputs(now);
-            self.game.run(now, cell);
             match self.spaces.layout(id) {
-                Some(solo) => cell.publish(now, solo),
-                None => cell.publish(now, &self.tree),
+                Some(solo) => {
+                    self.game.run(now, cell, solo);
+                    cell.publish(now, solo);
+                    self.game.run(now, cell, solo);
+                }
+                None => {
+                    self.game.run(now, cell, &self.tree);
+                    cell.publish(now, &self.tree);
+                    self.game.run(now, cell, &self.tree);
+                }
             }
-            self.game.run(now, cell);
             self.balance.cell_done(id, started);
             outs.extend(std::iter::from_fn(|| cell.poll_output()));
             self.note_outputs(now, id, &outs);
@@ -509,6 +516,13 @@ impl CellHost {
 }
 
 impl ShardApp for CellHost {
+    /// Stamps this shard's work (the balancer's load measurement) with
+    /// `clock` (the runtime gives its `MonotonicClock`; without one no work
+    /// is measured: the host reads no clock itself).
+    fn set_cost_clock(&mut self, clock: Box<dyn crate::core::load::CostClock + Send>) {
+        self.balance.set_cost_clock(clock);
+    }
+
     fn on_tick(&mut self, now: Time, inbox: Inbox<'_>, out: &mut Outbox, port: &mut ClientPort) {
         self.tick += 1;
         let tick_start = self.balance.stamp();

@@ -1,6 +1,6 @@
 //! The server: the cell host every shard runs ([`host`]), its client side
-//! ([`clients`], [`gateway`] sessions, [`game`] logic at the reals, the
-//! [`relay`] formats between them, [`spawn`]), mono-space instances
+//! ([`clients`], [`gateway`] sessions, [`spawn`]; the game logic at the
+//! reals and the relay formats are [`crate::game`]'s), mono-space instances
 //! ([`spaces`]), and the whole server
 //! started in-process ([`embedded`]).
 //!
@@ -13,13 +13,11 @@ pub mod cell_factory;
 pub mod clients;
 pub mod door;
 pub mod embedded;
-pub mod game;
 pub mod gateway;
 #[cfg(test)]
 mod harness;
 pub mod host;
 mod npcs;
-pub mod relay;
 pub mod spaces;
 mod spaces_directory;
 mod spaces_host;

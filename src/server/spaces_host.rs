@@ -25,9 +25,9 @@ use std::sync::Arc;
 use crate::core::geom::Vec3;
 use crate::core::ids::{EntityId, ShardId, SpaceId};
 use crate::core::time::Time;
+use crate::game::relay::GameInput;
 use crate::runtime::{MetricSink, Outbox};
 use crate::server::balance::WORLD_SPACE;
-use crate::server::relay::GameInput;
 use crate::wire::client::ErrorCode;
 use crate::wire::{Body, Envelope};
 

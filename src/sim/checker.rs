@@ -27,6 +27,7 @@ use crate::core::cell::{CellEvent, DropReason, Residency};
 use crate::core::combat::CombatEvent;
 use crate::core::ids::{CellId, EntityId};
 use crate::sim::report::{Violation, ViolationKind};
+use crate::sim::world_logic::SCRIPT_CALL;
 
 /// What the checker remembers of one call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -200,7 +201,14 @@ impl Checker {
     pub fn on_event(&mut self, tick: u64, cell: CellId, ev: &CellEvent) {
         match *ev {
             CellEvent::InputApplied { entity, seq, .. } => self.input(tick, cell, entity, seq),
-            CellEvent::CallRun { entity, id, .. } => self.call_run(tick, entity, id),
+            // The world's script calls; the game's own calls (effects
+            // deferred past a migration) are checked through the game.
+            CellEvent::CallRun {
+                entity,
+                id,
+                ref data,
+            } if data.first() == Some(&SCRIPT_CALL) => self.call_run(tick, entity, id),
+            CellEvent::CallRun { .. } => {}
             CellEvent::BecameReal { entity, from } => {
                 self.ghost_versions.remove(&(cell, entity));
                 if from.is_some() {
@@ -560,7 +568,7 @@ mod tests {
         let run = |e| CellEvent::CallRun {
             entity: EntityId(e),
             id,
-            data: Arc::from(&[][..]),
+            data: Arc::from(&[SCRIPT_CALL][..]),
         };
         c.on_event(0, CellId(0), &run(1));
         assert!(kinds(&c).is_empty());

@@ -95,8 +95,8 @@ impl World {
             self.checker
                 .report(tick, ViolationKind::DownstreamBroken, Some(e), d);
         }
-        if self.pending[i].is_some() {
-            let d = format!("an input effect still waits for the real (at {rc})");
+        if self.pending[i] > 0 {
+            let d = format!("a script call's change still waits for the real (at {rc})");
             self.checker
                 .report(tick, ViolationKind::InputLost, Some(e), d);
         }

@@ -15,7 +15,7 @@
 //!
 //! The world on top of it:
 //! - [`world`]: shards, cells, proxies and clients over the network, one
-//!   step per tick ([`world_logic`]: delivery, routing, entity logic;
+//!   step per tick ([`world_logic`]: delivery, routing, the server's game;
 //!   [`world_layout`]: the grid that merges and splits; [`world_balance`]:
 //!   the balanced space tree of the `crowd` and `swing` scenarios; [`world_route`]:
 //!   per-tick batches and back-pressure; [`world_client`]: the client hook

@@ -1,8 +1,8 @@
 //! Scenarios: what the bots do and what else the world does to the cells.
 //!
 //! [`ScenarioPlan::new`] turns a [`Scenario`] into starting poses and
-//! behaviours for every bot, the rates of the entity logic (property changes,
-//! downstream data, cross-entity calls) and, for `MergeDrain`, when which
+//! behaviours for every bot, the rates of the clients' property changes and
+//! of the world's cross-entity calls and hits, and, for `MergeDrain`, when which
 //! cell merges away and when its slot splits out again.
 //!
 //! | scenario      | bots                                  | stresses                        |
@@ -62,10 +62,9 @@ pub struct ScenarioPlan {
     pub scenario: Scenario,
     /// One bot per entity, entity `i` driven by `bots[i]`.
     pub bots: Vec<Bot>,
-    /// A property change every this many applied inputs (per entity).
+    /// Every this many inputs (per client), a client sets its `status`
+    /// instead of moving (the game acknowledges every tick's inputs).
     pub change_every_inputs: u64,
-    /// A downstream message to the client every this many applied inputs.
-    pub downstream_every_inputs: u64,
     /// Chance per entity per tick that its real calls another entity.
     pub call_probability: f64,
     /// Chance per entity per tick that its real tries a combat hit on an
@@ -91,7 +90,6 @@ impl ScenarioPlan {
             scenario: options.scenario,
             bots: Vec::with_capacity(n),
             change_every_inputs: 5,
-            downstream_every_inputs: 8,
             call_probability: 0.01,
             hit_probability: 0.0,
             merge: None,

@@ -13,10 +13,12 @@
 //!   one real. Each tick of phase one, every client steps its bot and sends
 //!   the new position as an input to its proxy (client -> proxy -> the real's
 //!   cell, forwarded as the real migrates).
-//! - **Entity logic** runs at the real on every applied input: it moves (or
-//!   teleports) the real, changes a property every few inputs (so sync
-//!   traffic flows), and sends a small downstream message to the client every
-//!   few inputs; a call run at a real changes a property too.
+//! - **Game logic**: each input is the server's own relay format
+//!   (`crate::game::relay::GameInput`: a Move, a Teleport when the bot
+//!   jumps, and a SetProp of `status` every few inputs, so sync traffic
+//!   flows), applied at the real by the server's own [`Game`], with its
+//!   deferral past a migration, its call results and its one InputAck per
+//!   tick downstream; a script call run at a real changes `hp`.
 //! - **Client views**: every avatar has an observer; each client feeds the
 //!   view batches its proxy delivers into a `ClientView` and every broken
 //!   rule is a violation (`world_view.rs`). In `CombatStorm`, reals also
@@ -26,8 +28,9 @@
 //!
 //! 1. scenario actions (merge, split, crowd moves); 2. clients send inputs (phase one);
 //! 3. the network delivers everything due; 4. every cell on a running shard
-//!    ticks; 5. cell events feed the checker and the entity logic, until no
-//!    cell has any left; 6. calls are issued (phase one); 7. every output is
+//!    runs its inputs, the cell events feed the checker and the game, then
+//!    the cells publish and 5. their events feed the checker and the game,
+//!    until no cell has any left; 6. calls are issued (phase one); 7. every output is
 //!    batched per ordered pair of endpoints and sent; 8. new stalls are drawn
 //!    (phase one); 9. drained merging cells retire (grid), or a balancing
 //!    round runs when due (tree); 10. residency is checked.
@@ -42,7 +45,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::core::cell::{Cell, CellEvent, CellMsg, CellParams, CellParamsError, Layout, Source};
+use crate::core::cell::{Cell, CellMsg, CellParams, CellParamsError, Layout, Source};
 use crate::core::entity::schema::{TypeRegistry, AVATAR};
 use crate::core::entity::{Entity, Value};
 use crate::core::geom::Vec3;
@@ -51,6 +54,7 @@ use crate::core::proxy::{Proxy, ProxyError};
 use crate::core::space::{initial_tree, SpaceParams};
 use crate::core::time::Time;
 use crate::core::view::ClientView;
+use crate::game::Game;
 use crate::sim::bots::Bot;
 use crate::sim::checker::Checker;
 use crate::sim::net::{Endpoint, Net};
@@ -88,18 +92,8 @@ pub enum WorldError {
 pub(super) struct Client {
     pub(super) bot: Bot,
     pub(super) hook: Box<dyn ClientHook>,
-}
-
-/// A pending effect of applied inputs and calls, for a real that migrated
-/// in the tick that applied them (see `world_logic.rs`).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(super) struct Effect {
-    /// The new position, and whether it is a jump.
-    pub(super) pos: Option<(Vec3, bool)>,
-    /// Whether a property changes.
-    pub(super) change: bool,
-    /// Input sequence numbers to acknowledge downstream.
-    pub(super) acks: Vec<u64>,
+    /// The client seq of its last input (as a client library numbers them).
+    pub(super) seq: u64,
 }
 
 /// Counts the world keeps beyond the cells' own counters.
@@ -111,7 +105,8 @@ pub struct WorldStats {
     pub calls_issued: u64,
     /// Shard stalls drawn.
     pub stalls: u64,
-    /// Effects deferred because the real left in the same tick.
+    /// Inputs and client data the game deferred to the next real (its
+    /// `GameCounters::deferred`).
     pub deferred_effects: u64,
     /// Teleports requested.
     pub teleports: u64,
@@ -144,8 +139,14 @@ pub struct World {
     pub(super) retired_holding: BTreeMap<CellId, Time>,
     /// The entity types every cell knows (the built-ins).
     pub(super) types: Arc<TypeRegistry>,
-    /// Index of the avatar's `hp`, the property the entity logic changes.
+    /// Index of the avatar's `hp`, the property script calls change.
     pub(super) hp_index: usize,
+    /// Index of the avatar's `status`, the property clients set.
+    pub(super) status_index: u16,
+    /// The game logic at the reals: the server's own (`crate::game`).
+    pub(super) game: Game,
+    /// The game's lost effects and bad inputs already reported.
+    pub(super) game_faults_seen: u64,
     pub(super) cells: Vec<Cell>,
     pub(super) proxies: Vec<Proxy>,
     pub(super) clients: Vec<Client>,
@@ -168,8 +169,9 @@ pub struct World {
     pub(super) real_cell: Vec<Option<CellId>>,
     /// Per entity: the position last given to its real.
     pub(super) real_pos: Vec<Vec3>,
-    /// Per entity: effects waiting for the real to land.
-    pub(super) pending: Vec<Option<Effect>>,
+    /// Per entity: script-call changes waiting for the real to land (a
+    /// call run in a drain after a teleport input moved the real away).
+    pub(super) pending: Vec<u32>,
     /// Per entity: input acks sent downstream by its real, and received by
     /// its client.
     pub(super) acks: Vec<(u64, u64)>,
@@ -182,7 +184,6 @@ pub struct World {
     /// Per entity: its property counter (the ghost-visible state).
     pub(super) props: Vec<u64>,
     pub(super) stats: WorldStats,
-    pub(super) scratch_events: Vec<(CellId, CellEvent)>,
     scratch_counts: Vec<u32>,
     pub(super) split_done: bool,
     /// Test faults: cells ticking with a corrupt replica of the layout
@@ -190,7 +191,7 @@ pub struct World {
     pub(super) layout_faults: Vec<(CellId, crate::sim::world_faults::LayoutFault)>,
 }
 
-/// The `hp` every avatar starts with (the entity logic counts up from it;
+/// The `hp` every avatar starts with (script calls count up from it;
 /// combat damage of 1 per hit never kills in a run).
 pub const HP_BASE: i64 = 1_000_000;
 
@@ -240,6 +241,10 @@ impl World {
         let types = Arc::new(TypeRegistry::with_builtins());
         let avatar = types.get(AVATAR).expect("built-in avatar");
         let hp_index = avatar.prop_index("hp").expect("avatars have hp");
+        let status = avatar.prop_index("status").expect("avatars have status");
+        let status_index = u16::try_from(status).expect("a small schema");
+        let mut game = Game::new(&types);
+        game.set_reporting(true);
         let cells = (0..layout.cell_count())
             .map(|c| {
                 let views = params.views.clone();
@@ -258,6 +263,9 @@ impl World {
             balance,
             types,
             hp_index,
+            status_index,
+            game,
+            game_faults_seen: 0,
             cells,
             proxies: Vec::with_capacity(n),
             clients: Vec::with_capacity(n),
@@ -272,13 +280,12 @@ impl World {
             onloads_to_cell: Vec::new(),
             real_cell: vec![None; n],
             real_pos: Vec::with_capacity(n),
-            pending: vec![None; n],
+            pending: vec![0; n],
             acks: vec![(0, 0); n],
             lose_down: vec![0; n],
             lose_up: vec![0; n],
             props: vec![0; n],
             stats: WorldStats::default(),
-            scratch_events: Vec::new(),
             scratch_counts: Vec::new(),
             split_done: false,
             layout_faults: Vec::new(),
@@ -317,6 +324,7 @@ impl World {
             self.clients.push(Client {
                 bot,
                 hook: Box::new(DownstreamOrder::default()),
+                seq: 0,
             });
             self.real_cell[i] = Some(c);
             self.real_pos.push(pos);
@@ -457,7 +465,7 @@ impl World {
         ShardId::local((e.0 % u64::from(self.options.shards)) as u16)
     }
 
-    /// The `hp` the entity logic gives `e` now (its change counter).
+    /// The `hp` script calls give `e` now (its change counter).
     /// Offset by [`HP_BASE`] so the avatar is alive for combat.
     pub(super) fn hp_value(&self, e: EntityId) -> Value {
         Value::Int(HP_BASE + self.props[e.0 as usize] as i64)
@@ -478,9 +486,9 @@ impl World {
         }
         self.deliver(now);
         // As the server's host does: every running cell runs its inputs,
-        // the entity logic applies them (the reals are all still here),
+        // the server's game applies them (the reals are all still here),
         // then every cell publishes (syncs, views, migrations) and the
-        // logic sees what that half reported.
+        // game sees what that half reported.
         let running: Vec<usize> = (0..self.cells.len())
             .filter(|&c| self.cell_runs(now, CellId(c as u32)))
             .collect();

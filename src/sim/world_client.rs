@@ -7,9 +7,11 @@
 //! healing). The default,
 //! [`DownstreamOrder`], checks what the proxy promises today: downstream
 //! data arrives exactly once, in the real's sequence order, across
-//! migrations (the entity logic acknowledges inputs in increasing order).
+//! migrations (the game acknowledges inputs in increasing order).
 //!
 //! Owns only per-client checking state.
+
+use crate::game::relay::{decode_down, Down};
 
 /// Receives, in delivery order, what a proxy writes to its client.
 pub trait ClientHook {
@@ -28,22 +30,11 @@ pub trait ClientHook {
     }
 }
 
-/// First byte of the entity logic's input acknowledgements. Anything else
-/// on the downstream channel (view batches, later) is not an ack.
-pub const ACK_TAG: u8 = 0xAC;
-
-/// Encodes the entity logic's acknowledgement of input `seq`: the tag, then
-/// `seq` little-endian.
-pub fn encode_ack(seq: u64) -> [u8; 9] {
-    let mut b = [ACK_TAG; 9];
-    b[1..].copy_from_slice(&seq.to_le_bytes());
-    b
-}
-
-/// The input sequence an ack acknowledges; `None` if `data` is no ack.
-pub fn decode_ack(data: &[u8]) -> Option<u64> {
-    match data {
-        [ACK_TAG, rest @ ..] => rest.try_into().ok().map(u64::from_le_bytes),
+/// The client seq a downstream payload acknowledges: the ack of the
+/// game's reply; `None` for anything else (view batches, notices).
+pub fn ack_of(data: &[u8]) -> Option<u64> {
+    match decode_down(data)? {
+        Down::Reply(reply) => reply.ack(),
         _ => None,
     }
 }
@@ -70,7 +61,7 @@ impl ClientHook for DownstreamOrder {
             return Err(format!("downstream #{seq} after #{}", self.last_seq));
         }
         self.last_seq = seq;
-        let Some(ack) = decode_ack(data) else {
+        let Some(ack) = ack_of(data) else {
             return Ok(());
         };
         if ack <= self.last_ack {
@@ -84,18 +75,23 @@ impl ClientHook for DownstreamOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::game::relay::{reply_ack as ack, reply_start, DOWN_REPLY};
 
     #[test]
     fn order_is_checked() {
         let mut h = DownstreamOrder::default();
-        assert!(h.on_downstream(0, 1, &encode_ack(8)).is_ok());
-        assert!(h.on_downstream(0, 2, &encode_ack(16)).is_ok());
-        assert!(h.on_downstream(0, 4, &encode_ack(24)).is_err());
-        assert!(h.on_downstream(0, 3, &encode_ack(16)).is_err());
+        assert!(h.on_downstream(0, 1, &ack(8)).is_ok());
+        assert!(h.on_downstream(0, 2, &ack(16)).is_ok());
+        assert!(h.on_downstream(0, 4, &ack(24)).is_err());
+        assert!(h.on_downstream(0, 3, &ack(16)).is_err());
         assert!(h.on_downstream(0, 4, b"view batch").is_ok());
-        assert!(h.on_downstream(0, 5, &encode_ack(16)).is_err());
+        assert!(h.on_downstream(0, 5, &ack(16)).is_err());
         assert_eq!(h.received(), 5);
-        assert_eq!(decode_ack(&encode_ack(7)), Some(7));
-        assert_eq!(decode_ack(&[ACK_TAG, 1]), None);
+        assert_eq!(ack_of(&ack(7)), Some(7));
+        assert_eq!(ack_of(&[DOWN_REPLY, 1]), None);
+        let mut nothing = Vec::new();
+        reply_start(&mut nothing);
+        assert_eq!(ack_of(&nothing), None, "a reply without an ack");
+        assert_eq!(ack_of(b"view batch"), None);
     }
 }

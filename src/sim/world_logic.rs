@@ -1,15 +1,20 @@
 //! The world's moving parts: clients sending inputs, delivery, routing of
-//! outputs, the entity logic run at reals, calls, and layout changes.
+//! outputs, the game logic run at reals, calls, and layout changes.
 //!
-//! # Entity logic and the "effect after offload" gap
+//! # The game logic is the server's
 //!
-//! A cell reports an applied input as [`CellEvent::InputApplied`] from
-//! inside `tick`, but the same `tick` may then offload the real (the
-//! migration check runs after the inputs). The effect (move, property
-//! change, downstream ack) can then no longer be applied where the input
-//! was: the world keeps it as a pending [`Effect`] and applies it when the
-//! real lands ([`CellEvent::BecameReal`]). Positions are absolute, so a
-//! later input's position wins; acks keep their order.
+//! Clients send the server's relay inputs ([`GameInput`]); every cell event
+//! goes to the checker, then to the server's own [`Game`] (the same calls in
+//! the same order as `server::host`: after `run_inputs`, after `publish`,
+//! each cell's events then its flush). What the game did comes back as
+//! [`GameEffect`]s: positions applied (the checker learns where the real
+//! should be) and downstream sent (acks counted, to be matched at the
+//! client). An effect the game lost or an input it could not read is a
+//! violation (`InputLost`).
+//!
+//! Script calls (issued by the world, not clients) change `hp` at the real;
+//! one run after a teleport input moved the real away in the same drain
+//! waits for it to land ([`CellEvent::BecameReal`]).
 //!
 //! Owns nothing beyond the `impl World` steps.
 
@@ -19,21 +24,21 @@ use crate::core::cell::{
     Call, CallKind, CellEvent, CellMsg, Dest, Layout, Msg, Residency, Source, ToReal, ToRealBody,
 };
 use crate::core::combat::CombatEvent;
+use crate::core::entity::{value, Audience, Value};
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::space::ChangeOp;
 use crate::core::time::Time;
+use crate::game::relay::{decode_down, Down};
+use crate::game::{GameEffect, GameInput};
 use crate::sim::bots::Behaviour;
 use crate::sim::net::Endpoint;
 use crate::sim::report::ViolationKind;
-use crate::sim::world::{Effect, World};
+use crate::sim::world::World;
 use crate::sim::world_balance::WorldLayout;
-use crate::sim::world_client::{decode_ack, encode_ack};
 use crate::sim::world_event::SimEvent;
 use crate::sim::world_replicas::Parked;
 use crate::sim::world_route::Packet;
-
-pub use crate::core::input::{decode_move, encode_move};
 
 impl World {
     /// Every client steps its bot and sends its position to its proxy.
@@ -46,16 +51,49 @@ impl World {
             let step = self.clients[i]
                 .bot
                 .step(&mut self.bot_rng, &world, t_s, dt_s);
-            let data = encode_move(step.pose.pos, step.teleported);
-            let to = Endpoint::Shard(self.proxy_shard(e));
-            self.router.push(
-                Endpoint::Client(i as u32),
-                to,
-                Packet::Input { entity: e, data },
-            );
-            self.stats.inputs_sent += 1;
+            let (pos, yaw) = (step.pose.pos, step.pose.yaw as f32);
+            let seq = self.clients[i].seq + 1;
+            // One input per tick: a jump, else every few inputs a property
+            // change (the next move catches the position up), else a move.
+            if step.teleported {
+                self.send_input(e, &GameInput::Teleport { seq, pos });
+            } else if seq % self.plan.change_every_inputs == 0 {
+                self.set_status(e, seq);
+            } else {
+                self.send_input(e, &GameInput::Move { seq, pos, yaw });
+            }
             self.stats.teleports += u64::from(step.teleported);
         }
+    }
+
+    /// Client `e` sets its own `status` (a client-settable property) with
+    /// client seq `seq`.
+    fn set_status(&mut self, e: EntityId, seq: u64) {
+        let avatar = self
+            .types
+            .get(crate::core::entity::AVATAR)
+            .expect("built-in");
+        let prop = self.status_index;
+        let def = avatar.prop(usize::from(prop)).expect("status");
+        let mut value = Vec::new();
+        let v = Value::Str(format!("s{seq}"));
+        value::encode(&mut value, avatar, def.ty, &v, Audience::OwnClient);
+        let input = GameInput::SetProp {
+            seq,
+            prop,
+            value: &value,
+        };
+        self.send_input(e, &input);
+    }
+
+    fn send_input(&mut self, e: EntityId, input: &GameInput<'_>) {
+        let i = e.0 as usize;
+        self.clients[i].seq = input.seq();
+        let to = Endpoint::Shard(self.proxy_shard(e));
+        let data = input.to_arc();
+        let p = Packet::Input { entity: e, data };
+        self.router.push(Endpoint::Client(i as u32), to, p);
+        self.stats.inputs_sent += 1;
     }
 
     /// Delivers everything due by `now`.
@@ -164,10 +202,12 @@ impl World {
                     return;
                 }
                 let tick = self.tick;
-                if decode_ack(&data).is_some() {
-                    self.acks[entity.0 as usize].1 += 1;
-                } else {
-                    self.feed_view(entity, &data);
+                match decode_down(&data) {
+                    Some(Down::ViewBatch(_)) => self.feed_view(entity, &data),
+                    Some(Down::Reply(r)) if r.ack().is_some() => {
+                        self.acks[entity.0 as usize].1 += 1
+                    }
+                    _ => {} // results, hit outcomes: not checked here
                 }
                 if let Err(d) = self.clients[entity.0 as usize]
                     .hook
@@ -180,61 +220,83 @@ impl World {
         }
     }
 
-    /// Drains every cell's events (again and again: the logic's effects may
-    /// raise more) into the checker and the entity logic.
+    /// Drains every cell's events (again and again: the game's effects may
+    /// raise more) into the checker and the game, as the server's host
+    /// does: each cell's events, then the game's flush for that cell.
     pub(super) fn drain_events(&mut self, now: Time) {
-        let mut events = std::mem::take(&mut self.scratch_events);
         loop {
-            events.clear();
-            for cell in &mut self.cells {
-                let id = cell.id();
-                while let Some(ev) = cell.poll_event() {
-                    events.push((id, ev));
+            let mut any = false;
+            for c in 0..self.cells.len() {
+                let id = CellId(c as u32);
+                let shard = self.cell_shard(id);
+                while let Some(ev) = self.cells[c].poll_event() {
+                    any = true;
+                    self.on_cell_event(id, &ev);
+                    let layout = self.replicas.layout(&self.layout, shard);
+                    self.game.handle(now, &mut self.cells[c], layout, &ev);
+                    self.take_game_effects();
+                    self.record(SimEvent::Cell {
+                        cell: id,
+                        event: ev,
+                    });
                 }
+                self.game.flush(now, &mut self.cells[c]);
+                self.take_game_effects();
             }
-            if events.is_empty() {
+            if !any {
                 break;
             }
-            for (cell, ev) in events.drain(..) {
-                self.on_cell_event(now, cell, ev);
-            }
         }
-        self.scratch_events = events;
+        let c = self.game.counters();
+        self.stats.deferred_effects = c.deferred;
+        let faults = c.lost + c.bad_inputs;
+        if faults > self.game_faults_seen {
+            let d = format!(
+                "the game lost {} effects and read {} bad inputs",
+                c.lost, c.bad_inputs
+            );
+            self.game_faults_seen = faults;
+            self.checker
+                .report(self.tick, ViolationKind::InputLost, None, d);
+        }
     }
 
-    fn on_cell_event(&mut self, now: Time, cell: CellId, ev: CellEvent) {
-        self.checker.on_event(self.tick, cell, &ev);
-        match &ev {
-            CellEvent::InputApplied { entity, seq, data } => {
+    /// What the game did: where reals were put, and acks sent.
+    fn take_game_effects(&mut self) {
+        while let Some(effect) = self.game.poll_effect() {
+            match effect {
+                GameEffect::Moved { entity, pos } => {
+                    self.real_pos[entity.0 as usize] = pos;
+                    let under = self.layout.cell_at(pos);
+                    self.checker.on_real_cell(entity, under);
+                }
+                GameEffect::Sent { entity, data } => {
+                    if let Some(Down::Reply(r)) = decode_down(&data) {
+                        if r.ack().is_some() {
+                            self.acks[entity.0 as usize].0 += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_cell_event(&mut self, cell: CellId, ev: &CellEvent) {
+        self.checker.on_event(self.tick, cell, ev);
+        match ev {
+            CellEvent::InputApplied { entity, .. } => {
                 if let Some(b) = &mut self.balance {
                     b.charge_entity(*entity, false);
                 }
-                let seq = *seq;
-                let mut eff = Effect {
-                    pos: decode_move(data),
-                    change: seq % self.plan.change_every_inputs == 0,
-                    acks: Vec::new(),
-                };
-                if seq % self.plan.downstream_every_inputs == 0 {
-                    eff.acks.push(seq);
-                }
-                self.apply_effect(now, cell, *entity, eff);
             }
-            CellEvent::CallRun { entity, .. } => {
+            CellEvent::CallRun { entity, data, .. } if data.first() == Some(&SCRIPT_CALL) => {
                 if let Some(b) = &mut self.balance {
                     b.charge_entity(*entity, true);
                 }
-                let eff = Effect {
-                    change: true,
-                    ..Effect::default()
-                };
-                self.apply_effect(now, cell, *entity, eff);
+                self.pending[entity.0 as usize] += 1;
+                self.script_changes(cell, *entity);
             }
-            CellEvent::BecameReal { entity, .. } => {
-                if let Some(eff) = self.pending[entity.0 as usize].take() {
-                    self.apply_effect(now, cell, *entity, eff);
-                }
-            }
+            CellEvent::BecameReal { entity, .. } => self.script_changes(cell, *entity),
             CellEvent::Combat { event, .. } => match event {
                 CombatEvent::HitLanded { .. } => self.stats.hits_landed += 1,
                 CombatEvent::HitExpired { .. } => self.stats.hits_expired += 1,
@@ -247,58 +309,26 @@ impl World {
             }
             _ => {}
         }
-        self.record(SimEvent::Cell { cell, event: ev });
     }
 
-    /// Applies `eff` to `e`'s real at `cell`, or keeps it pending if the
-    /// real is no longer there.
-    fn apply_effect(&mut self, now: Time, cell: CellId, e: EntityId, eff: Effect) {
+    /// Applies `e`'s waiting script-call changes if its real is at `cell`.
+    fn script_changes(&mut self, cell: CellId, e: EntityId) {
         let i = e.0 as usize;
         let is_real = matches!(
             self.cells[i_cell(cell)].residency(e),
             Some(Residency::Real { .. })
         );
-        if !is_real {
-            let p = self.pending[i].get_or_insert_with(Effect::default);
-            if let Some((pos, jump)) = eff.pos {
-                let was_jump = p.pos.is_some_and(|(_, j)| j);
-                p.pos = Some((pos, jump || was_jump));
-            }
-            p.change |= eff.change;
-            p.acks.extend(eff.acks);
-            self.stats.deferred_effects += 1;
-            self.record(SimEvent::Deferred { entity: e, cell });
+        if !is_real || self.pending[i] == 0 {
             return;
         }
-        if eff.change {
-            self.props[i] += 1;
-            let hp = self.hp_value(e);
-            self.cells[i_cell(cell)]
-                .real_mut(e)
-                .expect("real here")
-                .props_mut()
-                .set(self.hp_index, hp)
-                .expect("hp is an int");
-        }
-        for ack in eff.acks {
-            self.cells[i_cell(cell)]
-                .send_to_client(e, Arc::from(&encode_ack(ack)[..]))
-                .expect("real with a proxy");
-            self.acks[i].0 += 1;
-        }
-        if let Some((pos, jump)) = eff.pos {
-            self.real_pos[i] = pos;
-            let shard = self.cell_shard(cell);
-            let c = &mut self.cells[i_cell(cell)];
-            // A refused jump (into a merging cell) walks there instead.
-            let layout = self.replicas.layout(&self.layout, shard);
-            let jumped = jump && c.teleport(now, e, pos, layout).is_ok();
-            if !jumped {
-                c.move_real(e, pos).expect("real here");
-            }
-            let under = self.layout.cell_at(pos);
-            self.checker.on_real_cell(e, under);
-        }
+        self.props[i] += u64::from(std::mem::take(&mut self.pending[i]));
+        let hp = self.hp_value(e);
+        self.cells[i_cell(cell)]
+            .real_mut(e)
+            .expect("real here")
+            .props_mut()
+            .set(self.hp_index, hp)
+            .expect("hp is an int");
     }
 
     /// Each real (on a running shard) calls a random entity it knows of
@@ -324,10 +354,12 @@ impl World {
             }
             let id = self.checker.on_call_issued(b);
             self.stats.calls_issued += 1;
+            let mut data = [SCRIPT_CALL; 9];
+            data[1..].copy_from_slice(&id.to_le_bytes());
             let body = ToRealBody::Call(Call {
                 kind: CallKind::Game,
                 id,
-                data: Arc::from(&id.to_le_bytes()[..]),
+                data: Arc::from(&data[..]),
             });
             let msg = CellMsg::ToReal(ToReal {
                 entity: b,
@@ -579,6 +611,10 @@ impl World {
         }
     }
 }
+
+/// First byte of the world's script calls (the game's own game calls
+/// start with `relay::DEFER_INPUT` or `DEFER_DOWN`).
+pub const SCRIPT_CALL: u8 = 0;
 
 fn dist2(a: Vec3, b: Vec3) -> f64 {
     (a.x - b.x).powi(2) + (a.z - b.z).powi(2)

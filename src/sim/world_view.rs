@@ -2,10 +2,10 @@
 //! [`ClientView`] fed with the view batches its proxy delivers, and after
 //! healing each view is compared to the ground truth.
 //!
-//! View batches share the downstream channel with the entity logic's input
-//! acks; acks start with [`ACK_TAG`](crate::sim::world_client::ACK_TAG),
-//! view batches with an event tag byte (bit 7 clear), so anything that is not an ack
-//! is a view batch.
+//! View batches share the downstream channel with the game's frames and
+//! notices (`crate::game::relay`, downstream): a view batch starts with an
+//! event tag byte (bit 7 clear), the game's payloads with a tag of their
+//! own, so `relay::decode_down` tells them apart.
 //!
 //! Every rule a [`ClientView`] reports becomes a checker violation
 //! ([`view_kind`]). After healing ([`World::check_views_converged`]): every

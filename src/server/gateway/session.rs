@@ -57,10 +57,10 @@ use crate::core::fault::Fault;
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
-use crate::server::relay::{decode_down, Down, GameInput};
+use crate::game::relay::{decode_down, Down, GameInput};
 use crate::wire::client::{
     split_frame, view_batch_header, CallOutcome, ClientMsg, DecodeError, ErrorCode, Frame,
-    RefuseReason, ServerMsg, Welcome, HEADER_BYTES, TEXT_BYTES_MAX,
+    RefuseReason, ServerMsg, Welcome, TEXT_BYTES_MAX,
 };
 
 /// Where a session is.
@@ -588,25 +588,20 @@ impl Session {
                     .extend_from_slice(&view_batch_header(tick, b.len()));
                 self.out.extend_from_slice(b);
             }
-            Some(Down::Frames(mut frames)) => {
-                while let Ok(Some((f, n))) = split_frame(frames, u32::MAX) {
-                    match ServerMsg::decode(&f) {
-                        Ok(ServerMsg::InputAck { last_seq }) => self.real_acked(last_seq),
-                        Ok(ServerMsg::CallResult {
-                            outcome: CallOutcome::Refused(RefuseReason::NotVisible),
-                            ..
-                        }) => {
-                            // A hit on a handle the client does not see is
-                            // answered by the real; it is a strike here.
-                            self.out.extend_from_slice(&frames[..n]);
-                            let _ = self.strike(ErrorCode::NotVisible);
+            Some(Down::Reply(reply)) => {
+                for (seq, outcome) in reply.results() {
+                    ServerMsg::CallResult { seq, outcome }.encode(&mut self.out);
+                    if outcome == CallOutcome::Refused(RefuseReason::NotVisible) {
+                        // A hit on a handle the client does not see is
+                        // answered by the real; it is a strike here.
+                        let _ = self.strike(ErrorCode::NotVisible);
+                        if self.phase != SessionPhase::Live {
+                            return true;
                         }
-                        _ => self.out.extend_from_slice(&frames[..n]),
                     }
-                    frames = &frames[n..];
-                    if self.phase != SessionPhase::Live {
-                        break;
-                    }
+                }
+                if let Some(last) = reply.ack() {
+                    self.real_acked(last);
                 }
             }
             Some(Down::HitStarted {
@@ -633,16 +628,15 @@ impl Session {
                 }
                 .encode(&mut self.out);
             }
-            Some(Down::HitDone(frame)) if frame.len() >= HEADER_BYTES + 8 => {
-                let seq_at = HEADER_BYTES..HEADER_BYTES + 8;
-                let combat = u64::from_le_bytes(frame[seq_at.clone()].try_into().expect("8"));
-                let Some(i) = self.hits.iter().position(|h| h.0 == combat) else {
+            Some(Down::HitDone {
+                combat_seq,
+                outcome,
+            }) => {
+                let Some(i) = self.hits.iter().position(|h| h.0 == combat_seq) else {
                     return false;
                 };
-                let (_, client) = self.hits.remove(i).expect("found");
-                let at = self.out.len();
-                self.out.extend_from_slice(frame);
-                self.out[at + seq_at.start..at + seq_at.end].copy_from_slice(&client.to_le_bytes());
+                let (_, seq) = self.hits.remove(i).expect("found");
+                ServerMsg::CallResult { seq, outcome }.encode(&mut self.out);
             }
             _ => return false,
         }

@@ -12,7 +12,10 @@ use crate::core::fault::Fault;
 use crate::core::geom::{Rect, Vec3};
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
-use crate::server::relay::{hit_done, hit_started, space_down, tagged, GameInput, DOWN_FRAMES};
+use crate::game::relay::{
+    hit_done, hit_started, reply_ack, reply_push_result, reply_set_ack, reply_start, space_down,
+    tagged, GameInput,
+};
 use crate::wire::client::{CallOutcome, ClientMsg, ErrorCode, ServerMsg, PROTOCOL_VERSION};
 
 const E: EntityId = EntityId(99);
@@ -103,9 +106,7 @@ impl Pair {
 
     /// The real acknowledges client seq `seq`.
     fn real_ack(&mut self, seq: u64) {
-        let mut f = vec![DOWN_FRAMES];
-        ServerMsg::InputAck { last_seq: seq }.encode(&mut f);
-        assert!(self.server.handle_down(1, &f));
+        assert!(self.server.handle_down(1, &reply_ack(seq)));
     }
 
     fn refusals(&mut self) -> Vec<(u64, ErrorCode)> {
@@ -278,6 +279,36 @@ fn hit_results_get_the_client_seq_back() {
         },
         tagged(1, b""),
     );
+}
+
+#[test]
+fn the_real_s_typed_reply_is_encoded_by_the_gateway() {
+    let mut p = Pair::new();
+    let reg = crate::core::entity::TypeRegistry::with_builtins();
+    let avatar = reg.get(crate::core::entity::AVATAR).expect("avatar");
+    let status = avatar.prop_index("status").expect("status") as u16;
+    let seq = p
+        .client
+        .send_set_prop(p.now, status, b"\x02ok")
+        .expect("set");
+    p.pump();
+    assert_eq!(p.inputs, vec![seq]);
+    let mut reply = Vec::new();
+    reply_start(&mut reply);
+    reply_push_result(&mut reply, seq, CallOutcome::Applied);
+    reply_set_ack(&mut reply, seq);
+    assert!(p.server.handle_down(1, &reply));
+    assert!(!p.server.handle_down(1, &reply[..reply.len() - 1]), "cut");
+    p.end_tick();
+    let done: Vec<(u64, CallOutcome)> = std::iter::from_fn(|| p.client.poll_event())
+        .filter_map(|e| match e {
+            SessionEvent::CallDone { seq, outcome, .. } => Some((seq, outcome)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(done, vec![(seq, CallOutcome::Applied)]);
+    assert_eq!(p.client.last_acked(), seq);
+    assert_eq!(p.client.violation_count(), 0);
 }
 
 #[test]
@@ -527,7 +558,7 @@ fn a_reattached_session_welcomes_with_the_next_seq_and_drops_old_batches() {
     );
     assert!(p
         .server
-        .handle_down(5, &[crate::server::relay::DOWN_RESYNCED]));
+        .handle_down(5, &[crate::game::relay::DOWN_RESYNCED]));
     assert!(!p.server.awaiting_resync());
     assert!(p.server.handle_down(6, old_batch));
     assert_eq!(

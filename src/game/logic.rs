@@ -1,13 +1,19 @@
 //! The game logic of client inputs, run at the avatar's real.
 //!
-//! Owns [`Game`]: the host hands it the cell between `Cell::run_inputs`
-//! and `Cell::publish` (so what it applies goes out in this tick's syncs
-//! and views, before the migration check), and once more after `publish`
-//! for what that half reported; it drains the cell's events and applies
-//! what clients asked (the relay formats are in `relay.rs`):
+//! Owns [`Game`]: its driver (the server's host, the simulator's world)
+//! hands it the cell between `Cell::run_inputs` and `Cell::publish` (so
+//! what it applies goes out in this tick's syncs and views, before the
+//! migration check), and once more after `publish` for what that half
+//! reported; it takes the cell's events ([`Game::run`] drains them, or the
+//! driver passes each to [`Game::handle`] and then calls [`Game::flush`])
+//! and applies what clients asked (the relay formats are in `relay.rs`):
 //!
 //! - **Move**: the real walks there (a move older than the last applied
 //!   input is stale: positions are absolute, the newer one wins).
+//! - **Teleport** (not made by the gateway today; the simulator's bots
+//!   jump): `Cell::teleport` under the driver's layout, a walk if the
+//!   destination refuses (a merging cell); the real may leave at once, so
+//!   what follows it in the tick is deferred (below).
 //! - **Hit**: the target is the entity the real's observer shows under the
 //!   handle; not shown -> CallResult `Refused(not-visible)` (counted);
 //!   else the combat flow of `core::combat` (`Cell::try_hit`): refused ->
@@ -21,9 +27,14 @@
 //!   (`PropDef::client_settable`) and the value decodes, -> `Applied`;
 //!   else `Refused(prop-not-settable | bad-value)`.
 //!
-//! Each real's client frames of one tick (call results, then one InputAck
-//! with the highest client seq processed) leave as **one** downstream
-//! message, once per tick at most.
+//! Each real's replies of one tick (call results, and the highest client
+//! seq processed) leave as **one** typed downstream message
+//! (`relay::Reply`), once per tick at most; the gateway encodes the
+//! client's frames.
+//!
+//! A driver that checks the game (the simulator) turns on
+//! [`Game::set_reporting`] and drains [`Game::poll_effect`]: every
+//! position applied and every downstream message sent from a real.
 //!
 //! # Effects after the real left
 //! An event can name an entity whose real is no longer here: an input
@@ -35,23 +46,24 @@
 //! applied there when it runs. Client data the real can no longer send
 //! (results, acks) travels the same way.
 //!
-//! Must not touch sockets, sessions or the routing of messages.
+//! Must not touch sockets, sessions, clocks or the routing of messages.
 
 use std::sync::Arc;
 
 use crate::core::cell::{
-    Call, CallKind, Cell, CellEvent, HitError, Residency, Source, ToReal, ToRealBody,
+    Call, CallKind, Cell, CellEvent, HitError, Layout, Residency, Source, ToReal, ToRealBody,
 };
 use crate::core::combat::CombatEvent;
 use crate::core::entity::codec::Reader;
 use crate::core::entity::{value, Audience, EntityTypeId, TypeRegistry, Value, AVATAR};
+use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use crate::core::time::Time;
-use crate::wire::client::{CallOutcome, RefuseReason, ServerMsg};
+use crate::wire::client::{CallOutcome, RefuseReason};
 
 use super::relay::{
-    decode_input, hit_done, hit_started, push_call_result, space_down, tagged, GameInput,
-    DEFER_DOWN, DEFER_INPUT, DOWN_FRAMES, DOWN_RESYNCED,
+    decode_input, hit_done, hit_started, reply_is_empty, reply_push_result, reply_set_ack,
+    reply_start, space_down, tagged, GameInput, DEFER_DOWN, DEFER_INPUT, DOWN_RESYNCED,
 };
 
 /// What the game logic counts (exported as host metrics).
@@ -75,6 +87,28 @@ pub struct GameCounters {
     pub hits: u64,
     /// Reals moved to another space.
     pub transfers: u64,
+    /// Teleports asked (a refused one walks there).
+    pub teleports: u64,
+}
+
+/// What the game did, for a driver that checks it ([`Game::set_reporting`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum GameEffect {
+    /// A Move or Teleport input put `entity`'s real at `pos` (a teleport:
+    /// the real may have left this cell for the one under `pos`).
+    Moved {
+        /// The entity.
+        entity: EntityId,
+        /// Its new position.
+        pos: Vec3,
+    },
+    /// Downstream `data` left `entity`'s real for its proxy.
+    Sent {
+        /// The entity.
+        entity: EntityId,
+        /// The payload (see `relay.rs`, downstream).
+        data: Arc<[u8]>,
+    },
 }
 
 /// The client-input logic of one shard (see the module doc).
@@ -84,11 +118,14 @@ pub struct Game {
     last_seq_prop: usize,
     counters: GameCounters,
     events: Vec<CellEvent>,
-    /// This tick's client frames per entity (tag byte first) and the
+    /// This tick's reply per entity (`relay::reply_start`) and the
     /// highest client seq processed.
     frames: Vec<(EntityId, Vec<u8>, u64)>,
     /// Emptied frame buffers, reused (no allocation per tick once warm).
     pool: Vec<Vec<u8>>,
+    /// Whether effects are kept for [`Game::poll_effect`].
+    reporting: bool,
+    effects: std::collections::VecDeque<GameEffect>,
 }
 
 impl Game {
@@ -108,7 +145,20 @@ impl Game {
             events: Vec::new(),
             frames: Vec::new(),
             pool: Vec::new(),
+            reporting: false,
+            effects: std::collections::VecDeque::new(),
         }
+    }
+
+    /// Keeps every effect for [`Game::poll_effect`] from now on (a driver
+    /// that does not drain them must leave this off: they would pile up).
+    pub fn set_reporting(&mut self, on: bool) {
+        self.reporting = on;
+    }
+
+    /// The oldest effect not taken yet (only while reporting).
+    pub fn poll_effect(&mut self) -> Option<GameEffect> {
+        self.effects.pop_front()
     }
 
     /// The counters.
@@ -116,30 +166,45 @@ impl Game {
         &self.counters
     }
 
-    /// Drains `cell`'s events (call right after its tick) and applies the
-    /// client logic; then sends each real its tick's client frames.
-    pub fn run(&mut self, now: Time, cell: &mut Cell) {
+    /// Drains `cell`'s events (call right after each half of its tick)
+    /// and applies the client logic ([`Game::handle`] each), then sends
+    /// each real its tick's reply ([`Game::flush`]). `layout` is
+    /// the driver's view of the space (what `publish` takes).
+    pub fn run<L: Layout + ?Sized>(&mut self, now: Time, cell: &mut Cell, layout: &L) {
         let mut events = std::mem::take(&mut self.events);
         events.extend(std::iter::from_fn(|| cell.poll_event()));
         for ev in events.drain(..) {
-            match ev {
-                CellEvent::InputApplied { entity, data, .. } => {
-                    self.input(now, cell, entity, &data)
-                }
-                CellEvent::CallRun { entity, data, .. } => match data.first() {
-                    Some(&DEFER_INPUT) => self.input(now, cell, entity, &data[1..]),
-                    Some(&DEFER_DOWN) => {
-                        let down: Arc<[u8]> = Arc::from(&data[1..]);
-                        self.down(now, cell, entity, down);
-                    }
-                    _ => {}
-                },
-                CellEvent::Combat { entity, event } => self.combat(now, cell, entity, event),
-                _ => {}
-            }
+            self.handle(now, cell, layout, &ev);
         }
         self.events = events;
         self.flush(now, cell);
+    }
+
+    /// Applies what one event of `cell` asks of the game (client inputs,
+    /// deferred effects, hit outcomes); any other event is not the game's.
+    /// Call [`Game::flush`] with the same cell once its events are done.
+    pub fn handle<L: Layout + ?Sized>(
+        &mut self,
+        now: Time,
+        cell: &mut Cell,
+        layout: &L,
+        ev: &CellEvent,
+    ) {
+        match ev {
+            CellEvent::InputApplied { entity, data, .. } => {
+                self.input(now, cell, layout, *entity, data)
+            }
+            CellEvent::CallRun { entity, data, .. } => match data.first() {
+                Some(&DEFER_INPUT) => self.input(now, cell, layout, *entity, &data[1..]),
+                Some(&DEFER_DOWN) => {
+                    let down: Arc<[u8]> = Arc::from(&data[1..]);
+                    self.down(now, cell, *entity, down);
+                }
+                _ => {}
+            },
+            CellEvent::Combat { entity, event } => self.combat(now, cell, *entity, *event),
+            _ => {}
+        }
     }
 
     fn combat(&mut self, now: Time, cell: &mut Cell, entity: EntityId, event: CombatEvent) {
@@ -154,7 +219,14 @@ impl Game {
     }
 
     /// Applies one input at `entity`'s real here, or defers it.
-    fn input(&mut self, now: Time, cell: &mut Cell, entity: EntityId, data: &[u8]) {
+    fn input<L: Layout + ?Sized>(
+        &mut self,
+        now: Time,
+        cell: &mut Cell,
+        layout: &L,
+        entity: EntityId,
+        data: &[u8],
+    ) {
         if !is_real(cell, entity) {
             self.defer(now, cell, entity, tagged(DEFER_INPUT, data));
             return;
@@ -163,21 +235,19 @@ impl Game {
             self.counters.bad_inputs += 1;
             return;
         };
-        let idx = self.last_seq_prop;
-        let real = cell.real_mut(entity).expect("real");
-        if real.core().type_id != self.avatar {
+        let Some(last) = self.last_seq(cell, entity) else {
             self.counters.bad_inputs += 1;
             return;
-        }
-        let last = match real.props().get(idx) {
-            Some(Value::UInt(v)) => *v,
-            _ => 0,
         };
         let seq = input.seq();
         self.counters.inputs += 1;
         match input {
-            GameInput::Move { pos, yaw, .. } if seq > last => real.set_movement(pos, yaw),
-            GameInput::Move { .. } => self.counters.stale_moves += 1,
+            GameInput::Move { pos, yaw, .. } if seq > last => {
+                cell.real_mut(entity).expect("real").set_movement(pos, yaw);
+                self.moved(entity, pos);
+            }
+            GameInput::Teleport { .. } if seq > last => {} // applied last, below
+            GameInput::Move { .. } | GameInput::Teleport { .. } => self.counters.stale_moves += 1,
             GameInput::Hit { target, damage, .. } => {
                 self.hit(now, cell, entity, seq, target, damage)
             }
@@ -192,7 +262,7 @@ impl Game {
                 pos,
                 ..
             } => {
-                let from = real.core().pos;
+                let from = cell.real_mut(entity).expect("real").core().pos;
                 let notice = space_down(space, type_id, pos, from);
                 let dest = crate::core::ids::CellId(dest);
                 match cell.transfer(now, entity, pos, dest, Some(notice)) {
@@ -207,12 +277,58 @@ impl Game {
                 return;
             }
         }
-        let real = cell.real_mut(entity).expect("real");
-        if seq > last {
-            let _ = real.props_mut().set(idx, Value::UInt(seq));
+        self.processed(cell, entity, seq, last);
+        if let GameInput::Teleport { pos, .. } = input {
+            if seq > last {
+                // Last: the real may leave at once (what follows is deferred).
+                self.teleport(now, cell, layout, entity, pos);
+            }
         }
-        let f = self.frames_of(entity);
+    }
+
+    /// The last client seq applied at `e`'s real here; `None` if it is no
+    /// avatar.
+    fn last_seq(&self, cell: &mut Cell, e: EntityId) -> Option<u64> {
+        let real = cell.real_mut(e).expect("real");
+        if real.core().type_id != self.avatar {
+            return None;
+        }
+        match real.props().get(self.last_seq_prop) {
+            Some(Value::UInt(v)) => Some(*v),
+            _ => Some(0),
+        }
+    }
+
+    /// Records client seq `seq` as processed at `e`'s real (acked this tick).
+    fn processed(&mut self, cell: &mut Cell, e: EntityId, seq: u64, last: u64) {
+        if seq > last {
+            let real = cell.real_mut(e).expect("real");
+            let _ = real.props_mut().set(self.last_seq_prop, Value::UInt(seq));
+        }
+        let f = self.frames_of(e);
         f.2 = f.2.max(seq);
+    }
+
+    fn teleport<L: Layout + ?Sized>(
+        &mut self,
+        now: Time,
+        cell: &mut Cell,
+        layout: &L,
+        e: EntityId,
+        pos: Vec3,
+    ) {
+        self.counters.teleports += 1;
+        // A refused jump (into a merging cell) walks there instead.
+        if cell.teleport(now, e, pos, layout).is_err() {
+            let _ = cell.move_real(e, pos);
+        }
+        self.moved(e, pos);
+    }
+
+    fn moved(&mut self, entity: EntityId, pos: Vec3) {
+        if self.reporting {
+            self.effects.push_back(GameEffect::Moved { entity, pos });
+        }
     }
 
     fn hit(&mut self, now: Time, cell: &mut Cell, e: EntityId, seq: u64, handle: u32, dmg: i64) {
@@ -263,7 +379,7 @@ impl Game {
             let i = usize::from(r.code()).min(self.counters.refused.len() - 1);
             self.counters.refused[i] += 1;
         }
-        push_call_result(&mut self.frames_of(entity).1, seq, outcome);
+        reply_push_result(&mut self.frames_of(entity).1, seq, outcome);
     }
 
     fn frames_of(&mut self, entity: EntityId) -> &mut (EntityId, Vec<u8>, u64) {
@@ -271,7 +387,7 @@ impl Game {
             Some(i) => i,
             None => {
                 let mut buf = self.pool.pop().unwrap_or_default();
-                buf.push(DOWN_FRAMES);
+                reply_start(&mut buf);
                 self.frames.push((entity, buf, 0));
                 self.frames.len() - 1
             }
@@ -279,14 +395,14 @@ impl Game {
         &mut self.frames[i]
     }
 
-    /// Sends each entity's frames of this tick (results, then one ack).
-    fn flush(&mut self, now: Time, cell: &mut Cell) {
+    /// Sends each entity's reply of this tick (results, and the ack)
+    /// from `cell`, the cell whose events were handled since the last
+    /// flush.
+    pub fn flush(&mut self, now: Time, cell: &mut Cell) {
         let mut frames = std::mem::take(&mut self.frames);
         for (entity, mut buf, acked) in frames.drain(..) {
-            if acked > 0 {
-                ServerMsg::InputAck { last_seq: acked }.encode(&mut buf);
-            }
-            if buf.len() > 1 {
+            reply_set_ack(&mut buf, acked);
+            if !reply_is_empty(&buf) {
                 self.down(now, cell, entity, Arc::from(&buf[..]));
             }
             buf.clear();
@@ -298,6 +414,10 @@ impl Game {
     /// Sends client data from the real here, or defers it to the next real.
     fn down(&mut self, now: Time, cell: &mut Cell, entity: EntityId, data: Arc<[u8]>) {
         if is_real(cell, entity) {
+            if self.reporting {
+                let data = data.clone();
+                self.effects.push_back(GameEffect::Sent { entity, data });
+            }
             let _ = cell.send_to_client(entity, data);
         } else {
             self.defer(now, cell, entity, tagged(DEFER_DOWN, &data));

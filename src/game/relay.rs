@@ -2,9 +2,11 @@
 //! exchange through the cell protocol: client inputs upstream, client data
 //! downstream, and effects deferred past a migration.
 //!
-//! Owns these three small formats (all little-endian); knows the client
-//! protocol only to pre-encode its frames. Must not touch cells, sessions
-//! or sockets.
+//! Owns these three small formats (all little-endian). Downstream values
+//! are typed, not client frames: the gateway alone encodes client frames,
+//! once (a view batch is the view codec's bytes, written after a frame
+//! header without a copy of its own). Knows the client protocol only for
+//! [`CallOutcome`]. Must not touch cells, sessions or sockets.
 //!
 //! # Upstream: an input (`Input::data`, stamped by the proxy)
 //! `u8 kind, u64 client_seq`, then per kind:
@@ -17,6 +19,9 @@
 //! - 5 Resync (made by the gateway when a login takes the avatar over,
 //!   client seq 0; 9 bytes): restart the real's observer (a full view
 //!   follows) and answer [`DOWN_RESYNCED`] before its first batch
+//! - 6 Teleport (made by the simulator's bots; no client message asks for
+//!   it today): `f64 x, f64 z` (25 bytes): jump there, possibly to
+//!   another cell ([`Cell::teleport`](crate::core::cell::Cell::teleport))
 //!
 //! The client's own seq travels inside, so acks and call results name it
 //! whatever the proxy's numbering.
@@ -26,12 +31,16 @@
 //! - `0x01..=0x7f` (a view event's tag byte: bit 7 clear): a `core::view`
 //!   batch as the cell built it;
 //!   the gateway writes it as a ViewBatch frame (header + these bytes).
-//! - [`DOWN_FRAMES`]: the rest is whole server frames (InputAck,
-//!   CallResult) encoded once at the real.
+//! - [`DOWN_REPLY`]: the real's replies of one tick ([`Reply`]): `u64
+//!   ack` (the highest client seq processed, 0 for none), then call results,
+//!   each `u64 client_seq` and an outcome (12 bytes: `u8 status` (0
+//!   Applied, 1 HitLanded, 2 HitExpired, 3 Refused), `u8 flags` (bit 0:
+//!   killed), `u16 reason` (a `RefuseReason` code), `i64 value` (damage
+//!   dealt)).
 //! - [`DOWN_HIT_STARTED`]: `u64 client_seq, u64 combat_seq`: a Hit was
 //!   accepted and its result will name the combat seq.
-//! - [`DOWN_HIT_DONE`]: one CallResult frame whose seq is the combat seq;
-//!   the gateway puts the client seq in its place.
+//! - [`DOWN_HIT_DONE`]: `u64 combat_seq` and an outcome: the Hit's result;
+//!   the gateway answers it under the Hit's client seq.
 //! - [`DOWN_SPACE`]: `u32 space, u32 type, f64 x, f64 z, f64 from_x, f64
 //!   from_z`: the real left its space (sent after the old space's last
 //!   batch); the gateway writes SpaceChanged and takes Moves again.
@@ -42,14 +51,16 @@
 //! An input applied in the tick its real was offloaded is re-sent to the
 //! real as a game call ([`DEFER_INPUT`] + the input), and client data the
 //! real could not send any more as [`DEFER_DOWN`] + the downstream bytes.
+//! A game call whose first byte is neither is not the game's (the
+//! simulator's script calls start with 0).
 
 use std::sync::Arc;
 
 use crate::core::geom::Vec3;
-use crate::wire::client::{CallOutcome, ServerMsg};
+use crate::wire::client::{CallOutcome, RefuseReason};
 
-/// Downstream: whole server frames.
-pub const DOWN_FRAMES: u8 = 0xF0;
+/// Downstream: the real's replies of one tick (results, ack).
+pub const DOWN_REPLY: u8 = 0xF0;
 /// Downstream: a Hit's combat seq.
 pub const DOWN_HIT_STARTED: u8 = 0xF1;
 /// Downstream: a Hit's result under its combat seq.
@@ -68,6 +79,7 @@ const KIND_HIT: u8 = 2;
 const KIND_SET_PROP: u8 = 3;
 const KIND_SPACE: u8 = 4;
 const KIND_RESYNC: u8 = 5;
+const KIND_TELEPORT: u8 = 6;
 
 /// A client input as the real applies it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -118,6 +130,13 @@ pub enum GameInput<'a> {
         /// 0 (not a client input).
         seq: u64,
     },
+    /// Jump to `pos` (ground x, z), possibly into another cell.
+    Teleport {
+        /// Client seq.
+        seq: u64,
+        /// Where.
+        pos: Vec3,
+    },
 }
 
 impl GameInput<'_> {
@@ -128,7 +147,8 @@ impl GameInput<'_> {
             | GameInput::Hit { seq, .. }
             | GameInput::SetProp { seq, .. }
             | GameInput::Space { seq, .. }
-            | GameInput::Resync { seq } => seq,
+            | GameInput::Resync { seq }
+            | GameInput::Teleport { seq, .. } => seq,
         }
     }
 
@@ -177,6 +197,12 @@ impl GameInput<'_> {
             GameInput::Resync { seq } => {
                 out.push(KIND_RESYNC);
                 out.extend_from_slice(&seq.to_le_bytes());
+            }
+            GameInput::Teleport { seq, pos } => {
+                out.push(KIND_TELEPORT);
+                out.extend_from_slice(&seq.to_le_bytes());
+                out.extend_from_slice(&pos.x.to_le_bytes());
+                out.extend_from_slice(&pos.z.to_le_bytes());
             }
         }
     }
@@ -232,6 +258,10 @@ pub fn decode_input(b: &[u8]) -> Option<GameInput<'_>> {
             pos: Vec3::ground(f64_at(b, 21)?, f64_at(b, 29)?),
         }),
         KIND_RESYNC if b.len() == 9 => Some(GameInput::Resync { seq }),
+        KIND_TELEPORT if b.len() == 25 => Some(GameInput::Teleport {
+            seq,
+            pos: Vec3::ground(f64_at(b, 9)?, f64_at(b, 17)?),
+        }),
         _ => None,
     }
 }
@@ -241,8 +271,8 @@ pub fn decode_input(b: &[u8]) -> Option<GameInput<'_>> {
 pub enum Down<'a> {
     /// A view batch (write as a ViewBatch frame).
     ViewBatch(&'a [u8]),
-    /// Whole server frames.
-    Frames(&'a [u8]),
+    /// The real's replies of one tick.
+    Reply(Reply<'a>),
     /// A Hit's combat seq.
     HitStarted {
         /// Client seq of the Hit.
@@ -250,8 +280,13 @@ pub enum Down<'a> {
         /// Combat seq its result will carry.
         combat_seq: u64,
     },
-    /// A CallResult frame under a combat seq.
-    HitDone(&'a [u8]),
+    /// A Hit's result under its combat seq.
+    HitDone {
+        /// The combat seq ([`Down::HitStarted`] named it).
+        combat_seq: u64,
+        /// How the hit ended.
+        outcome: CallOutcome,
+    },
     /// The real moved to another space.
     Space {
         /// The space.
@@ -271,12 +306,15 @@ pub enum Down<'a> {
 pub fn decode_down(b: &[u8]) -> Option<Down<'_>> {
     match *b.first()? {
         1..=0x7f => Some(Down::ViewBatch(b)),
-        DOWN_FRAMES => Some(Down::Frames(&b[1..])),
+        DOWN_REPLY => Reply::decode(b).map(Down::Reply),
         DOWN_HIT_STARTED if b.len() == 17 => Some(Down::HitStarted {
             client_seq: u64_at(b, 1)?,
             combat_seq: u64_at(b, 9)?,
         }),
-        DOWN_HIT_DONE => Some(Down::HitDone(&b[1..])),
+        DOWN_HIT_DONE if b.len() == 9 + OUTCOME_BYTES => Some(Down::HitDone {
+            combat_seq: u64_at(b, 1)?,
+            outcome: decode_outcome(&b[9..])?,
+        }),
         DOWN_RESYNCED if b.len() == 1 => Some(Down::Resynced),
         DOWN_SPACE if b.len() == 41 => Some(Down::Space {
             space: u32_at(b, 1)?,
@@ -288,9 +326,105 @@ pub fn decode_down(b: &[u8]) -> Option<Down<'_>> {
     }
 }
 
-/// Appends a CallResult frame to `out`.
-pub fn push_call_result(out: &mut Vec<u8>, seq: u64, outcome: CallOutcome) {
-    ServerMsg::CallResult { seq, outcome }.encode(out);
+/// Bytes of an encoded [`CallOutcome`].
+const OUTCOME_BYTES: usize = 12;
+/// Bytes of one call result in a reply: client seq and outcome.
+const RESULT_BYTES: usize = 8 + OUTCOME_BYTES;
+
+/// The real's replies of one tick, read in place ([`DOWN_REPLY`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reply<'a> {
+    ack: u64,
+    results: &'a [u8],
+}
+
+impl<'a> Reply<'a> {
+    /// A whole reply payload (tag first); `None` if it is not one (every
+    /// result is checked, so [`Reply::results`] yields them all).
+    fn decode(b: &'a [u8]) -> Option<Reply<'a>> {
+        let ack = u64_at(b, 1)?;
+        let results = b.get(9..)?;
+        let whole = results.len() % RESULT_BYTES == 0;
+        let valid =
+            || (results.chunks_exact(RESULT_BYTES)).all(|r| decode_outcome(&r[8..]).is_some());
+        (whole && valid()).then_some(Reply { ack, results })
+    }
+
+    /// The highest client seq the real processed, if it acknowledged any.
+    pub fn ack(&self) -> Option<u64> {
+        (self.ack > 0).then_some(self.ack)
+    }
+
+    /// The call results, in order: client seq and outcome.
+    pub fn results(&self) -> impl Iterator<Item = (u64, CallOutcome)> + 'a {
+        (self.results.chunks_exact(RESULT_BYTES)).filter_map(|r| {
+            let seq = u64_at(r, 0)?;
+            Some((seq, decode_outcome(&r[8..])?))
+        })
+    }
+}
+
+/// Starts a [`DOWN_REPLY`] payload in `out` (cleared): no ack, no result.
+pub fn reply_start(out: &mut Vec<u8>) {
+    out.clear();
+    out.push(DOWN_REPLY);
+    out.extend_from_slice(&0u64.to_le_bytes());
+}
+
+/// Appends a call result to a reply begun with [`reply_start`].
+pub fn reply_push_result(out: &mut Vec<u8>, seq: u64, outcome: CallOutcome) {
+    out.extend_from_slice(&seq.to_le_bytes());
+    encode_outcome(out, outcome);
+}
+
+/// Sets the ack of a reply begun with [`reply_start`].
+///
+/// # Panics
+/// If `out` is shorter than a reply's head (not begun).
+pub fn reply_set_ack(out: &mut [u8], ack: u64) {
+    out[1..9].copy_from_slice(&ack.to_le_bytes());
+}
+
+/// Whether a reply begun with [`reply_start`] says nothing yet.
+pub fn reply_is_empty(out: &[u8]) -> bool {
+    out.len() <= 9 && u64_at(out, 1).unwrap_or(0) == 0
+}
+
+/// A reply that only acknowledges client seq `ack`.
+pub fn reply_ack(ack: u64) -> Vec<u8> {
+    let mut b = Vec::with_capacity(9);
+    reply_start(&mut b);
+    reply_set_ack(&mut b, ack);
+    b
+}
+
+fn encode_outcome(out: &mut Vec<u8>, outcome: CallOutcome) {
+    let (status, flags, reason, value) = match outcome {
+        CallOutcome::Applied => (0u8, 0u8, 0u16, 0i64),
+        CallOutcome::HitLanded { dealt, killed } => (1, u8::from(killed), 0, dealt),
+        CallOutcome::HitExpired => (2, 0, 0, 0),
+        CallOutcome::Refused(r) => (3, 0, r.code(), 0),
+    };
+    out.push(status);
+    out.push(flags);
+    out.extend_from_slice(&reason.to_le_bytes());
+    out.extend_from_slice(&value.to_le_bytes());
+}
+
+fn decode_outcome(b: &[u8]) -> Option<CallOutcome> {
+    let b: &[u8; OUTCOME_BYTES] = b.try_into().ok()?;
+    let reason = u16::from_le_bytes([b[2], b[3]]);
+    let value = i64::from_le_bytes(b[4..12].try_into().ok()?);
+    match b[0] {
+        0 => Some(CallOutcome::Applied),
+        1 => Some(CallOutcome::HitLanded {
+            dealt: value,
+            killed: b[1] & 1 != 0,
+        }),
+        2 => Some(CallOutcome::HitExpired),
+        3 => RefuseReason::from_code(reason).map(CallOutcome::Refused),
+        _ => None,
+    }
 }
 
 /// A [`DOWN_HIT_STARTED`] payload.
@@ -304,9 +438,10 @@ pub fn hit_started(client_seq: u64, combat_seq: u64) -> Arc<[u8]> {
 
 /// A [`DOWN_HIT_DONE`] payload.
 pub fn hit_done(combat_seq: u64, outcome: CallOutcome) -> Arc<[u8]> {
-    let mut b = Vec::with_capacity(1 + 32);
+    let mut b = Vec::with_capacity(9 + OUTCOME_BYTES);
     b.push(DOWN_HIT_DONE);
-    push_call_result(&mut b, combat_seq, outcome);
+    b.extend_from_slice(&combat_seq.to_le_bytes());
+    encode_outcome(&mut b, outcome);
     Arc::from(b)
 }
 
@@ -365,6 +500,10 @@ mod tests {
                 pos: Vec3::ground(5.0, -6.0),
             },
             GameInput::Resync { seq: 0 },
+            GameInput::Teleport {
+                seq: 6,
+                pos: Vec3::ground(-7.5, 8.25),
+            },
         ];
         for i in inputs {
             let b = i.to_arc();
@@ -393,15 +532,48 @@ mod tests {
                 combat_seq: 1
             })
         );
-        let done = hit_done(1, CallOutcome::Refused(RefuseReason::Dead));
-        let Some(Down::HitDone(frame)) = decode_down(&done) else {
-            panic!("not a hit result");
-        };
-        assert_eq!(frame.len(), 32);
+        let dead = CallOutcome::Refused(RefuseReason::Dead);
         assert_eq!(
-            decode_down(&tagged(DOWN_FRAMES, b"ab")),
-            Some(Down::Frames(b"ab"))
+            decode_down(&hit_done(1, dead)),
+            Some(Down::HitDone {
+                combat_seq: 1,
+                outcome: dead
+            })
         );
+        assert_eq!(decode_down(&hit_done(1, dead)[..20]), None, "fixed size");
+        assert_eq!(decode_down(&tagged(DOWN_REPLY, b"ab")), None, "no ack");
+        let landed = CallOutcome::HitLanded {
+            dealt: -3,
+            killed: true,
+        };
+        let mut reply = Vec::new();
+        reply_start(&mut reply);
+        assert!(reply_is_empty(&reply));
+        reply_push_result(&mut reply, 3, CallOutcome::Applied);
+        reply_push_result(&mut reply, 4, landed);
+        reply_push_result(&mut reply, 5, dead);
+        reply_push_result(&mut reply, 6, CallOutcome::HitExpired);
+        assert!(!reply_is_empty(&reply));
+        let Some(Down::Reply(r)) = decode_down(&reply) else {
+            panic!("not a reply");
+        };
+        assert_eq!(r.ack(), None);
+        let results: Vec<_> = r.results().collect();
+        let outcomes = [CallOutcome::Applied, landed, dead, CallOutcome::HitExpired];
+        assert_eq!(results, (3..7).zip(outcomes).collect::<Vec<_>>());
+        reply_set_ack(&mut reply, 9);
+        let Some(Down::Reply(r)) = decode_down(&reply) else {
+            panic!("not a reply");
+        };
+        assert_eq!((r.ack(), r.results().count()), (Some(9), 4));
+        assert_eq!(decode_down(&reply[..reply.len() - 1]), None, "cut");
+        reply[9 + 8] = 7; // a status no outcome has
+        assert_eq!(decode_down(&reply), None, "bad outcome");
+        let only_ack = reply_ack(5);
+        let Some(Down::Reply(r)) = decode_down(&only_ack) else {
+            panic!("not a reply");
+        };
+        assert_eq!((r.ack(), r.results().count()), (Some(5), 0));
         let (p, f) = (Vec3::ground(1.0, 2.0), Vec3::ground(3.0, 4.0));
         assert_eq!(
             decode_down(&space_down(100, 2, p, f)),
