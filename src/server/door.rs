@@ -173,6 +173,15 @@ impl Door {
         p
     }
 
+    /// The shard `entity`'s parcel is addressed to, if one waits (no lock
+    /// when none does).
+    pub(super) fn parcel_to(&self, entity: EntityId) -> Option<u16> {
+        if self.parcels_waiting.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        lock(&self.parcels).get(&entity).map(|p| p.to)
+    }
+
     /// Takes the parcels for shard `to` sent before `before` (their socket
     /// never arrived: its hand-off failed); no lock when none waits.
     pub(super) fn overdue_parcels(&self, to: u16, before: Time) -> Vec<(EntityId, Parcel)> {

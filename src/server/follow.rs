@@ -29,6 +29,8 @@
 //! # How (the new shard)
 //! `PortEvent::Adopted` with a follow note: the parcel is taken from the
 //! door and the connection carries on where it was, no Welcome, no resync;
+//! a message for the proxy that arrived here first (while the door names
+//! this shard as the parcel's destination) was held and is delivered now;
 //! every other shard is told ([`ProxyAt`], in the host batch before its
 //! items, the newest hand-over number wins). A parcel whose socket never
 //! arrives (the hand-off queue was full) is taken back after
@@ -60,7 +62,7 @@ use crate::runtime::{ClientPort, ConnId, MetricSink};
 
 use super::clients::{Conn, Detached};
 use super::gateway::{Session, SessionPhase};
-use super::host::{entity_shard, CellHost, ProxyAt, WireSource};
+use super::host::{entity_shard, CellHost, ProxyAt, Routed, WireSource};
 
 /// The first byte of a follow note (a login's note starts with its hop
 /// count, at most 2).
@@ -87,6 +89,8 @@ pub(crate) struct Follow {
     /// Proxies whose real is on another shard: which, and since when.
     roaming: BTreeMap<EntityId, (u16, Time)>,
     due: Vec<(EntityId, u16)>,
+    /// Messages for proxies on their way here, held until they arrive.
+    parked: Vec<Routed>,
 }
 
 impl Follow {
@@ -293,12 +297,40 @@ impl CellHost {
         }
     }
 
+    /// Whether `e`'s proxy is on its way here (its parcel is in the door):
+    /// a lock, taken only for a message that finds no proxy here.
+    pub(super) fn proxy_incoming(&self, e: EntityId) -> bool {
+        self.clients.door.parcel_to(e) == Some(self.ctx.shard.index)
+    }
+
+    /// Holds `item` (for a proxy on its way here) until the proxy arrives;
+    /// at most `gateway.handoffs_max` x the proxy's downstream buffer are
+    /// held (past it: orphaned, counted).
+    pub(super) fn park_for_proxy(&mut self, item: Routed) {
+        let max =
+            self.clients.params.handoffs_max * super::host::proxy_params().downstream_buffer_max;
+        if self.follow.parked.len() < max {
+            self.follow.parked.push(item);
+        } else {
+            self.counters.orphaned += 1;
+        }
+    }
+
     /// `proxy` of `e` lives here now: every other shard is told.
     fn install_proxy(&mut self, e: EntityId, proxy: Proxy, moves: u64) {
         let old = self.proxies.insert(e, proxy);
         assert!(old.is_none(), "one proxy per avatar");
         self.proxy_at.remove(&e);
         self.follow.moved.push(e);
+        // What waited for it is delivered at the tick's next phase
+        // boundary, in arrival order (the proxy orders it by seq).
+        for item in std::mem::take(&mut self.follow.parked) {
+            if item.to == Dest::Proxy(e) {
+                self.local.push_back(item);
+            } else {
+                self.follow.parked.push(item);
+            }
+        }
         self.announce_proxy(ProxyAt {
             entity: e,
             shard: self.ctx.shard.index,

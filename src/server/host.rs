@@ -508,9 +508,21 @@ impl CellHost {
                     };
                     self.route(item.from, out);
                 }
-                // Its client left (here, or after its proxy followed its
-                // real here).
-                None => self.counters.orphaned += 1,
+                // On its way here (following its real): held until it
+                // arrives; else its client left (here, or after its proxy
+                // followed its real here).
+                None => {
+                    if self.proxy_incoming(e) {
+                        let item = Routed {
+                            from: item.from,
+                            to: Dest::Proxy(e),
+                            msg: Msg::Proxy(m),
+                        };
+                        self.park_for_proxy(item);
+                    } else {
+                        self.counters.orphaned += 1;
+                    }
+                }
             },
             _ => self.counters.misrouted += 1,
         }
