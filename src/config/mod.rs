@@ -325,6 +325,7 @@ mod tests {
             ("gateway.io_events_max=1", "gateway.io_events_max"),
             ("gateway.accounts_max=0", "gateway.accounts_max"),
             ("gateway.handoffs_max=0", "gateway.handoffs_max"),
+            ("gateway.proxy_follow_ms=600001", "gateway.proxy_follow_ms"),
             ("view.client_update_hz=0.0", "view.client_update_hz"),
             ("view.client_update_hz=5.0", "view.bands[0].min_hz"),
             (

@@ -540,6 +540,12 @@ pub struct GatewayConfig {
     /// accepted the connection, so the client's proxy and its real share a
     /// shard (no cross-shard hop each way) until the real migrates.
     pub spawn_local: bool,
+    /// A live client's connection and proxy follow its real to the shard
+    /// of the real's cell (ARCHITECTURE.md, "The proxy follows its real").
+    pub proxy_follow: bool,
+    /// How long the real must stay on one other shard before its proxy
+    /// follows it there, ms (hysteresis against a real on a shard border).
+    pub proxy_follow_ms: u64,
     /// Client connections one shard holds at once; more are refused.
     pub connections_max: u32,
     /// Received bytes one connection holds unconsumed before its socket is
@@ -618,6 +624,13 @@ impl GatewayConfig {
         at_least("gateway.io_events_max", u64::from(self.io_events_max), 16)?;
         at_least("gateway.accounts_max", u64::from(self.accounts_max), 1)?;
         at_least("gateway.handoffs_max", u64::from(self.handoffs_max), 1)?;
+        if self.proxy_follow_ms > 600_000 {
+            return Err(invalid(
+                "gateway.proxy_follow_ms",
+                self.proxy_follow_ms,
+                "must be <= 600000 (set gateway.proxy_follow = false to keep proxies where they are)",
+            ));
+        }
         at_least(
             "gateway.abuse_strikes_max",
             u64::from(self.abuse_strikes_max),

@@ -29,11 +29,11 @@
 //! connection gets what was queued, then Kick `replaced`, and is closed;
 //! the real's observer restarts so the new client gets a full view.
 //! Accounts and used tickets are node-wide ([`Door`]): a login whose
-//! account's avatar is served by another shard (its proxy's, fixed by the
-//! entity id) hands the connection there ([`ClientPort::hand_off`], with a
-//! note naming the checked account), and that shard takes the avatar over
-//! as above (`PortEvent::Adopted`); a ticket replayed on any shard is
-//! refused.
+//! account's avatar is served by another shard (its proxy's: the shard
+//! that accepted it, or its real's, `follow.rs`) hands the connection
+//! there ([`ClientPort::hand_off`], with a note naming the checked
+//! account), and that shard takes the avatar over as above
+//! (`PortEvent::Adopted`); a ticket replayed on any shard is refused.
 //!
 //! Must not touch sockets (only the port) or cells (only through the
 //! host's routing and spawn).
@@ -85,24 +85,30 @@ pub struct ClientCounters {
     pub refused_closed: [u64; RULES],
     /// Downstream messages the session did not understand.
     pub bad_downstream: u64,
+    /// Connections handed, with their proxy, to their real's shard.
+    pub proxy_handoffs: u64,
+    /// Connections taken up here with their proxy (following their real).
+    pub proxy_adopted: u64,
+    /// Proxy hand-overs whose connection did not arrive (dropped).
+    pub proxy_lost: u64,
     /// Spawns that failed in their cell (the client is kicked).
     pub spawn_failed: u64,
 }
 
 /// One connection.
 #[derive(Debug)]
-struct Conn {
-    session: Session,
-    entity: Option<EntityId>,
-    account: Option<String>,
+pub(super) struct Conn {
+    pub(super) session: Session,
+    pub(super) entity: Option<EntityId>,
+    pub(super) account: Option<String>,
 }
 
 /// The session and avatar of a dropped connection, waiting for its account.
 #[derive(Debug)]
-struct Detached {
-    session: Session,
-    account: String,
-    until: Time,
+pub(super) struct Detached {
+    pub(super) session: Session,
+    pub(super) account: String,
+    pub(super) until: Time,
 }
 
 /// How many times a login may be handed between shards (a seat that
@@ -167,22 +173,22 @@ enum Action {
 /// The client side of one shard (see the module doc).
 #[derive(Debug)]
 pub struct Clients {
-    params: GatewayParams,
+    pub(super) params: GatewayParams,
     avatar: Arc<EntityType>,
     spawn: SpawnRule,
     next_player: u64,
-    conns: BTreeMap<ConnId, Conn>,
-    by_entity: BTreeMap<EntityId, ConnId>,
+    pub(super) conns: BTreeMap<ConnId, Conn>,
+    pub(super) by_entity: BTreeMap<EntityId, ConnId>,
     /// The node's accounts and used tickets (shared by every shard).
-    door: Arc<Door>,
+    pub(super) door: Arc<Door>,
     /// At most `connections_max` (a dropped avatar past it is removed).
-    detached: BTreeMap<EntityId, Detached>,
+    pub(super) detached: BTreeMap<EntityId, Detached>,
     detached_max: usize,
     auth: Auth,
     scratch_conns: Vec<ConnId>,
     scratch_outs: Vec<(EntityId, Outgoing)>,
     actions: Vec<Action>,
-    counters: ClientCounters,
+    pub(super) counters: ClientCounters,
 }
 
 impl Clients {
@@ -301,6 +307,10 @@ impl CellHost {
                     self.clients.counters.opened += 1;
                 }
                 PortEvent::Adopted { conn, note, .. } => {
+                    if let Some(e) = super::follow::decode_note(&note) {
+                        self.adopt_proxy(port, conn, e);
+                        continue;
+                    }
                     let mut session =
                         Session::new(self.clients.params, self.clients.avatar.clone(), now);
                     session.set_world_type(self.spaces.world_type);
@@ -477,6 +487,7 @@ impl CellHost {
             return;
         }
         self.proxies.insert(entity, proxy);
+        self.follow.moved.push(entity);
         conn.session.welcome(now, entity, pos);
         conn.entity = Some(entity);
         conn.account = Some(account);
@@ -525,10 +536,13 @@ impl CellHost {
                 k.counters.disconnects[Disconnect::Replaced as usize] += 1;
                 (old.session, old.account)
             }
-            None => {
-                let d = k.detached.remove(&entity).expect("an account's avatar");
-                (d.session, Some(d.account))
-            }
+            None => match k.detached.remove(&entity) {
+                Some(d) => (d.session, Some(d.account)),
+                // Its proxy is on its way here (following its real).
+                None => {
+                    return self.refuse(id, ErrorCode::ServerFull, "the account is moving; retry")
+                }
+            },
         };
         let Some(conn) = k.conns.get_mut(&id) else {
             return;
@@ -642,6 +656,7 @@ impl CellHost {
         }
         self.space_left(session.travel().counted);
         if let Some(mut p) = self.proxies.remove(&e) {
+            self.proxy_gone(e);
             p.send_destroy(now);
             while let Some(o) = p.poll_output() {
                 self.route(WireSource::Proxy(e), o);

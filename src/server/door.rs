@@ -14,7 +14,13 @@
 //!   takeover runs;
 //! - an avatar's removal releases its seat ([`Door::release`], only if the
 //!   seat is still that avatar's);
-//! - a ticket is used once ([`Door::use_ticket`]).
+//! - a ticket is used once ([`Door::use_ticket`]);
+//! - a proxy that follows its real to another shard (`server::follow`)
+//!   moves its account's seat there ([`Door::move_seat`]) and leaves its
+//!   session and proxy here as a *parcel* until the destination adopts the
+//!   connection ([`Door::send_parcel`], [`Door::take_parcel`]): the socket
+//!   travels through the runtime's hand-off queue, the state through this
+//!   table, both node-local like the connection itself.
 //!
 //! # Why a lock
 //! Both tables are behind a `Mutex`, taken only at a login, an avatar's
@@ -30,13 +36,22 @@
 //! At most `gateway.accounts_max` seats (a new account past it is refused:
 //! `server-full`) and `gateway.replay_table_max` tickets (`TicketError::TableFull`).
 //!
-//! Owns the two tables; it must not touch sessions, sockets or cells.
+//! At most `gateway.handoffs_max` parcels per shard wait (each is a
+//! hand-off in that shard's queue; one whose socket never arrived is taken
+//! back after `gateway.handshake_timeout_ms` as a dropped connection).
+//!
+//! Owns the tables; it holds parcels but must not look into sessions,
+//! sockets or cells.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::config::Config;
 use crate::core::ids::EntityId;
+use crate::core::time::Time;
+
+use super::follow::Parcel;
 
 use super::gateway::{ReplayTable, TicketError};
 
@@ -66,6 +81,12 @@ pub struct Door {
     accounts: Mutex<BTreeMap<String, Seat>>,
     accounts_max: usize,
     replay: Mutex<ReplayTable>,
+    /// Proxies on their way to another shard, by avatar.
+    parcels: Mutex<BTreeMap<EntityId, Parcel>>,
+    /// `parcels.len()`, read without the lock by every tick's sweep.
+    parcels_waiting: AtomicUsize,
+    /// The last proxy hand-over number given (newest wins, `ProxyAt`).
+    moves: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -81,6 +102,9 @@ impl Door {
             accounts: Mutex::new(BTreeMap::new()),
             accounts_max,
             replay: Mutex::new(ReplayTable::new(replay_max)),
+            parcels: Mutex::new(BTreeMap::new()),
+            parcels_waiting: AtomicUsize::new(0),
+            moves: AtomicU64::new(0),
         }
     }
 
@@ -111,6 +135,71 @@ impl Door {
             return true;
         }
         false
+    }
+
+    /// Moves `account`'s seat to `shard` if it is `entity`'s; true if it
+    /// was (its proxy follows its real there).
+    pub fn move_seat(&self, account: &str, entity: EntityId, shard: u16) -> bool {
+        let mut t = lock(&self.accounts);
+        match t.get_mut(account) {
+            Some(s) if s.entity == entity => {
+                s.shard = shard;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A new proxy hand-over number, above every one given before on this
+    /// node.
+    pub fn next_move(&self) -> u64 {
+        self.moves.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Leaves `entity`'s session and proxy for the shard that adopts its
+    /// connection.
+    pub(super) fn send_parcel(&self, entity: EntityId, parcel: Parcel) {
+        let mut t = lock(&self.parcels);
+        let old = t.insert(entity, parcel);
+        assert!(old.is_none(), "one parcel per avatar at a time");
+        self.parcels_waiting.store(t.len(), Ordering::Release);
+    }
+
+    /// Takes `entity`'s parcel (the adopting shard).
+    pub(super) fn take_parcel(&self, entity: EntityId) -> Option<Parcel> {
+        let mut t = lock(&self.parcels);
+        let p = t.remove(&entity);
+        self.parcels_waiting.store(t.len(), Ordering::Release);
+        p
+    }
+
+    /// The shard `entity`'s parcel is addressed to, if one waits (no lock
+    /// when none does).
+    pub(super) fn parcel_to(&self, entity: EntityId) -> Option<u16> {
+        if self.parcels_waiting.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        lock(&self.parcels).get(&entity).map(|p| p.to)
+    }
+
+    /// Takes the parcels for shard `to` sent before `before` (their socket
+    /// never arrived: its hand-off failed); no lock when none waits.
+    pub(super) fn overdue_parcels(&self, to: u16, before: Time) -> Vec<(EntityId, Parcel)> {
+        if self.parcels_waiting.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        let mut t = lock(&self.parcels);
+        let overdue: Vec<EntityId> = t
+            .iter()
+            .filter(|(_, p)| p.to == to && p.sent_at < before)
+            .map(|(&e, _)| e)
+            .collect();
+        let taken = overdue
+            .into_iter()
+            .filter_map(|e| t.remove(&e).map(|p| (e, p)))
+            .collect();
+        self.parcels_waiting.store(t.len(), Ordering::Release);
+        taken
     }
 
     /// The seat of `account`, if any.

@@ -28,9 +28,12 @@
 //!    next tick (shards tick staggered, so a round trip takes one tick:
 //!    `runtime::tick_offset`).
 //!
-//! Proxies live on the shard whose index is encoded in the entity id
-//! ([`entity_id`]), so any shard can route `Dest::Proxy` without a directory;
-//! a client's proxy is on the shard that accepted its connection.
+//! A proxy starts on the shard whose index is encoded in the entity id
+//! ([`entity_id`]): the shard that accepted its client's connection. It
+//! follows its real to the real's shard (`follow.rs`); every shard then
+//! routes `Dest::Proxy` to a proxy it hosts, else to the shard its newest
+//! [`ProxyAt`] notice names, else to the id's shard, and a shard that
+//! receives a message for a proxy that left passes it on to where it went.
 //!
 //! Owns: cells, proxies, client sessions and NPC state of one shard. Must
 //! not touch sockets, clocks or executors (the runtime and its port do;
@@ -53,6 +56,7 @@ use super::balance::{HostBalance, SnapshotSink, TreeSnapshot};
 use super::cell_factory::CellFactory;
 use super::clients::{Auth, Clients};
 use super::door::Door;
+use super::follow::Follow;
 use super::gateway::GatewayParams;
 use super::npcs::Npc;
 use super::spaces::{is_instance_cell, HostSpaces, SpaceCounters};
@@ -98,12 +102,26 @@ pub struct Spawn {
     pub name: String,
 }
 
+/// A client's proxy now lives on `shard` (sent to every other shard by the
+/// shard that adopted it, `follow.rs`); the newest `moves` wins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct ProxyAt {
+    /// The avatar.
+    pub entity: EntityId,
+    /// The proxy's shard (the id's own shard: the notice is withdrawn).
+    pub shard: u16,
+    /// The hand-over's number (node-wide, increasing: `Door::next_move`).
+    pub moves: u64,
+}
+
 /// Everything one shard sends another in one tick (one body, serialised once).
 #[derive(Clone, Debug, Default, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct HostBatch {
     /// Avatars to create, handled before `items` (their proxies' first
     /// inputs may follow in `items` of the same batch).
     pub spawns: Vec<Spawn>,
+    /// Proxies that moved, handled before `items`.
+    pub proxies: Vec<ProxyAt>,
     /// In send order.
     pub items: Vec<Routed>,
 }
@@ -111,7 +129,7 @@ pub struct HostBatch {
 impl HostBatch {
     /// True with nothing to send.
     pub fn is_empty(&self) -> bool {
-        self.spawns.is_empty() && self.items.is_empty()
+        self.spawns.is_empty() && self.proxies.is_empty() && self.items.is_empty()
     }
 }
 
@@ -160,6 +178,8 @@ pub struct HostCounters {
     pub orphaned: u64,
     /// Spawns from other shards that failed in their cell.
     pub spawn_failed: u64,
+    /// Messages for a proxy that left this shard, passed on to its shard.
+    pub proxy_forwards: u64,
     /// Messages delivered locally.
     pub local: u64,
     /// Messages sent to other shards.
@@ -172,11 +192,14 @@ pub struct CellHost {
     pub(super) tree: SpaceTree,
     pub(super) cells: BTreeMap<CellId, Cell>,
     pub(super) proxies: BTreeMap<EntityId, Proxy>,
+    /// Where proxies that left their id's shard are, with their hand-over
+    /// count (`follow.rs`); only moved proxies have an entry.
+    pub(super) proxy_at: BTreeMap<EntityId, (u16, u64)>,
     pub(super) npcs: Vec<Npc>,
-    local: VecDeque<Routed>,
+    pub(super) local: VecDeque<Routed>,
     pub(super) lanes: Vec<HostBatch>,
     pub(super) speed_mps: f64,
-    counters: HostCounters,
+    pub(super) counters: HostCounters,
     pub(super) clients: Clients,
     pub(super) game: Game,
     /// Ticks run (the tick number of view batches).
@@ -192,6 +215,8 @@ pub struct CellHost {
     scratch_outs: Vec<Outgoing>,
     /// What the live viewer is shown (`viewer.rs`).
     pub(super) viewer: HostViewer,
+    /// Proxies following their reals (`follow.rs`).
+    pub(super) follow: Follow,
 }
 
 impl std::fmt::Debug for CellHost {
@@ -259,6 +284,7 @@ impl CellHost {
             tree,
             cells,
             proxies: BTreeMap::new(),
+            proxy_at: BTreeMap::new(),
             npcs: Vec::new(),
             local: VecDeque::new(),
             lanes: (0..ctx.shards).map(|_| HostBatch::default()).collect(),
@@ -273,6 +299,7 @@ impl CellHost {
             scratch_cells: Vec::new(),
             scratch_outs: Vec::new(),
             viewer: HostViewer::new(config, types.clone()),
+            follow: Follow::default(),
         };
         host.spawn_npcs(config.server.npcs, &types);
         Ok(host)
@@ -282,6 +309,11 @@ impl CellHost {
     /// refusals by reason).
     pub fn client_counters(&self) -> &super::clients::ClientCounters {
         self.clients.counters()
+    }
+
+    /// What this shard's game logic counted (inputs applied at reals).
+    pub fn game_counters(&self) -> &crate::game::GameCounters {
+        self.game.counters()
     }
 
     /// Balancing on this shard (counters, the tree snapshot for plots).
@@ -347,14 +379,26 @@ impl CellHost {
         total
     }
 
-    fn shard_of(&self, to: Dest) -> Option<ShardId> {
+    pub(super) fn shard_of(&self, to: Dest) -> Option<ShardId> {
         match to {
             Dest::Cell(c) => self
                 .tree
                 .shard_of(c)
                 .or_else(|| self.balance.retired_shard(c))
                 .or_else(|| self.spaces.shard_of(c)),
-            Dest::Proxy(e) => Some(ShardId::local(entity_shard(e))),
+            Dest::Proxy(e) => Some(ShardId::local(self.proxy_shard(e))),
+        }
+    }
+
+    /// The shard of `e`'s proxy as this shard knows it: here, where the
+    /// newest notice says, or the id's shard.
+    fn proxy_shard(&self, e: EntityId) -> u16 {
+        if self.proxies.contains_key(&e) {
+            return self.ctx.shard.index;
+        }
+        match self.proxy_at.get(&e) {
+            Some(&(s, _)) => s,
+            None => entity_shard(e),
         }
     }
 
@@ -451,10 +495,41 @@ impl CellHost {
             },
             (Dest::Proxy(e), Msg::Proxy(m)) => match self.proxies.get_mut(&e) {
                 Some(p) => {
+                    let epoch = p.epoch();
                     let _ = p.handle(now, m);
+                    if p.epoch() != epoch {
+                        self.follow.moved.push(e);
+                    }
                 }
-                None if entity_shard(e) == self.ctx.shard.index => self.counters.orphaned += 1,
-                None => self.counters.misrouted += 1,
+                // Its proxy followed its real: passed on (the proxy puts
+                // downstream back in order by its sequence numbers).
+                None if self
+                    .proxy_at
+                    .get(&e)
+                    .is_some_and(|&(s, _)| s != self.ctx.shard.index) =>
+                {
+                    self.counters.proxy_forwards += 1;
+                    let out = Outgoing {
+                        to: Dest::Proxy(e),
+                        msg: Msg::Proxy(m),
+                    };
+                    self.route(item.from, out);
+                }
+                // On its way here (following its real): held until it
+                // arrives; else its client left (here, or after its proxy
+                // followed its real here).
+                None => {
+                    if self.proxy_incoming(e) {
+                        let item = Routed {
+                            from: item.from,
+                            to: Dest::Proxy(e),
+                            msg: Msg::Proxy(m),
+                        };
+                        self.park_for_proxy(item);
+                    } else {
+                        self.counters.orphaned += 1;
+                    }
+                }
             },
             _ => self.counters.misrouted += 1,
         }
@@ -480,6 +555,12 @@ impl CellHost {
                     Err(_) => self.counters.bad_envelopes += 1,
                 }
             }
+            for at in batch.proxies.iter() {
+                match rkyv::deserialize::<ProxyAt, rkyv::rancor::Error>(at) {
+                    Ok(at) => self.proxy_moved(at),
+                    Err(_) => self.counters.bad_envelopes += 1,
+                }
+            }
             for item in batch.items.iter() {
                 match rkyv::deserialize::<Routed, rkyv::rancor::Error>(item) {
                     Ok(item) => self.deliver(now, item),
@@ -502,6 +583,7 @@ impl CellHost {
             let body = Body::encode(&*lane);
             lane.items.clear();
             lane.spawns.clear();
+            lane.proxies.clear();
             let dest = ShardId::local(i as u16);
             match body {
                 Ok(b) => {
@@ -529,6 +611,7 @@ impl ShardApp for CellHost {
         self.deliver_local(now);
         self.drain_inbox(now, inbox);
         self.port_events(now, port);
+        self.follow_reals(now, port);
         self.read_clients(now, port);
         self.spaces_step(now, out);
         self.npc_logic(self.ctx.tick.as_secs_f64());
@@ -689,6 +772,7 @@ impl ShardApp for CellHost {
             self.viewer.dropped,
         );
         self.export_client_metrics(sink);
+        self.export_follow_metrics(sink);
         self.export_space_metrics(sink);
     }
 }

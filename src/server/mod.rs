@@ -13,6 +13,7 @@ pub mod cell_factory;
 pub mod clients;
 pub mod door;
 pub mod embedded;
+mod follow;
 pub mod gateway;
 #[cfg(test)]
 mod harness;

@@ -81,6 +81,9 @@ pub enum SpaceMsg {
     Enter {
         /// The player.
         entity: EntityId,
+        /// The shard of its proxy, which the answer goes to (not always
+        /// the entity id's: a proxy follows its real).
+        reply_to: u16,
         /// The space it is counted in now.
         from: SpaceId,
         /// By type (else by space id).

@@ -26,6 +26,7 @@ impl HostSpaces {
             match req {
                 SpaceMsg::Enter {
                     entity,
+                    reply_to,
                     from,
                     by_type,
                     id,
@@ -39,7 +40,7 @@ impl HostSpaces {
                     let result = self.place(&mut d, now, from, target, world_exit, &loads, arrival);
                     let to = ShardId {
                         node: self.ctx.shard.node,
-                        index: super::host::entity_shard(entity),
+                        index: reply_to,
                     };
                     self.answer(to, entity, result);
                     self.take_events(&mut d, &mut loads, &mut events);

@@ -31,7 +31,7 @@ use crate::server::balance::WORLD_SPACE;
 use crate::wire::client::ErrorCode;
 use crate::wire::{Body, Envelope};
 
-use super::host::{entity_shard, CellHost};
+use super::host::CellHost;
 use super::spaces::{SpaceMsg, Target, KIND_SPACES};
 
 impl CellHost {
@@ -77,6 +77,7 @@ impl CellHost {
         };
         let msg = SpaceMsg::Enter {
             entity,
+            reply_to: self.ctx.shard.index,
             from: travel.counted,
             by_type: space == 0,
             id: if space == 0 { type_id } else { space },
@@ -115,7 +116,6 @@ impl CellHost {
     }
 
     fn space_answer(&mut self, now: Time, entity: EntityId, result: Result<Target, u16>) {
-        debug_assert_eq!(entity_shard(entity), self.ctx.shard.index);
         let Some(session) = self.session_of_mut(entity) else {
             // Gone meanwhile: the directory counted it in the new space.
             if let Ok(t) = result {

@@ -46,6 +46,7 @@ fn host(index: u16) -> HostSpaces {
 fn enter(e: u64, from: SpaceId, by_type: bool, id: u32) -> SpaceMsg {
     SpaceMsg::Enter {
         entity: EntityId(e),
+        reply_to: super::host::entity_shard(EntityId(e)),
         from,
         by_type,
         id,

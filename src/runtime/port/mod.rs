@@ -276,6 +276,12 @@ impl ClientPort {
         Ok(())
     }
 
+    /// Whether [`ClientPort::hand_off`] can move a connection (false on a
+    /// detached test port, which has no sockets: a hand-off ends it).
+    pub fn can_hand_off(&self) -> bool {
+        self.attached
+    }
+
     /// Connections open for the application (closed ones excluded).
     pub fn open_connections(&self) -> usize {
         self.open

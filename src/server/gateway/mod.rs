@@ -57,6 +57,13 @@ pub struct GatewayParams {
     /// Random spawns prefer a cell of the accepting shard
     /// (`gateway.spawn_local`). Default true.
     pub spawn_local: bool,
+    /// A live client's proxy follows its real to the real's shard after the
+    /// real stayed there this long (`gateway.proxy_follow_ms`); `None` if
+    /// `gateway.proxy_follow` is off. Default 1 s.
+    pub proxy_follow: Option<Duration>,
+    /// Connections handed to one shard and not yet taken up there
+    /// (`gateway.handoffs_max`). Default 256.
+    pub handoffs_max: usize,
     /// A fault to inject on purpose (config `testing.fault`): `Silence`
     /// sends no view batches after Welcome, `DropAck` no InputAcks; the
     /// others are the observer's. Default none.
@@ -89,6 +96,8 @@ impl Default for GatewayParams {
             tick_ms: 50,
             world: Rect::new(0.0, 0.0, 4096.0, 4096.0),
             spawn_local: true,
+            proxy_follow: Some(Duration::from_secs(1)),
+            handoffs_max: 256,
             fault: Fault::None,
             send_every_ticks: 1,
             handshake_timeout: Duration::from_secs(5),
@@ -111,6 +120,11 @@ impl GatewayParams {
             tick_ms: u32::try_from(c.runtime.tick_ms).unwrap_or(u32::MAX),
             world: c.world.bounds(),
             spawn_local: c.gateway.spawn_local,
+            proxy_follow: c
+                .gateway
+                .proxy_follow
+                .then(|| Duration::from_millis(c.gateway.proxy_follow_ms)),
+            handoffs_max: c.gateway.handoffs_max as usize,
             fault: c.testing.fault(),
             send_every_ticks: c.view.flush_every_ticks(c.runtime.tick_ms),
             handshake_timeout: Duration::from_millis(c.gateway.handshake_timeout_ms),
