@@ -552,7 +552,7 @@ mod tests {
             "--grid",
             "cell.migrate_margin_m=2,8",
             "--grid",
-            "view.client_bytes_per_s_max=300,0",
+            "view.client_bytes_per_s_max=600,0",
             "--json",
         ]);
         let rec = recommend(&a).expect("runs");
