@@ -43,6 +43,6 @@ pub use schema::{
 };
 pub use state::{Entity, EntityCore};
 pub use store::{PropError, PropertyStore};
-pub use sync::{ChangeSet, SyncEmitter, SyncKind, SyncMsg};
+pub use sync::{ChangeSet, SyncEmitter, SyncKind, SyncMsg, MOVEMENT_BYTES};
 pub use tracker::{CatchUp, Delivery, ObserverTracker, TrackerFull, TrackerParams};
 pub use value::{Key, Value};

@@ -57,7 +57,7 @@ pub const EVENT_PAYLOAD_BYTES_MAX: usize = 16 << 20;
 
 /// Bytes of an internal movement block (`x, y, z, yaw`: sync payloads and
 /// snapshot headers, not the client wire).
-pub const MOVEMENT_BYTES: usize = 28;
+pub use crate::core::entity::MOVEMENT_BYTES;
 
 /// Position resolution on the client wire, metres (1 cm).
 pub const POSITION_RESOLUTION_M: f64 = 0.01;

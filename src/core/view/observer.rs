@@ -575,18 +575,10 @@ impl Observer {
         m: &SyncMsg,
     ) -> bool {
         let slot = self.slots.at_mut(i);
-        let p = m.others_payload();
         // A movement whose property change other clients cannot see (an
         // empty delta) coalesces like a bare one (as in `emit_update`).
-        let bare = match m.kind {
-            SyncKind::Movement => p.len() == super::codec::MOVEMENT_BYTES,
-            SyncKind::MovementAndProps => {
-                p.get(super::codec::MOVEMENT_BYTES..) == Some(&EMPTY_DELTA[..])
-            }
-            _ => false,
-        };
-        if bare && m.version == slot.last + 1 {
-            if let Ok((pos, yaw)) = read_movement(&mut Reader::new(p)) {
+        if m.version == slot.last + 1 {
+            if let Some((pos, yaw)) = m.others_bare_movement() {
                 slot.last = m.version;
                 if slot.pending.replace(Pending { pos, yaw }).is_some() {
                     self.stats.coalesced += 1;
