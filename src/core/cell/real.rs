@@ -23,7 +23,7 @@ use crate::core::time::Time;
 
 use super::counters::{CellEvent, DropReason};
 use super::machine::{CatchUp, Cell};
-use super::msg::{CallKind, CellMsg, HauntState, Outgoing, Source, ToReal, ToRealBody};
+use super::msg::{CallKind, CellMsg, Haunt, HauntState, Outgoing, Source, ToReal, ToRealBody};
 use super::seq_buffer::SeqPush;
 use super::table::Part;
 
@@ -259,26 +259,30 @@ impl Cell {
             if let Some(w) = self.views.watch_mut(e.id) {
                 w.observer.handle_own(cs.msg.version, cs.msg.kind, cs.own);
             }
-            let msg: Arc<SyncMsg> = Arc::new(cs.msg);
-            e.version = msg.version;
+            e.version = cs.msg.version;
             self.counters.syncs_built += 1;
-            if msg.kind.has_movement() && !self.views.moved(e.id, e.entity.core().pos) {
+            if cs.msg.kind.has_movement() && !self.views.moved(e.id, e.entity.core().pos) {
                 self.counters.aoi_refused += 1;
             }
-            for h in &r.haunts {
-                let reachable = match h.state {
-                    HauntState::Created => true,
-                    HauntState::Creating { sent_by, .. } => sent_by == me,
-                };
-                if reachable {
+            let reachable = |h: &&Haunt| match h.state {
+                HauntState::Created => true,
+                HauntState::Creating { sent_by, .. } => sent_by == me,
+            };
+            if r.haunts.iter().any(|h| reachable(&h)) {
+                // Serialised once for every ghost: they share one buffer.
+                let msg: Arc<SyncMsg> = Arc::new(cs.msg);
+                for h in r.haunts.iter().filter(reachable) {
                     let sync = CellMsg::Sync {
                         epoch: r.epoch,
                         msg: msg.clone(),
                     };
                     self.out.push_back(Outgoing::cell(h.cell, sync));
                 }
+                r.cache.push(now, SyncMsg::clone(&msg));
+            } else {
+                // No ghost to share with (a lone cell): no shared copy.
+                r.cache.push(now, cs.msg);
             }
-            r.cache.push(now, SyncMsg::clone(&msg));
             let high = &mut self.counters.sync_cache_len_max;
             *high = (*high).max(r.cache.len() as u64);
         }

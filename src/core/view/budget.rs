@@ -162,7 +162,7 @@ impl BudgetParams {
         let ticks = 1000.0 / hz / f64::from(self.tick_ms.max(1));
         // A little slack so a mover whose updates land one tick late is
         // still refreshed at its own rate.
-        (ticks.round() as u16).max(1)
+        (crate::core::geom::round_i64(ticks).clamp(0, i64::from(u16::MAX)) as u16).max(1)
     }
 
     /// Checks the knobs, naming the first bad one.

@@ -48,7 +48,7 @@ pub use crate::core::entity::DecodeError;
 use super::event::{ClientEvent, Handle, Movement};
 use crate::core::entity::codec::{put_f32, put_f64, put_ivar, put_uvar, Reader};
 use crate::core::entity::{EntityTypeId, SyncKind};
-use crate::core::geom::Vec3;
+use crate::core::geom::{round_i64, Vec3};
 use crate::core::ids::EntityId;
 
 /// Largest snapshot or delta one event may carry (16 MiB; a batch from a
@@ -89,9 +89,9 @@ const TYPE_MASK: u8 = 0x0f;
 /// coordinates saturate, as `as` does).
 pub fn quantise(pos: Vec3) -> [i64; 3] {
     [
-        (pos.x * UNITS_PER_M).round() as i64,
-        (pos.y * UNITS_PER_M).round() as i64,
-        (pos.z * UNITS_PER_M).round() as i64,
+        round_i64(pos.x * UNITS_PER_M),
+        round_i64(pos.y * UNITS_PER_M),
+        round_i64(pos.z * UNITS_PER_M),
     ]
 }
 
@@ -107,7 +107,12 @@ pub fn dequantise(q: [i64; 3]) -> Vec3 {
 /// A heading (radians) as 256ths of a turn (nearest).
 pub fn yaw_byte(yaw: f32) -> u8 {
     let turns = f64::from(yaw) / std::f64::consts::TAU;
-    let steps = (turns * YAW_STEPS).round();
+    let x = turns * YAW_STEPS;
+    if x.abs() < 1e15 {
+        // The common case, without libm's round and fmod.
+        return round_i64(x).rem_euclid(256) as u8;
+    }
+    let steps = x.round();
     (steps.rem_euclid(YAW_STEPS) as u32 % 256) as u8
 }
 
@@ -434,6 +439,31 @@ impl<'a> Iterator for BatchReader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn yaw_byte_is_the_nearest_256th_of_a_turn() {
+        let old = |yaw: f32| {
+            let steps = (f64::from(yaw) / std::f64::consts::TAU * YAW_STEPS).round();
+            (steps.rem_euclid(YAW_STEPS) as u32 % 256) as u8
+        };
+        let mut yaws = vec![
+            0.0f32,
+            -0.0,
+            f32::NAN,
+            f32::INFINITY,
+            1e30,
+            -1e30,
+            3.141_592_7,
+        ];
+        for k in -3000..3000 {
+            yaws.push(k as f32 * 0.012_345);
+            // Exact halves of a step, where the rounding direction matters.
+            yaws.push(((f64::from(k) + 0.5) / YAW_STEPS * std::f64::consts::TAU) as f32);
+        }
+        for y in yaws {
+            assert_eq!(yaw_byte(y), old(y), "{y}");
+        }
+    }
 
     fn snap(ty: u16, x: f64) -> Vec<u8> {
         let mut s = Vec::new();
