@@ -453,7 +453,7 @@ mod tests {
             f32::INFINITY,
             1e30,
             -1e30,
-            3.141_592_7,
+            std::f32::consts::PI,
         ];
         for k in -3000..3000 {
             yaws.push(k as f32 * 0.012_345);
