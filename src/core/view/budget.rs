@@ -153,6 +153,21 @@ impl BudgetParams {
         out
     }
 
+    /// The farthest reach (ground metres) among the properties of `ty` in
+    /// `bits`: beyond it, [`BudgetParams::beyond`] with no slack holds every
+    /// one of them (0 for none).
+    pub fn reach_of(&self, ty: &EntityType, bits: u64) -> f64 {
+        let mut bits = bits & ty.detail_mask();
+        let mut reach = 0.0f64;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let d = ty.props()[i].detail.expect("in the detail mask");
+            reach = reach.max(self.reach_m(d));
+        }
+        reach
+    }
+
     /// Ticks between two refreshes at `band`'s minimum rate (at least 1).
     pub fn interval_ticks(&self, band: usize) -> u16 {
         let hz = f64::from(self.bands[band].min_hz);

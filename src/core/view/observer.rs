@@ -175,6 +175,12 @@ pub(super) struct Slot {
     /// Detail properties whose current value the client may lack (see the
     /// module doc; bit `i` = property `i`).
     pub(super) stale: u64,
+    /// The stale bits [`Slot::stale_reach`] was worked out for (it is
+    /// stale itself when they differ from `stale`).
+    stale_for: u64,
+    /// The farthest reach of the properties in `stale_for`: while the entity
+    /// is farther, none of them can be due (the pull skips the check).
+    stale_reach: f32,
 }
 
 impl Slot {
@@ -190,6 +196,8 @@ impl Slot {
             age: 0,
             since_key: 0,
             stale: 0,
+            stale_for: 0,
+            stale_reach: 0.0,
         }
     }
 
@@ -554,12 +562,37 @@ impl Observer {
             }
             let slot = self.slots.at(i).1;
             if slot.stale != 0 && slot.state == SlotState::Live && slot.last == head.version {
+                // Far beyond every stale property's reach: nothing is due, and
+                // the copy need not be read. The slot's position is the copy's
+                // (this version's movement, quantised: within a centimetre).
+                let far = me.map_or(0.0, |m| m.dist_xz(slot.pos()));
+                if slot.stale_for == slot.stale
+                    && far > f64::from(slot.stale_reach) + STALE_REACH_MARGIN_M
+                {
+                    debug_assert!(
+                        host.copy_ref(e).is_none_or(|c| {
+                            let d = me.map_or(0.0, |m| m.dist_xz(c.entity.core().pos));
+                            let ty = c.entity.props().entity_type();
+                            slot.stale & !self.params.budget.beyond(ty, d, 0.0) == 0
+                        }),
+                        "a stale property skipped within reach"
+                    );
+                    continue;
+                }
                 let Some(copy) = host.copy_ref(e) else {
                     continue;
                 };
                 let dist = me.map_or(0.0, |m| m.dist_xz(copy.entity.core().pos));
                 let ty = copy.entity.props().entity_type();
-                if slot.stale & !self.params.budget.beyond(ty, dist, 0.0) != 0 {
+                let stale = slot.stale;
+                if slot.stale_for != stale {
+                    let reach = self.params.budget.reach_of(ty, stale);
+                    let slot = self.slots.at_mut(i);
+                    slot.stale_for = stale;
+                    // Rounded up, so the skip stays on the safe side.
+                    slot.stale_reach = (reach as f32).max(0.0) * (1.0 + f32::EPSILON);
+                }
+                if stale & !self.params.budget.beyond(ty, dist, 0.0) != 0 {
                     self.lod_due.push(e);
                 }
             }
@@ -1308,6 +1341,11 @@ fn prio_key(prio: f32, i: u32) -> u64 {
     let ordered = (bits ^ (((bits >> 31) as u32) >> 1) as i32) as u32 ^ 0x8000_0000;
     (u64::from(!ordered) << 32) | u64::from(i)
 }
+
+/// How far the slot's position may be from its copy's when the pull skips
+/// the stale-property check: the quantisation (half a centimetre a axis),
+/// with room to spare.
+const STALE_REACH_MARGIN_M: f64 = 0.05;
 
 fn movement_to(slot: &mut Slot, p: &BudgetParams, pos: Vec3, yaw: f32) -> Movement {
     let (mv, q) = movement_from(slot.q, &mut slot.since_key, p, pos, yaw);
