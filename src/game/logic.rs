@@ -48,6 +48,7 @@
 //!
 //! Must not touch sockets, sessions, clocks or the routing of messages.
 
+use rustc_hash::FxHashMap; // tidy: allow(HashMap): no random seed; lookups only, never iterated
 use std::sync::Arc;
 
 use crate::core::cell::{
@@ -121,6 +122,9 @@ pub struct Game {
     /// This tick's reply per entity (`relay::reply_start`) and the
     /// highest client seq processed.
     frames: Vec<(EntityId, Vec<u8>, u64)>,
+    /// Where each entity's frame is in `frames` (thousands of entities
+    /// reply in one tick: a scan per input would be quadratic).
+    frame_at: FxHashMap<EntityId, u32>, // tidy: allow(HashMap): no random seed; lookups only, never iterated
     /// Emptied frame buffers, reused (no allocation per tick once warm).
     pool: Vec<Vec<u8>>,
     /// Whether effects are kept for [`Game::poll_effect`].
@@ -144,6 +148,7 @@ impl Game {
             counters: GameCounters::default(),
             events: Vec::new(),
             frames: Vec::new(),
+            frame_at: FxHashMap::default(), // tidy: allow(HashMap): see the field
             pool: Vec::new(),
             reporting: false,
             effects: std::collections::VecDeque::new(),
@@ -383,15 +388,14 @@ impl Game {
     }
 
     fn frames_of(&mut self, entity: EntityId) -> &mut (EntityId, Vec<u8>, u64) {
-        let i = match self.frames.iter().position(|f| f.0 == entity) {
-            Some(i) => i,
-            None => {
-                let mut buf = self.pool.pop().unwrap_or_default();
-                reply_start(&mut buf);
-                self.frames.push((entity, buf, 0));
-                self.frames.len() - 1
-            }
-        };
+        let next = self.frames.len() as u32;
+        let i = *self.frame_at.entry(entity).or_insert(next) as usize;
+        if i == self.frames.len() {
+            let mut buf = self.pool.pop().unwrap_or_default();
+            reply_start(&mut buf);
+            self.frames.push((entity, buf, 0));
+        }
+        debug_assert_eq!(self.frames[i].0, entity, "frame index");
         &mut self.frames[i]
     }
 
@@ -400,6 +404,7 @@ impl Game {
     /// flush.
     pub fn flush(&mut self, now: Time, cell: &mut Cell) {
         let mut frames = std::mem::take(&mut self.frames);
+        self.frame_at.clear();
         for (entity, mut buf, acked) in frames.drain(..) {
             reply_set_ack(&mut buf, acked);
             if !reply_is_empty(&buf) {
