@@ -34,5 +34,6 @@ pub mod core;
 pub mod game;
 pub mod runtime;
 pub mod server;
+pub mod shard;
 pub mod sim;
 pub mod wire;
