@@ -236,3 +236,42 @@ impl Outbox {
         std::mem::take(&mut self.refused)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The lanes without any queue: `flush_with` over plain vectors (the
+    //! runtime's flush into the mesh is tested in `runtime::mesh`).
+    use super::*;
+
+    fn body(n: u64) -> Body {
+        Body::encode(&n).expect("encode")
+    }
+
+    #[test]
+    fn a_refused_push_keeps_the_batch_at_the_head_of_its_lane() {
+        let me = ShardId::local(0);
+        let mut out = Outbox::new(me, 2, 2, 8);
+        for n in 0..3 {
+            out.send(ShardId::local(1), 0, body(n)).expect("room");
+        }
+        assert_eq!(out.destinations(), 2);
+        // Room for one batch only: [0, 1] leaves, [2] is handed back.
+        let mut sent: Vec<(usize, Vec<u64>)> = Vec::new();
+        let r = out.flush_with(
+            |dest, batch| match sent.len() {
+                0 => {
+                    sent.push((dest, batch.iter().map(Envelope::seq).collect()));
+                    Ok(())
+                }
+                _ => Err(batch),
+            },
+            |_| false,
+        );
+        assert_eq!((r.batches, r.messages, r.queue_full), (1, 2, 1));
+        assert_eq!(sent, [(1, vec![0, 1])]);
+        assert!(out.backlogged(ShardId::local(1)));
+        // A dead destination: what its lane holds is dropped and counted.
+        let r = out.flush_with(|_, batch| Err(batch), |dest| dest == 1);
+        assert_eq!((r.dropped, r.batches, out.held()), (1, 0, 0));
+    }
+}
