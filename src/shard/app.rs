@@ -45,7 +45,7 @@ impl ShardContext {
     }
 }
 
-/// The application a shard drives (the cell host, later).
+/// The application a shard drives (the server's cell host).
 pub trait ShardApp: Send + 'static {
     /// One tick at time `now`.
     ///
