@@ -10,12 +10,15 @@
 //! ```text
 //!   binaries      tessera (server, sim), loadgen, tuning tools
 //!      |
-//!   server        the cell host every shard runs (a sans-IO `ShardApp`)
-//!      |
-//!   runtime       the only code that touches executors, queues, clocks, sockets
-//!      |
+//!   server        the cell host every shard runs (a sans-IO `ShardApp`);
+//!      |          only its two drivers start the runtime
+//!   runtime       the IO adapter: the only code that touches executors,
+//!      |          queues, clocks, sockets; drives any `ShardApp`
 //!   game          sans-IO: client inputs applied at the reals, the relay
 //!      |          formats (the server and the simulator both drive it)
+//!   shard         sans-IO shard contract: `ShardApp`, `Inbox`, `Outbox`,
+//!      |          `ClientPort`, metric and view sinks (server and runtime
+//!      |          meet only here)
 //!   wire          rkyv shard message envelope; client protocol (later)
 //!      |
 //!   config        serde + toml; embedded defaults; validation naming the key
@@ -34,5 +37,6 @@ pub mod core;
 pub mod game;
 pub mod runtime;
 pub mod server;
+pub mod shard;
 pub mod sim;
 pub mod wire;

@@ -10,7 +10,7 @@
 use proptest::prelude::*;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
-use tessera::runtime::{ClientPort, CloseReason, ConnId, PortError, PortEvent, PortParams};
+use tessera::shard::{ClientPort, CloseReason, ConnId, PortError, PortEvent, PortParams};
 
 const MAX_CONNS: usize = 4;
 const INBOUND_MAX: usize = 24;

@@ -12,9 +12,8 @@ use std::time::{Duration, Instant};
 use tessera::config::Config;
 use tessera::core::ids::ShardId;
 use tessera::core::time::Time;
-use tessera::runtime::{
-    ClientPort, Count, Inbox, Outbox, Runtime, RuntimeHandle, SendError, ShardApp, ShardContext,
-};
+use tessera::runtime::{Runtime, RuntimeHandle};
+use tessera::shard::{ClientPort, Count, Inbox, Outbox, SendError, ShardApp, ShardContext};
 use tessera::wire::Body;
 
 const KIND: u16 = 7;

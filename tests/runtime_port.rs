@@ -16,9 +16,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tessera::config::Config;
 use tessera::core::time::Time;
-use tessera::runtime::{
-    ClientPort, CloseReason, ConnId, Count, Inbox, Outbox, PortError, PortEvent, Runtime,
-    RuntimeHandle, ShardApp, ShardContext, ShardStats,
+use tessera::runtime::{Runtime, RuntimeHandle, ShardStats};
+use tessera::shard::{
+    ClientPort, CloseReason, ConnId, Count, Inbox, Outbox, PortError, PortEvent, ShardApp,
+    ShardContext,
 };
 
 /// A byte that turns a connection into a flood target: the app then sends
@@ -389,9 +390,9 @@ fn unconsumed_input_pushes_back_on_the_client() {
         blocked,
         "the client was never pushed back ({written} bytes)"
     );
-    let held_level = stats[0].level(tessera::runtime::Level::ClientInboundHeld);
+    let held_level = stats[0].level(tessera::shard::Level::ClientInboundHeld);
     eventually("inbound level published", || {
-        stats[0].level(tessera::runtime::Level::ClientInboundHeld) == inbound_max as u64
+        stats[0].level(tessera::shard::Level::ClientInboundHeld) == inbound_max as u64
     });
     assert!(held_level <= inbound_max as u64);
     // Exactly the bound was read: the hold byte and what followed it.

@@ -1,13 +1,19 @@
 //! Tidy: the layering and hygiene rules of tessera, checked on the source text.
 //!
 //! - The sans-IO layers ([`SANS_IO_DIRS`]: the core, the game logic, the
-//!   server's application and the simulator) must not import executors,
+//!   shard contract, the server's application and the simulator) must not
+//!   import executors,
 //!   queues, sockets, threads or the OS clock, nor iterate default-hashed
 //!   maps (determinism). The server's two drivers (`embedded.rs`, which
 //!   starts the runtime, and the test harness) say why on each line they
 //!   opt out.
 //! - The core must not reach up into config, wire, runtime or sim; the
-//!   game logic not into the server, the runtime or the simulator.
+//!   game logic not into the server, the runtime or the simulator; the shard
+//!   contract not into the runtime (its IO adapter), the server, the
+//!   simulator or the game logic.
+//! - The server and the game logic program against the shard contract,
+//!   never the runtime: only the server's drivers that start it
+//!   ([`RUNTIME_DRIVERS`], named one by one) may import `crate::runtime`.
 //! - Library code prints nothing (`println!`, `eprintln!`, `dbg!`): binaries and
 //!   tracing do.
 //! - No function is longer than [`FN_LINES_MAX`] lines.
@@ -39,10 +45,31 @@ const SANS_IO_BANNED: &[&str] = &[
 ];
 
 /// The sans-IO layers: no executor, queue, socket, thread or clock.
-const SANS_IO_DIRS: &[&str] = &["src/core", "src/game", "src/server", "src/sim"];
+const SANS_IO_DIRS: &[&str] = &["src/core", "src/game", "src/server", "src/shard", "src/sim"];
 
 /// Modules the game logic must not depend on (its drivers are above it).
 const GAME_BANNED_UP: &[&str] = &["crate::server", "crate::runtime", "crate::sim"];
+
+/// Modules the shard contract must not depend on: its IO adapter (the
+/// runtime) and the applications and drivers above it.
+const SHARD_BANNED_UP: &[&str] = &[
+    "crate::runtime",
+    "crate::server",
+    "crate::sim",
+    "crate::game",
+];
+
+/// The application layers that see a shard only through the contract
+/// (`crate::shard`), never through the runtime.
+const APP_DIRS: &[&str] = &["src/server", "src/game"];
+
+/// What the application layers must not import.
+const APP_BANNED: &[&str] = &["crate::runtime"];
+
+/// The server's drivers: the only application files that start the runtime
+/// (`embedded.rs`: the in-process server; `harness.rs`: the sans-IO test
+/// harness wires hosts over the runtime's mesh queues and flush).
+const RUNTIME_DRIVERS: &[&str] = &["src/server/embedded.rs", "src/server/harness.rs"];
 
 /// Modules the core must not depend on (layering: core is the bottom layer).
 const CORE_BANNED_UP: &[&str] = &[
@@ -118,6 +145,17 @@ fn sans_io_files() -> Vec<PathBuf> {
     SANS_IO_DIRS.iter().flat_map(|d| under(d)).collect()
 }
 
+/// The application files held to [`APP_BANNED`]: every file of
+/// [`APP_DIRS`] but the named [`RUNTIME_DRIVERS`].
+fn app_files() -> Vec<PathBuf> {
+    let drivers: Vec<PathBuf> = RUNTIME_DRIVERS.iter().map(|d| root().join(d)).collect();
+    APP_DIRS
+        .iter()
+        .flat_map(|d| under(d))
+        .filter(|f| !drivers.contains(f))
+        .collect()
+}
+
 #[test]
 fn sans_io_layers_are_sans_io_and_deterministic() {
     let files = sans_io_files();
@@ -154,6 +192,70 @@ fn game_does_not_reach_up() {
         "layering violations:\n{}",
         found.join("\n")
     );
+}
+
+#[test]
+fn shard_contract_does_not_reach_up() {
+    let files = under("src/shard");
+    assert!(files.len() > 3, "tidy found no shard contract sources");
+    let found = banned_words(
+        &files,
+        SHARD_BANNED_UP,
+        "shard contract imports a higher layer",
+    );
+    assert!(
+        found.is_empty(),
+        "layering violations:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn applications_use_the_contract_not_the_runtime() {
+    let files = app_files();
+    assert!(!files.is_empty(), "tidy found no server or game sources");
+    let found = banned_words(&files, APP_BANNED, "application imports the runtime");
+    assert!(
+        found.is_empty(),
+        "layering violations (import from crate::shard; only {RUNTIME_DRIVERS:?} may start \
+         the runtime):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_contract_rules_fire_and_drivers_are_named() {
+    // The contract is held to the sans-IO rule...
+    let sans_io = sans_io_files();
+    assert!(sans_io.contains(&root().join("src/shard/outbox.rs")));
+    // ... the application rule reads the server and the game, but not the
+    // two named drivers (each named file must exist: a rename must update
+    // the allowance)...
+    let apps = app_files();
+    assert!(apps.contains(&root().join("src/server/host.rs")));
+    assert!(apps.contains(&root().join("src/game/relay.rs")));
+    for driver in RUNTIME_DRIVERS {
+        let path = root().join(driver);
+        assert!(path.is_file(), "named driver {driver} does not exist");
+        assert!(!apps.contains(&path), "{driver} is a named driver");
+    }
+    // ... and both rules fire on the imports they ban.
+    let dir = std::env::temp_dir().join(format!("tessera-tidy-shard-{}", std::process::id()));
+    fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("host.rs");
+    let source = "use crate::runtime::{ClientPort, ShardApp};\n\
+                  use crate::server::CellHost; // in src/shard: reaching up\n\
+                  use crate::shard::{Inbox, Outbox}; // fine everywhere\n\
+                  // crate::runtime in a comment is fine\n\
+                  use crate::game::relay;\n";
+    fs::write(&file, source).expect("write temp file");
+    let files = std::slice::from_ref(&file);
+    let up = banned_words(files, SHARD_BANNED_UP, "x");
+    assert_eq!(up.len(), 3, "{up:?}");
+    let app = banned_words(files, APP_BANNED, "x");
+    assert_eq!(app.len(), 1, "{app:?}");
+    assert!(app[0].contains("host.rs:1:"), "{app:?}");
+    fs::remove_dir_all(&dir).expect("clean temp dir");
 }
 
 #[test]

@@ -35,10 +35,9 @@ use std::time::{Duration, Instant};
 use tessera::config::Config;
 use tessera::core::geom::Vec3;
 use tessera::core::time::Time;
-use tessera::runtime::{
-    ClientPort, ConnId, Count, Hist, Inbox, Outbox, Runtime, ShardApp, ShardContext,
-};
+use tessera::runtime::{Hist, Runtime};
 use tessera::server::EmbeddedServer;
+use tessera::shard::{ClientPort, ConnId, Count, Inbox, Outbox, ShardApp, ShardContext};
 use tessera::wire::client::{
     kind as wire_kind, split_frame, ClientMsg, ServerMsg, HEADER_BYTES, PROTOCOL_VERSION,
 };

@@ -24,7 +24,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tessera::config::Config;
 use tessera::core::time::Time;
-use tessera::runtime::{ClientPort, Count, Hist, Inbox, Outbox, Runtime, ShardApp, ShardContext};
+use tessera::runtime::{Hist, Runtime};
+use tessera::shard::{ClientPort, Count, Inbox, Outbox, ShardApp, ShardContext};
 use tessera::wire::Body;
 
 #[global_allocator]

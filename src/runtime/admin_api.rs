@@ -10,8 +10,9 @@
 //! `tessera-sse` thread per event stream. Owns: nothing.
 
 use super::admin::AdminState;
-use super::metrics::{Level, ShardStats};
-use super::viewer::{ShardView, ViewEvent};
+use super::metrics::ShardStats;
+use crate::shard::view_sink::{ShardView, ViewEvent};
+use crate::shard::Level;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::net::TcpStream;

@@ -49,7 +49,7 @@
 //! application.
 
 use super::handoff::{Handoff, Handoffs};
-use super::port::{ClientPort, CloseReason, SlotState};
+use crate::shard::port::{ClientPort, CloseReason, SlotState};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use std::cell::RefCell;

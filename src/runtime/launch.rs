@@ -8,13 +8,13 @@
 //!
 //! Owns the spawn and the bind handshake; it must not run the tick loop.
 
-use super::app::{ShardApp, ShardContext};
 use super::gateway_io;
 use super::mesh::ShardLinks;
 use super::metrics::ShardStats;
 use super::shard::{self, ShardParams, Shared};
 use super::RuntimeError;
 use crate::config::Config;
+use crate::shard::{ShardApp, ShardContext};
 use glommio::{LocalExecutorBuilder, Placement};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -72,7 +72,7 @@ impl Launch {
                 drop(bind_tx);
                 let mut app = factory(p.ctx);
                 // The one clock the application stamps its work with.
-                app.set_cost_clock(Box::new(super::app::MonotonicClock::new()));
+                app.set_cost_clock(Box::new(super::clock::MonotonicClock::new()));
                 shard::run(p, app, links, stats, shared, listener).await
             });
         (spawned, bind_rx)

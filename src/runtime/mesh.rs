@@ -33,7 +33,7 @@
 //!
 //! # Limits
 //! `mesh.batch_queue_depth` batches per queue. A full queue pushes back on
-//! the sender (see [`super::outbox`]). Memory per pair is bounded by depth x
+//! the sender (see [`crate::shard::outbox`]). Memory per pair is bounded by depth x
 //! `mesh.batch_items_max` envelopes.
 //!
 //! # Ordering
@@ -43,9 +43,10 @@
 //! Runs on: built on the starting thread; each [`ShardLinks`] then moves to
 //! and lives on its shard's thread.
 
-use super::inbox::InboxBuf;
-use super::outbox::Batch;
+use crate::shard::inbox::InboxBuf;
+use crate::shard::outbox::{Batch, FlushReport, Outbox};
 use crossbeam_queue::ArrayQueue;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// The queue of one ordered pair of shards; the source pushes, the
@@ -129,6 +130,18 @@ impl ShardLinks {
     }
 }
 
+/// Flushes `out` into the queues to each destination (`queues[dest index]`):
+/// each lane's batches are pushed until the lane is empty or the queue is
+/// full (see the back-pressure policy in [`crate::shard::outbox`]). Lanes to
+/// shards marked in `dead` are emptied and counted as dropped.
+pub(crate) fn flush(out: &mut Outbox, queues: &[Queue], dead: &[AtomicBool]) -> FlushReport {
+    debug_assert_eq!(queues.len(), out.destinations());
+    out.flush_with(
+        |dest, batch| queues[dest].push(batch),
+        |dest| dead[dest].load(Ordering::Acquire),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +179,93 @@ mod tests {
         links[0].tx[1].push(batch(0, 1, 0..2)).expect("room");
         links[0].tx[1].push(batch(0, 1, 3..4)).expect("room");
         links[1].drain(&mut InboxBuf::default());
+    }
+}
+
+#[cfg(test)]
+mod flush_tests {
+    use super::*;
+    use crate::core::ids::ShardId;
+    use crate::shard::outbox::SendError;
+    use crate::wire::{Body, Envelope};
+
+    fn body(n: u64) -> Body {
+        Body::encode(&n).expect("encode")
+    }
+
+    static ALIVE: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+
+    fn queue(depth: usize) -> Queue {
+        Arc::new(ArrayQueue::new(depth))
+    }
+
+    fn seqs(batch: &Batch) -> Vec<u64> {
+        batch.iter().map(Envelope::seq).collect()
+    }
+
+    #[test]
+    fn one_batch_per_destination_per_flush() {
+        let (tx0, tx1) = (queue(4), queue(4));
+        let (rx0, rx1) = (tx0.clone(), tx1.clone());
+        let mut out = Outbox::new(ShardId::local(0), 2, 8, 16);
+        for n in 0..5 {
+            out.send(ShardId::local(1), 7, body(n)).expect("room");
+        }
+        out.send(ShardId::local(0), 7, body(9)).expect("self");
+        let r = flush(&mut out, &[tx0, tx1], &ALIVE);
+        assert_eq!((r.batches, r.messages), (2, 6));
+        assert_eq!(seqs(&rx1.pop().expect("batch")), [0, 1, 2, 3, 4]);
+        assert!(rx1.pop().is_none());
+        assert_eq!(seqs(&rx0.pop().expect("batch")), [0]);
+        assert_eq!(out.held(), 0);
+    }
+
+    #[test]
+    fn full_queue_holds_batches_and_full_outbox_refuses() {
+        let tx = queue(1);
+        let rx = tx.clone();
+        let mut out = Outbox::new(ShardId::local(0), 1, 2, 4);
+        let me = ShardId::local(0);
+        for n in 0..3 {
+            out.send(me, 0, body(n)).expect("room");
+        }
+        // Batches of 2: [0,1] sent, [2] held (queue depth 1).
+        let r = flush(&mut out, std::slice::from_ref(&tx), &ALIVE[..1]);
+        assert_eq!((r.batches, r.queue_full), (1, 1));
+        assert!(out.backlogged(me));
+        out.send(me, 0, body(3)).expect("room");
+        assert_eq!(out.room(me), 2);
+        out.send(me, 0, body(4)).expect("room");
+        out.send(me, 0, body(5)).expect("room");
+        match out.send(me, 0, body(6)) {
+            Err(SendError::Full { body, .. }) => assert_eq!(body.len(), 8),
+            other => panic!("expected Full, got {other:?}"),
+        }
+        assert_eq!(out.take_refused(), 1);
+        // Drain and flush until all arrive, in order, nothing lost.
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            got.extend(std::iter::from_fn(|| rx.pop()).flat_map(|b| seqs(&b)));
+            flush(&mut out, std::slice::from_ref(&tx), &ALIVE[..1]);
+        }
+        got.extend(std::iter::from_fn(|| rx.pop()).flat_map(|b| seqs(&b)));
+        assert_eq!(got, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(out.held(), 0);
+    }
+
+    #[test]
+    fn unknown_and_crashed_destinations_are_reported() {
+        let mut out = Outbox::new(ShardId::local(0), 1, 2, 4);
+        assert!(matches!(
+            out.send(ShardId::local(5), 0, body(0)),
+            Err(SendError::UnknownShard { .. })
+        ));
+        // A crashed destination (marked dead): its lane is dropped, counted.
+        let tx = queue(1);
+        let dead = [AtomicBool::new(true)];
+        out.send(ShardId::local(0), 0, body(0)).expect("room");
+        out.send(ShardId::local(0), 0, body(1)).expect("room");
+        let r = flush(&mut out, std::slice::from_ref(&tx), &dead);
+        assert_eq!((r.dropped, r.batches, out.held()), (2, 0, 0));
     }
 }

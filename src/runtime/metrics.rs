@@ -24,9 +24,11 @@
 //! - `tessera_mesh_inbound_queued_batches`: histogram of the batches found
 //!   waiting in a shard's inbound queues at each drain, aggregated;
 //! - `tessera_app_<name>{shard}`: what the application reports through
-//!   [`MetricSink`].
+//!   [`MetricSink`] (the contract's side, in `crate::shard`).
 //!
-//! Owns metric storage and encoding; it must not touch queues or sockets.
+//! The names of the counters and levels are the shard contract's
+//! ([`crate::shard::counters`]). Owns metric storage and encoding; it must
+//! not touch queues or sockets.
 
 use crate::core::ids::ShardId;
 use hdrhistogram::Histogram;
@@ -37,8 +39,8 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-pub use super::counters::{Count, Level};
-use super::counters::{COUNTS, LEVELS};
+use crate::shard::counters::{Count, Level, COUNTS, LEVELS};
+use crate::shard::metric_sink::{AppMetric, MetricSink};
 
 /// Histograms every shard records (values in microseconds, or counts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,47 +81,6 @@ const QUANTILES: [(f64, &str); 4] = [(0.5, "0.5"), (0.99, "0.99"), (0.999, "0.99
 
 fn new_hists() -> [Histogram<u64>; HISTS] {
     std::array::from_fn(|_| Histogram::new_with_bounds(1, HIST_MAX, 2).expect("valid bounds"))
-}
-
-/// What the application reports about itself, read at publish time.
-#[derive(Debug, Default)]
-pub struct MetricSink {
-    items: Vec<AppMetric>,
-}
-
-/// One application metric.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AppMetric {
-    /// Name without prefix (exported as `tessera_app_<name>`); `[a-z0-9_]`.
-    pub name: &'static str,
-    /// Help text.
-    pub help: &'static str,
-    /// A counter (monotonic) or a gauge.
-    pub counter: bool,
-    /// The value.
-    pub value: u64,
-}
-
-impl MetricSink {
-    /// Reports a monotonic counter.
-    pub fn counter(&mut self, name: &'static str, help: &'static str, value: u64) {
-        self.items.push(AppMetric {
-            name,
-            help,
-            counter: true,
-            value,
-        });
-    }
-
-    /// Reports a gauge.
-    pub fn gauge(&mut self, name: &'static str, help: &'static str, value: u64) {
-        self.items.push(AppMetric {
-            name,
-            help,
-            counter: false,
-            value,
-        });
-    }
 }
 
 /// The metrics of one shard, written by that shard only.
@@ -204,9 +165,9 @@ impl ShardStats {
     /// Replaces the published application metrics (never blocks).
     pub(crate) fn try_publish_app(&self, sink: &mut MetricSink) {
         if let Ok(mut app) = self.app.try_lock() {
-            std::mem::swap(&mut *app, &mut sink.items);
+            sink.swap_items(&mut app);
         }
-        sink.items.clear();
+        sink.clear();
     }
 }
 

@@ -1,5 +1,10 @@
 //! The server runtime: the only code that touches executors, queues, clocks,
-//! sockets, threads and signals.
+//! sockets, threads and signals. It is the IO adapter under the shard
+//! contract ([`crate::shard`]): it drives any [`ShardApp`] and feeds and
+//! drains the contract's [`Inbox`](crate::shard::Inbox),
+//! [`Outbox`](crate::shard::Outbox) and [`ClientPort`](crate::shard::ClientPort) from its queues and
+//! sockets; the application never imports this module (only the server's
+//! drivers that start it do).
 //!
 //! # Model
 //!
@@ -28,7 +33,7 @@
 //! - The monotonic clock is mapped onto [`crate::core::time::Time`]: microseconds since
 //!   the runtime's start, the same epoch on every shard.
 //! - Client TCP connections reach the application as bytes through the
-//!   shard-local [`ClientPort`] passed to `on_tick`: when `gateway.enabled`,
+//!   shard-local [`ClientPort`](crate::shard::ClientPort) passed to `on_tick`: when `gateway.enabled`,
 //!   shard 0 binds `gateway.listen_addr` (port 0 allowed) and every other
 //!   shard binds the address it resolved (SO_REUSEPORT: the kernel spreads
 //!   connections over shards); one batched socket loop per shard
@@ -40,33 +45,31 @@
 //!   tick, drains the mesh into the applications' `on_stop`, and
 //!   [`RuntimeHandle::join`] joins every thread and returns the applications.
 //!
-//! The runtime is generic over the application: the cell host plugs in as a
-//! [`ShardApp`] later.
+//! Owns: the executors, the mesh queues and their flush ([`mesh`]), the tick
+//! loop ([`shard`]), the socket loop and hand-over (`gateway_io`, `handoff`),
+//! the published stats and their rendering ([`metrics`]), the viewer board
+//! ([`viewer`]) and the admin endpoint ([`admin`]), and the OS clock
+//! ([`MonotonicClock`]). The runtime is generic over the application: the
+//! cell host (`crate::server`) plugs in as a [`ShardApp`].
 
 pub mod admin;
 mod admin_api;
-pub mod app;
-mod counters;
+mod clock;
 mod gateway_io;
 mod handoff;
-pub mod inbox;
 mod launch;
 pub mod mesh;
 pub mod metrics;
-pub mod outbox;
-pub mod port;
 pub mod shard;
 pub mod viewer;
 
-pub use app::{MonotonicClock, ShardApp, ShardContext};
-pub use inbox::Inbox;
-pub use metrics::{AppMetric, Count, Hist, Level, MetricSink, ShardStats};
-pub use outbox::{Batch, Outbox, SendError};
-pub use port::{ClientPort, CloseReason, ConnId, PortCounters, PortError, PortEvent, PortParams};
+pub use clock::MonotonicClock;
+pub use metrics::{Hist, ShardStats};
 pub use shard::tick_offset;
 
 use crate::config::Config;
 use crate::core::ids::ShardId;
+use crate::shard::{Count, PortParams, ShardApp, ShardContext};
 use admin::{AdminParams, AdminServer};
 use glommio::Placement;
 use launch::{gateway_addr, Launch, BIND_WAIT_MAX};

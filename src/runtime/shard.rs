@@ -43,15 +43,15 @@
 //! Runs on: its own executor thread. Owns: the application value, its inbox
 //! and outbox, its ends of the mesh, its local histograms.
 
-use super::app::{ShardApp, ShardContext};
 use super::gateway_io::GatewayIo;
-use super::inbox::{Inbox, InboxBuf};
-use super::mesh::{DrainReport, ShardLinks};
-use super::metrics::{Count, Hist, Level, LocalHists, MetricSink, ShardStats};
-use super::outbox::{FlushReport, Outbox};
-use super::port::{ClientPort, CloseReason, PortCounters, PortParams};
-use super::viewer::{ViewBoard, ViewSink};
+use super::mesh::{self, DrainReport, ShardLinks};
+use super::metrics::{Hist, LocalHists, ShardStats};
+use super::viewer::ViewBoard;
 use crate::core::time::Time;
+use crate::shard::inbox::{Inbox, InboxBuf};
+use crate::shard::outbox::{FlushReport, Outbox};
+use crate::shard::port::{ClientPort, CloseReason, PortCounters, PortParams};
+use crate::shard::{Count, Level, MetricSink, ShardApp, ShardContext, ViewSink};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -311,7 +311,7 @@ impl<A: ShardApp> Shard<A> {
             );
         }
         let t2 = Instant::now();
-        let flushed = self.outbox.flush(&self.links.tx, &self.shared.dead);
+        let flushed = mesh::flush(&mut self.outbox, &self.links.tx, &self.shared.dead);
         let t3 = Instant::now();
         self.account(drained, flushed);
         self.account_port();
@@ -443,7 +443,7 @@ impl<A: ShardApp> Shard<A> {
         let deadline = Instant::now() + self.p.shutdown_drain_max;
         loop {
             let d = self.links.drain(&mut self.inbox);
-            let f = self.outbox.flush(&self.links.tx, &self.shared.dead);
+            let f = mesh::flush(&mut self.outbox, &self.links.tx, &self.shared.dead);
             self.account(d, f);
             if self.outbox.held() == 0 {
                 guard.announce();

@@ -35,9 +35,9 @@ use crate::core::space::{
     SpaceTree,
 };
 use crate::core::time::Time;
-use crate::runtime::{Outbox, ShardContext};
 use crate::server::cell_factory::CellFactory;
 use crate::server::host::Routed;
+use crate::shard::{Outbox, ShardContext};
 use crate::wire::{Body, Envelope};
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -46,7 +46,7 @@ use crate::core::entity::EntityType;
 use crate::core::ids::EntityId;
 use crate::core::proxy::Proxy;
 use crate::core::time::Time;
-use crate::runtime::{ClientPort, CloseReason, ConnId, MetricSink, PortError, PortEvent};
+use crate::shard::{ClientPort, CloseReason, ConnId, MetricSink, PortError, PortEvent};
 use crate::wire::client::{ErrorCode, ServerMsg};
 
 use super::door::{Claim, Door, Seat};

@@ -11,9 +11,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr; // tidy: allow(std::net): the address the runtime bound, a value
 
 use crate::config::Config;
-use crate::runtime::{
-    AppMetric, Count, Hist, Level, Runtime, RuntimeError, RuntimeHandle, ShardStats,
-};
+use crate::runtime::{Hist, Runtime, RuntimeError, RuntimeHandle, ShardStats};
+use crate::shard::{AppMetric, Count, Level};
 use crate::wire::client::ErrorCode;
 
 use std::sync::Arc;
@@ -127,7 +126,7 @@ impl EmbeddedServer {
     /// before any thread starts), [`ServerError::Runtime`] if the runtime
     /// cannot start, [`ServerError::NoClientAddr`] if the gateway is off.
     pub fn start(config: &Config) -> Result<EmbeddedServer, ServerError> {
-        let probe = crate::runtime::ShardContext {
+        let probe = crate::shard::ShardContext {
             shard: crate::core::ids::ShardId::local(0),
             shards: config.runtime.shards.max(1),
             tick: std::time::Duration::from_millis(config.runtime.tick_ms),

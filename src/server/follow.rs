@@ -58,7 +58,7 @@ use crate::core::cell::Dest;
 use crate::core::ids::EntityId;
 use crate::core::proxy::Proxy;
 use crate::core::time::Time;
-use crate::runtime::{ClientPort, ConnId, MetricSink};
+use crate::shard::{ClientPort, ConnId, MetricSink};
 
 use super::clients::{Conn, Detached};
 use super::gateway::{Session, SessionPhase};

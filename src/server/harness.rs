@@ -1,5 +1,7 @@
 //! A sans-IO test harness for the cell host: several [`CellHost`]s wired by
-//! the runtime's own outboxes and inboxes (the mesh's lock-free queues, polled by hand),
+//! the shard contract's outboxes and inboxes over the runtime's mesh queues
+//! and flush (lock-free queues, polled by hand; a driver, so it may import
+//! `crate::runtime`: tests/tidy.rs names it),
 //! each with a detached [`ClientPort`], and game clients driven by the
 //! client library's [`ClientSession`]. Deterministic: no threads, no
 //! sockets, time advanced by hand.
@@ -15,11 +17,10 @@ use crate::config::Config;
 use crate::core::entity::TypeRegistry;
 use crate::core::ids::ShardId;
 use crate::core::time::Time;
-use crate::runtime::inbox::InboxBuf;
-use crate::runtime::mesh::Queue;
-use crate::runtime::{
-    tick_offset, ClientPort, ConnId, Inbox, Outbox, PortParams, ShardApp, ShardContext,
-};
+use crate::runtime::mesh::{self, Queue};
+use crate::runtime::tick_offset;
+use crate::shard::inbox::InboxBuf;
+use crate::shard::{ClientPort, ConnId, Inbox, Outbox, PortParams, ShardApp, ShardContext};
 use crossbeam_queue::ArrayQueue; // tidy: allow(crossbeam): the harness stands in for the runtime's mesh
 
 use super::CellHost;
@@ -175,7 +176,7 @@ impl Harness {
             for &i in group {
                 let inbox = Inbox::new(&mut self.inboxes[i]);
                 self.hosts[i].on_tick(self.now, inbox, &mut self.outboxes[i], &mut self.ports[i]);
-                self.outboxes[i].flush(&self.queues, &self.dead);
+                mesh::flush(&mut self.outboxes[i], &self.queues, &self.dead);
             }
         }
         for c in &mut self.clients {

@@ -38,10 +38,10 @@ use crate::core::geom::Rect;
 use crate::core::ids::{CellId, EntityId, ShardId, SpaceId};
 use crate::core::space::{Instances, SpaceKind};
 use crate::core::time::Time;
-use crate::runtime::ShardContext;
 use crate::server::balance::WORLD_SPACE;
 use crate::server::cell_factory::CellFactory;
 use crate::server::host::Routed;
+use crate::shard::ShardContext;
 
 /// The envelope kind of a [`SpaceMsg`].
 pub const KIND_SPACES: u16 = 3;

@@ -26,8 +26,8 @@ use crate::core::geom::Vec3;
 use crate::core::ids::{EntityId, ShardId, SpaceId};
 use crate::core::time::Time;
 use crate::game::relay::GameInput;
-use crate::runtime::{MetricSink, Outbox};
 use crate::server::balance::WORLD_SPACE;
+use crate::shard::{MetricSink, Outbox};
 use crate::wire::client::ErrorCode;
 use crate::wire::{Body, Envelope};
 

@@ -103,7 +103,7 @@ fn a_dropped_connection_is_taken_over_within_the_reconnect_window() {
     h.run(10);
     let e = entity(&h, cat);
     let conn = h.clients[cat].conn;
-    h.ports[1].inject_close(conn, crate::runtime::CloseReason::PeerClosed);
+    h.ports[1].inject_close(conn, crate::shard::CloseReason::PeerClosed);
     h.clients[cat].closed = true;
     h.run(10);
     assert_eq!(h.hosts[1].clients.detached(), 1);

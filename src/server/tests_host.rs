@@ -247,7 +247,7 @@ fn disconnects_remove_the_avatar_everywhere() {
     let now = h.now;
     h.clients[a].session.send_bye(now).expect("bye");
     let (shard, conn) = (h.clients[b].shard, h.clients[b].conn);
-    h.ports[shard].inject_close(conn, crate::runtime::CloseReason::PeerClosed);
+    h.ports[shard].inject_close(conn, crate::shard::CloseReason::PeerClosed);
     h.clients[b].closed = true;
     h.run(15);
     assert_eq!(h.copies(ea), (0, 0));

@@ -13,8 +13,8 @@ use crate::core::cell::Cell;
 use crate::core::entity::TypeRegistry;
 use crate::core::ids::{CellId, EntityId, ShardId, SpaceId};
 use crate::core::time::Time;
-use crate::runtime::ShardContext;
 use crate::server::balance::WORLD_SPACE;
+use crate::shard::ShardContext;
 use crate::wire::client::ErrorCode;
 
 fn ctx(index: u16) -> ShardContext {

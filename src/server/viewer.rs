@@ -1,8 +1,9 @@
-//! What the cell host shows the live viewer (`runtime::viewer`,
-//! docs/viewer.md): its world cells with their loads and counts, their
-//! entities (sampled evenly above `admin.viewer_entities_max` per cell),
-//! and the events since the last publish: migrations out of its cells and,
-//! on shard 0, the balancer's decisions.
+//! What the cell host shows the live viewer (`shard::view_sink`, published
+//! by `runtime::viewer`; docs/viewer.md): its world cells with their loads
+//! and counts, their entities (sampled evenly above
+//! `admin.viewer_entities_max` per cell), and the events since the last
+//! publish: migrations out of its cells and, on shard 0, the balancer's
+//! decisions.
 //!
 //! Events are noted as they happen into a buffer of at most
 //! `admin.viewer_events_max` (the excess is counted, not kept); nothing is
@@ -20,7 +21,7 @@ use crate::core::entity::{EntityTypeId, TypeRegistry};
 use crate::core::ids::CellId;
 use crate::core::space::{ChangeOp, SpaceChange};
 use crate::core::time::Time;
-use crate::runtime::viewer::{BalanceOp, CellView, EntityView, ViewEvent, ViewSink};
+use crate::shard::{BalanceOp, CellView, EntityView, ViewEvent, ViewSink};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

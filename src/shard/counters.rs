@@ -1,8 +1,9 @@
 //! The names of every shard's counters ([`Count`]) and levels ([`Level`]):
 //! mesh, ticks and client connections, with their exported names and help
-//! texts. Storage and encoding are in [`super::metrics`].
+//! texts. The runtime keeps and exports them (storage and encoding are in
+//! `runtime::metrics`); its drivers read them back by these names.
 //!
-//! Owns names only; it must not touch queues or sockets.
+//! Owns names only; it must not touch queues, sockets or clocks.
 
 /// Event counters kept by every shard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

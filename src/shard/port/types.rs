@@ -3,7 +3,7 @@
 //! Owns no state; it must not touch sockets.
 
 use crate::config::Config;
-use std::net::SocketAddr;
+use std::net::SocketAddr; // tidy: allow(std::net): an address value, no socket
 
 /// One client connection on this shard: slot index + generation, never
 /// reused while alive.

@@ -1,52 +1,25 @@
-//! The runtime's only view of the application: [`ShardApp`].
+//! The application's side of a shard: [`ShardApp`] and [`ShardContext`].
 //!
-//! The runtime knows nothing of cells, entities or the space tree. Each shard
-//! owns one application value (built on the shard's own thread by the factory
-//! given to [`crate::runtime::Runtime::start`]) and calls it once per tick with
-//! the time, what arrived since the last tick, and an outbox for what it
-//! wants sent. The application is a sans-IO state machine in the quinn shape:
-//! it never sees an executor, a queue, a socket or a clock.
+//! A driver (the runtime, or a sans-IO test harness) knows nothing of cells,
+//! entities or the space tree. Each shard owns one application value (built
+//! on the shard's own thread by the factory given to the driver, e.g.
+//! `runtime::Runtime::start`) and calls it once per tick with the time, what
+//! arrived since the last tick, and an outbox for what it wants sent. The
+//! application is a sans-IO state machine in the quinn shape: it never sees
+//! an executor, a queue, a socket or a clock.
 //!
-//! Runs on: the shard's thread. Owns: nothing but the trait.
+//! Runs on: the shard's thread. Owns: nothing but the trait and the
+//! context; it must not touch executors, queues, sockets or clocks.
 
 use super::inbox::Inbox;
-use super::metrics::MetricSink;
+use super::metric_sink::MetricSink;
 use super::outbox::Outbox;
 use super::port::ClientPort;
-use super::viewer::ViewSink;
+use super::view_sink::ViewSink;
 use crate::core::ids::ShardId;
 use crate::core::load::CostClock;
 use crate::core::time::Time;
-use std::time::{Duration, Instant};
-
-/// The clock the runtime gives an application to stamp its own work with
-/// (load measurement, `core::load`): nanoseconds since it was made. The
-/// application never reads a clock itself; its driver injects this one.
-#[derive(Debug)]
-pub struct MonotonicClock {
-    start: Instant,
-}
-
-impl MonotonicClock {
-    /// Starts now.
-    pub fn new() -> Self {
-        MonotonicClock {
-            start: Instant::now(),
-        }
-    }
-}
-
-impl Default for MonotonicClock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl CostClock for MonotonicClock {
-    fn stamp(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64
-    }
-}
+use std::time::Duration;
 
 /// Where an application instance runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,7 +45,7 @@ impl ShardContext {
     }
 }
 
-/// The application a shard drives (the cell host, later).
+/// The application a shard drives (the server's cell host).
 pub trait ShardApp: Send + 'static {
     /// One tick at time `now`.
     ///
@@ -88,7 +61,8 @@ pub trait ShardApp: Send + 'static {
 
     /// Takes the clock to stamp its own work with (load measurement);
     /// the runtime calls it once, on the shard's thread, right after the
-    /// factory built the application (it gives a [`MonotonicClock`]).
+    /// factory built the application (the runtime gives its
+    /// `runtime::MonotonicClock`).
     fn set_cost_clock(&mut self, clock: Box<dyn CostClock + Send>) {
         let _ = clock;
     }

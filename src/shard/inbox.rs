@@ -1,8 +1,9 @@
 //! What a shard received and its application has not read yet.
 //!
-//! Batches drained from the inbound queues are appended whole (no copy, no
-//! per-message work); [`Inbox`] hands the envelopes out one by one. Envelopes
-//! the application leaves unread stay, in order, ahead of later arrivals.
+//! Batches the driver drained from its inbound queues (the runtime's mesh)
+//! are appended whole (no copy, no per-message work); [`Inbox`] hands the
+//! envelopes out one by one. Envelopes the application leaves unread stay,
+//! in order, ahead of later arrivals.
 //!
 //! # Limits
 //! `mesh.inbox_items_max`: while this many envelopes are held, the shard does
@@ -14,12 +15,13 @@
 //! FIFO per source shard (batches from one source are appended in queue
 //! order); sources interleave batch by batch.
 //!
-//! Runs on: the owning shard's thread.
+//! Runs on: the owning shard's thread. Owns the held batches; it must not
+//! touch queues, executors or clocks (the driver pushes batches in).
 
 use crate::wire::Envelope;
 use std::collections::VecDeque;
 
-/// The received envelopes of one shard (runtime side).
+/// The received envelopes of one shard (the driver's side).
 #[derive(Debug, Default)]
 pub(crate) struct InboxBuf {
     batches: VecDeque<std::vec::IntoIter<Envelope>>,

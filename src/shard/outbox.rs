@@ -1,10 +1,10 @@
 //! What a shard's application wants sent, batched per destination.
 //!
 //! During a tick the application pushes envelopes with [`Outbox::send`]; after
-//! the tick the runtime flushes each destination's batch into that
-//! destination's queue with one `try_send`: one batch per destination per
-//! tick (more only when a tick sends more than `mesh.batch_items_max` to one
-//! destination).
+//! the tick the driver flushes each destination's batch into that
+//! destination's queue (the runtime: `runtime::mesh::flush`, one push per
+//! batch): one batch per destination per tick (more only when a tick sends
+//! more than `mesh.batch_items_max` to one destination).
 //!
 //! # Back-pressure policy
 //!
@@ -21,18 +21,19 @@
 //! 3. Nothing is ever dropped silently: once a destination's shard has
 //!    crashed (marked dead), the flush drops what its lane holds, counts it
 //!    as `dropped_disconnected` and logs an error; what was already in the
-//!    dead shard's queues is counted by [`crate::runtime::RuntimeHandle::join`].
+//!    dead shard's queues is counted by `runtime::RuntimeHandle::join`.
 //!
 //! # Ordering
 //! FIFO per destination: envelopes are numbered per destination (`seq` from
 //! 0) in send order, and batches leave a lane in order.
 //!
-//! Runs on: the owning shard's thread.
+//! Runs on: the owning shard's thread. Owns the lanes and their sequence
+//! numbers; it must not touch queues, executors or clocks (the driver's
+//! flush hands it a push into its queues).
 
 use crate::core::ids::ShardId;
 use crate::wire::{Body, Envelope};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A batch: the envelopes one shard sends another in one flush.
 pub type Batch = Vec<Envelope>;
@@ -183,19 +184,26 @@ impl Outbox {
         }
     }
 
-    /// Sends every lane's batches into its queue (`queues[dest index]`) until
-    /// the lane is empty or the queue is full. Lanes to shards marked in
-    /// `dead` are emptied and counted as dropped.
-    pub(crate) fn flush(
+    /// Destinations (one lane each, indexed by shard index).
+    pub(crate) fn destinations(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// Hands every lane's batches to `push(dest index, batch)` until the
+    /// lane is empty or `push` hands the batch back (the destination's queue
+    /// is full). Lanes to shards for which `dead(dest index)` holds are
+    /// emptied and counted as dropped. The driver supplies both: the
+    /// runtime's mesh flush (`runtime::mesh::flush`) pushes into the
+    /// destination's queue and reads the crash flags.
+    pub(crate) fn flush_with(
         &mut self,
-        queues: &[super::mesh::Queue],
-        dead: &[AtomicBool],
+        mut push: impl FnMut(usize, Batch) -> Result<(), Batch>,
+        dead: impl Fn(usize) -> bool,
     ) -> FlushReport {
-        debug_assert_eq!(queues.len(), self.lanes.len());
         let mut r = FlushReport::default();
-        for (dest, (lane, tx)) in self.lanes.iter_mut().zip(queues).enumerate() {
+        for (dest, lane) in self.lanes.iter_mut().enumerate() {
             Self::seal(lane, self.batch_items_max);
-            if lane.held > 0 && dead[dest].load(Ordering::Acquire) {
+            if lane.held > 0 && dead(dest) {
                 tracing::error!(
                     source = %self.source, dest, lost = lane.held,
                     "destination shard crashed; envelopes dropped"
@@ -206,7 +214,7 @@ impl Outbox {
             }
             while let Some(batch) = lane.pending.pop_front() {
                 let n = batch.len();
-                match tx.push(batch) {
+                match push(dest, batch) {
                     Ok(()) => {
                         r.batches += 1;
                         r.messages += n as u64;
@@ -231,85 +239,39 @@ impl Outbox {
 
 #[cfg(test)]
 mod tests {
+    //! The lanes without any queue: `flush_with` over plain vectors (the
+    //! runtime's flush into the mesh is tested in `runtime::mesh`).
     use super::*;
 
     fn body(n: u64) -> Body {
         Body::encode(&n).expect("encode")
     }
 
-    static ALIVE: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
-
-    fn queue(depth: usize) -> crate::runtime::mesh::Queue {
-        std::sync::Arc::new(crossbeam_queue::ArrayQueue::new(depth))
-    }
-
-    fn seqs(batch: &Batch) -> Vec<u64> {
-        batch.iter().map(Envelope::seq).collect()
-    }
-
     #[test]
-    fn one_batch_per_destination_per_flush() {
-        let (tx0, tx1) = (queue(4), queue(4));
-        let (rx0, rx1) = (tx0.clone(), tx1.clone());
-        let mut out = Outbox::new(ShardId::local(0), 2, 8, 16);
-        for n in 0..5 {
-            out.send(ShardId::local(1), 7, body(n)).expect("room");
-        }
-        out.send(ShardId::local(0), 7, body(9)).expect("self");
-        let r = out.flush(&[tx0, tx1], &ALIVE);
-        assert_eq!((r.batches, r.messages), (2, 6));
-        assert_eq!(seqs(&rx1.pop().expect("batch")), [0, 1, 2, 3, 4]);
-        assert!(rx1.pop().is_none());
-        assert_eq!(seqs(&rx0.pop().expect("batch")), [0]);
-        assert_eq!(out.held(), 0);
-    }
-
-    #[test]
-    fn full_queue_holds_batches_and_full_outbox_refuses() {
-        let tx = queue(1);
-        let rx = tx.clone();
-        let mut out = Outbox::new(ShardId::local(0), 1, 2, 4);
+    fn a_refused_push_keeps_the_batch_at_the_head_of_its_lane() {
         let me = ShardId::local(0);
+        let mut out = Outbox::new(me, 2, 2, 8);
         for n in 0..3 {
-            out.send(me, 0, body(n)).expect("room");
+            out.send(ShardId::local(1), 0, body(n)).expect("room");
         }
-        // Batches of 2: [0,1] sent, [2] held (queue depth 1).
-        let r = out.flush(std::slice::from_ref(&tx), &ALIVE[..1]);
-        assert_eq!((r.batches, r.queue_full), (1, 1));
-        assert!(out.backlogged(me));
-        out.send(me, 0, body(3)).expect("room");
-        assert_eq!(out.room(me), 2);
-        out.send(me, 0, body(4)).expect("room");
-        out.send(me, 0, body(5)).expect("room");
-        match out.send(me, 0, body(6)) {
-            Err(SendError::Full { body, .. }) => assert_eq!(body.len(), 8),
-            other => panic!("expected Full, got {other:?}"),
-        }
-        assert_eq!(out.take_refused(), 1);
-        // Drain and flush until all arrive, in order, nothing lost.
-        let mut got = Vec::new();
-        for _ in 0..4 {
-            got.extend(std::iter::from_fn(|| rx.pop()).flat_map(|b| seqs(&b)));
-            out.flush(std::slice::from_ref(&tx), &ALIVE[..1]);
-        }
-        got.extend(std::iter::from_fn(|| rx.pop()).flat_map(|b| seqs(&b)));
-        assert_eq!(got, [0, 1, 2, 3, 4, 5]);
-        assert_eq!(out.held(), 0);
-    }
-
-    #[test]
-    fn unknown_and_crashed_destinations_are_reported() {
-        let mut out = Outbox::new(ShardId::local(0), 1, 2, 4);
-        assert!(matches!(
-            out.send(ShardId::local(5), 0, body(0)),
-            Err(SendError::UnknownShard { .. })
-        ));
-        // A crashed destination (marked dead): its lane is dropped, counted.
-        let tx = queue(1);
-        let dead = [AtomicBool::new(true)];
-        out.send(ShardId::local(0), 0, body(0)).expect("room");
-        out.send(ShardId::local(0), 0, body(1)).expect("room");
-        let r = out.flush(std::slice::from_ref(&tx), &dead);
-        assert_eq!((r.dropped, r.batches, out.held()), (2, 0, 0));
+        assert_eq!(out.destinations(), 2);
+        // Room for one batch only: [0, 1] leaves, [2] is handed back.
+        let mut sent: Vec<(usize, Vec<u64>)> = Vec::new();
+        let r = out.flush_with(
+            |dest, batch| match sent.len() {
+                0 => {
+                    sent.push((dest, batch.iter().map(Envelope::seq).collect()));
+                    Ok(())
+                }
+                _ => Err(batch),
+            },
+            |_| false,
+        );
+        assert_eq!((r.batches, r.messages, r.queue_full), (1, 2, 1));
+        assert_eq!(sent, [(1, vec![0, 1])]);
+        assert!(out.backlogged(ShardId::local(1)));
+        // A dead destination: what its lane holds is dropped and counted.
+        let r = out.flush_with(|_, batch| Err(batch), |dest| dest == 1);
+        assert_eq!((r.dropped, r.batches, out.held()), (1, 0, 0));
     }
 }
