@@ -205,6 +205,16 @@ impl Proxy {
         self.out.pop_front()
     }
 
+    /// True when nothing waits for [`Proxy::poll_output`].
+    pub fn output_is_empty(&self) -> bool {
+        self.out.is_empty()
+    }
+
+    /// True when nothing waits for [`Proxy::poll_client`].
+    pub fn client_is_empty(&self) -> bool {
+        self.client.is_empty()
+    }
+
     /// The next downstream message for the client, with its sequence number.
     pub fn poll_client(&mut self) -> Option<(u64, Arc<[u8]>)> {
         self.client.pop_front()

@@ -368,8 +368,9 @@ impl CellHost {
                     }
                     Action::Input(data) => {
                         let e = self.clients.conns.get(&id).and_then(|c| c.entity);
-                        if let Some(p) = e.and_then(|e| self.proxies.get_mut(&e)) {
+                        if let Some((e, p)) = e.and_then(|e| Some((e, self.proxies.get_mut(&e)?))) {
                             p.send_input(now, data);
+                            self.busy_proxies.push(e);
                         }
                     }
                     Action::EnterSpace(space, type_id) => {
@@ -487,6 +488,7 @@ impl CellHost {
             return;
         }
         self.proxies.insert(entity, proxy);
+        self.busy_proxies.push(entity);
         self.follow.moved.push(entity);
         conn.session.welcome(now, entity, pos);
         conn.entity = Some(entity);
@@ -563,6 +565,7 @@ impl CellHost {
         k.counters.takeovers += 1;
         if let Some(p) = self.proxies.get_mut(&entity) {
             p.send_input(now, GameInput::Resync { seq: 0 }.to_arc());
+            self.busy_proxies.push(entity);
         }
     }
 
@@ -696,7 +699,15 @@ impl CellHost {
             d.session.end_tick();
             d.session.clear_output();
         }
-        for (&e, &id) in &self.clients.by_entity {
+        // Only proxies given work can hold client data (see `busy_proxies`);
+        // in entity order, as a sweep of them all would go.
+        let mut busy = std::mem::take(&mut self.busy_proxies);
+        busy.sort_unstable();
+        busy.dedup();
+        for e in busy.drain(..) {
+            let Some(&id) = self.clients.by_entity.get(&e) else {
+                continue;
+            };
             let (Some(p), Some(c)) = (self.proxies.get_mut(&e), self.clients.conns.get_mut(&id))
             else {
                 continue;
@@ -707,6 +718,14 @@ impl CellHost {
                 }
             }
         }
+        debug_assert!(
+            (self.clients.by_entity.iter())
+                .all(|(e, _)| self.proxies.get(e).is_none_or(|p| p.client_is_empty())),
+            "client data left in a proxy no one marked busy"
+        );
+        // Whatever marked a proxy while this ran waits for the next tick.
+        busy.append(&mut self.busy_proxies);
+        self.busy_proxies = busy;
     }
 
     /// Step 4: each session's frames of this tick, one send each; sessions
@@ -835,9 +854,20 @@ impl CellHost {
     /// Routes the outputs of every proxy.
     pub(super) fn drain_proxies(&mut self) {
         let mut outs = std::mem::take(&mut self.clients.scratch_outs);
-        for (&e, p) in &mut self.proxies {
-            outs.extend(std::iter::from_fn(|| p.poll_output()).map(|o| (e, o)));
+        // Only proxies given work can have output (see `busy_proxies`), in
+        // entity order as a sweep of them all would take them; the list is
+        // kept for `downstream` (their client data).
+        self.busy_proxies.sort_unstable();
+        self.busy_proxies.dedup();
+        for e in &self.busy_proxies {
+            if let Some(p) = self.proxies.get_mut(e) {
+                outs.extend(std::iter::from_fn(|| p.poll_output()).map(|o| (*e, o)));
+            }
         }
+        debug_assert!(
+            self.proxies.values().all(Proxy::output_is_empty),
+            "output left in a proxy no one marked busy"
+        );
         for (e, o) in outs.drain(..) {
             self.route(WireSource::Proxy(e), o);
         }

@@ -320,6 +320,7 @@ impl CellHost {
     fn install_proxy(&mut self, e: EntityId, proxy: Proxy, moves: u64) {
         let old = self.proxies.insert(e, proxy);
         assert!(old.is_none(), "one proxy per avatar");
+        self.busy_proxies.push(e);
         self.proxy_at.remove(&e);
         self.follow.moved.push(e);
         // What waited for it is delivered at the tick's next phase

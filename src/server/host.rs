@@ -191,6 +191,12 @@ pub struct CellHost {
     pub(super) tree: SpaceTree,
     pub(super) cells: BTreeMap<CellId, Cell>,
     pub(super) proxies: BTreeMap<EntityId, Proxy>,
+    /// Proxies given work since their outputs and client data were last
+    /// taken (`drain_proxies`, `downstream`): only these are visited, not
+    /// every proxy every tick. Every call that can give a proxy output or
+    /// client data (`send_input`, `send_destroy`, `handle`, an insert)
+    /// pushes its entity; duplicates are removed where it is read.
+    pub(super) busy_proxies: Vec<EntityId>,
     /// Where proxies that left their id's shard are, with their hand-over
     /// count (`follow.rs`); only moved proxies have an entry.
     pub(super) proxy_at: BTreeMap<EntityId, (u16, u64)>,
@@ -283,6 +289,7 @@ impl CellHost {
             tree,
             cells,
             proxies: BTreeMap::new(),
+            busy_proxies: Vec::new(),
             proxy_at: BTreeMap::new(),
             npcs: Vec::new(),
             local: VecDeque::new(),
@@ -496,6 +503,7 @@ impl CellHost {
                 Some(p) => {
                     let epoch = p.epoch();
                     let _ = p.handle(now, m);
+                    self.busy_proxies.push(e);
                     if p.epoch() != epoch {
                         self.follow.moved.push(e);
                     }

@@ -136,6 +136,7 @@ impl CellHost {
                 let data: Arc<[u8]> = input.to_arc();
                 if let Some(p) = self.proxies.get_mut(&entity) {
                     p.send_input(now, data);
+                    self.busy_proxies.push(entity);
                 }
             }
             Err(code) => {
