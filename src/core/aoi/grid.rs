@@ -107,7 +107,7 @@ pub(super) struct Area {
     /// The watch list (see `grid_kinetic.rs`).
     pub watch: Vec<Watch>,
     /// Tick of the last update that processed the area (its `tick` then;
-    /// the tick it was added at, before its first one): it has seen every
+    /// the last update's when it was added): it has seen every
     /// stamp up to it, and compares stamps with `> seen`.
     pub seen: u64,
     /// `g_clock` when the area was last processed (or added).

@@ -143,8 +143,9 @@ impl GridAoi {
             alive: true,
             watch: Vec::new(),
             // Dirty, so its first processing rescans in full whatever the
-            // stamps; it names no entity slot before that.
-            seen: self.tick,
+            // stamps (and it names no entity slot before); as if processed
+            // by the last update.
+            seen: self.tick - 1,
             g_seen: self.g_clock,
             g_build: 0.0,
             g_idle: 0.0,

@@ -223,7 +223,7 @@ impl GridAoi {
                     next += 1;
                 }
                 if due.get(next) != Some(&area.id) {
-                    debug_assert!(area.seen < self.tick);
+                    debug_assert!(area.seen <= self.tick);
                     min_seen = min_seen.min(area.seen);
                     continue;
                 }

@@ -60,15 +60,18 @@ impl GridAoi {
             let members: BTreeSet<u32> = area.members.iter().copied().collect();
             assert_eq!(members.len(), area.members.len(), "duplicate member");
             assert!(!members.contains(&area.owner), "an area sees its owner");
-            for &f in &area.forced {
-                assert!(members.contains(&f), "forced entity not in the set");
-                forced_by[f as usize] += 1;
-            }
-            assert!(area.members.len() <= area.cap.max(area.forced.len()));
-            // Processed this update: up to date. Skipped: members removed
-            // since still hold their (dead, unreused) slots.
+            // Processed this update: up to date. Skipped: forcing, spec
+            // changes and removals since wait for its next processing (the
+            // removed members hold their dead, unreused slots).
             assert!(area.seen <= self.tick);
             let processed = area.seen + 1 == self.tick;
+            for &f in &area.forced {
+                assert!(!processed || members.contains(&f), "forced not in set");
+                forced_by[f as usize] += 1;
+            }
+            if processed {
+                assert!(area.members.len() <= area.cap.max(area.forced.len()));
+            }
             for &m in &area.members {
                 let dead_since = self.dead_ents.iter().find(|d| d.0 == m).map(|d| d.1);
                 match dead_since {
@@ -77,8 +80,10 @@ impl GridAoi {
                     None => panic!("member slot freed while the area held it"),
                 }
             }
-            if area.kinetic_ok {
-                // Every plain member is watched as a member, nothing else is.
+            if area.kinetic_ok && processed {
+                // Every plain member is watched as a member, nothing else is
+                // (a skipped area was checked when processed; forcing since
+                // changes which members are plain).
                 let watched: BTreeSet<u32> = area
                     .watch
                     .iter()
