@@ -11,12 +11,12 @@
 //! 256; set `PROPTEST_CASES` for more.
 
 use proptest::prelude::*;
+use std::collections::BTreeMap;
 use tessera::core::aoi::{
     AoiError, AoiEvent, AoiIndex, AoiParams, AreaId, AreaSpec, BruteAoi, EventKind, FlagFilter,
     GridAoi, HeightBand,
 };
 use tessera::core::geom::{Rect, Shape, Vec3};
-use std::collections::BTreeMap;
 use tessera::core::ids::EntityId;
 
 #[derive(Clone, Debug)]

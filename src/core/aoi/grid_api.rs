@@ -322,7 +322,13 @@ mod tests {
             }
             due.clear();
             let every = 1 + step % 4;
-            due.extend(areas.iter().enumerate().filter(|(k, _)| (step + *k as u64) % every == 0).map(|(_, &a)| a));
+            due.extend(
+                areas
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| (step + *k as u64) % every == 0)
+                    .map(|(_, &a)| a),
+            );
             g.update_due(&mut eg, &due);
             b.update_due(&mut eb, &due);
             assert_eq!(eg, eb, "step {step}");
