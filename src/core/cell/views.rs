@@ -20,18 +20,18 @@
 //!    goes to `handle_aoi`.
 //! 3. Observers that arrived by migration (or restarted) get `handle_view`
 //!    with their area's interest set, current since their area was due.
-//!
-//! So an area's interest set may be up to `flush_every_ticks - 1` ticks
-//! old between its flushes: an observer flushed off its phase (before a
-//! notice, or at its migration) sends what its last processed set gave it;
-//! its next processing (here, or at the new cell, which forces what the
-//! client shows for one update) brings it up to date.
 //! 4. Every observer due this tick flushes: it first pulls each entity it
 //!    shows up to the local copy, from the copy's cache (every copy caches
 //!    what it applies: reals their `SyncCache`, ghosts a small one,
 //!    `ViewParams::ghost_cache_max`; a copy replaced by an onload is healed
 //!    the same way), then sends; a non-empty batch goes to its client
 //!    through [`Cell::send_to_client`] (cell -> proxy -> client, in order).
+//!
+//! So an area's interest set may be up to `flush_every_ticks - 1` ticks
+//! old between its flushes: an observer flushed off its phase (before a
+//! notice, or at its migration) sends what its last processed set gave it;
+//! its next processing (here, or at the new cell, which forces what the
+//! client shows for one update) brings it up to date.
 //!
 //! Nothing is pushed per released message (see the observer's "Pull at the
 //! flush"): an observer's work follows its own update rate, and the cell
