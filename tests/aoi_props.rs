@@ -3,11 +3,15 @@
 //! identical results for every call, identical event streams at every update
 //! and identical interest sets afterwards.
 //!
+//! A second property runs the cell's schedule: each update processes only
+//! a random subset of the areas ([`AoiIndex::update_due`]).
+//!
 //! Positions sit on a 5 m lattice (plus small jitter moves) so distances fall
 //! exactly on radii; some lie outside the world rectangle. Cases default to
 //! 256; set `PROPTEST_CASES` for more.
 
 use proptest::prelude::*;
+use std::collections::BTreeMap;
 use tessera::core::aoi::{
     AoiError, AoiEvent, AoiIndex, AoiParams, AreaId, AreaSpec, BruteAoi, EventKind, FlagFilter,
     GridAoi, HeightBand,
@@ -248,6 +252,88 @@ proptest! {
         grid.update(&mut eg);
         prop_assert!(eg.is_empty(), "idle update reported {:?}", eg);
     }
+}
+
+/// The areas due at an update (ascending): those whose bit (id mod 16) is
+/// set in `mask`, and any that sat out `k - 1` updates in a row. `since`
+/// counts each area's updates sat out.
+fn due_areas(brute: &BruteAoi, mask: u16, k: u32, since: &mut BTreeMap<u64, u32>) -> Vec<AreaId> {
+    let mut due = Vec::new();
+    let mut buf = Vec::new();
+    for a in 1..200u64 {
+        if brute.interest(AreaId(a), &mut buf).is_err() {
+            continue;
+        }
+        let s = since.entry(a).or_insert(0);
+        if mask & (1 << (a % 16)) != 0 || *s + 1 >= k {
+            *s = 0;
+            due.push(AreaId(a));
+        } else {
+            *s += 1;
+        }
+    }
+    due
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
+        ..ProptestConfig::default()
+    })]
+
+    /// The cell's schedule: each update processes only some areas (each at
+    /// least every `k` updates). Every processed area reports what the
+    /// oracle does for it (its net change since its last processing), and
+    /// every set, processed or not, equals the oracle's.
+    #[test]
+    fn grid_matches_brute_force_on_due_areas(
+        p in params(),
+        k in prop_oneof![Just(1u32), 2u32..5, Just(50)],
+        adds in prop::collection::vec((0..IDS, pos(), flags()), 2..12),
+        rest in prop::collection::vec((op(), any::<u16>()), 1..120),
+    ) {
+        let ops: Vec<(Op, u16)> = adds
+            .into_iter()
+            .map(|(i, p, f)| (Op::Add(i, p, f), 0))
+            .chain(rest)
+            .collect();
+        let mut grid = GridAoi::new(p).unwrap();
+        let mut brute = BruteAoi::new(p).unwrap();
+        let (mut eg, mut eb) = (Vec::new(), Vec::new());
+        let mut since = BTreeMap::new();
+        for (i, (op, mask)) in ops.iter().enumerate() {
+            if !matches!(op, Op::Update) {
+                let g = apply(&mut grid, op, &mut eg);
+                let b = apply(&mut brute, op, &mut eb);
+                prop_assert_eq!(&g, &b, "op {} {:?}", i, op);
+                continue;
+            }
+            let due = due_areas(&brute, *mask, k, &mut since);
+            grid.update_due(&mut eg, &due);
+            brute.update_due(&mut eb, &due);
+            prop_assert_eq!(&eg, &eb, "op {} due {:?}", i, due);
+            prop_assert_eq!(all_sets(&grid), all_sets(&brute), "after op {}", i);
+            grid.verify();
+        }
+        grid.update(&mut eg);
+        brute.update(&mut eb);
+        prop_assert_eq!(&eg, &eb);
+        prop_assert_eq!(all_sets(&grid), all_sets(&brute));
+        grid.verify();
+        grid.update(&mut eg);
+        prop_assert!(eg.is_empty(), "idle update reported {:?}", eg);
+    }
+}
+
+fn all_sets<A: AoiIndex>(aoi: &A) -> Vec<(u64, Vec<EntityId>)> {
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    for a in 1..200 {
+        if aoi.interest(AreaId(a), &mut buf).is_ok() {
+            out.push((a, buf.clone()));
+        }
+    }
+    out
 }
 
 /// Drives both indexes through the same fixed script and checks the events.

@@ -226,8 +226,18 @@ impl AoiIndex for BruteAoi {
     }
 
     fn update(&mut self, out: &mut Vec<AoiEvent>) {
-        out.clear();
         let ids: Vec<AreaId> = self.areas.keys().copied().collect();
+        self.update_due(out, &ids);
+    }
+
+    fn update_due(&mut self, out: &mut Vec<AoiEvent>, due: &[AreaId]) {
+        out.clear();
+        let ids: Vec<AreaId> = self
+            .areas
+            .keys()
+            .copied()
+            .filter(|id| due.contains(id))
+            .collect();
         for id in ids {
             let new = self.recompute(&self.areas[&id]);
             let a = self.areas.get_mut(&id).expect("listed above");

@@ -15,16 +15,22 @@
 //! Every change stamps the tick: a moved entity stamps itself and the grid
 //! cells it left and entered; adds, removals and flag changes stamp their
 //! cell (and count as structural); spec changes, new areas and forcing mark
-//! the area dirty. An area with no stamp within its leave radius plus the skin
+//! the area dirty. Stamps hold the last tick of a change, so they only grow;
+//! an area compares them with the tick it was last processed (`seen`). An
+//! area with no newer stamp within its leave radius plus the skin
 //! sits the update out; the others re-check their due watched pairs, or rescan
 //! in full when dirty, after a structural change nearby, or when their watch
 //! list expired.
 //!
 //! # Slot lifetime
 //!
-//! A removed entity's slot (and a removed area's) stays allocated, marked
-//! dead, until the end of the next update, so that update can still name it in
-//! leave events; only then is it reused.
+//! A removed entity's slot stays allocated, marked dead, until every live
+//! area has been processed since the removal (see "Due areas" in
+//! `grid_update.rs`), so each area that held it can still name it in its
+//! leave events and a new entity in the slot is never taken for the old
+//! member; with every area processed each update that is the end of the
+//! next update. A removed area's slot is free at the end of the next
+//! update (nothing else names it).
 
 use super::types::{AoiError, AoiParams, AreaId, AreaSpec};
 use super::IdMap;
@@ -100,10 +106,16 @@ pub(super) struct Area {
     pub alive: bool,
     /// The watch list (see `grid_kinetic.rs`).
     pub watch: Vec<Watch>,
+    /// Tick of the last update that processed the area (its `tick` then;
+    /// the last update's when it was added): it has seen every
+    /// stamp up to it, and compares stamps with `> seen`.
+    pub seen: u64,
+    /// `g_clock` when the area was last processed (or added).
+    pub g_seen: f64,
     /// Area clock at the last full recompute.
     pub g_build: f64,
-    /// Clock advance of the ticks this area sat idle (its clock is
-    /// `g_clock - g_idle`).
+    /// Clock advance of the ticks this area sat idle, found idle when
+    /// processed, skipped ticks included (its clock is `g_clock - g_idle`).
     pub g_idle: f64,
     /// Entries `..live` of `watch` may fall due before the list expires;
     /// the rest cannot and are not scanned.
@@ -190,7 +202,9 @@ pub struct GridAoi {
     pub(super) mark: Vec<u32>,
     pub(super) mark_base: u32,
     pub(super) free_ents: Vec<u32>,
-    pub(super) dead_ents: Vec<u32>,
+    /// Removed entity slots not yet free, with the tick of the removal:
+    /// freed once every live area was processed at or after it.
+    pub(super) dead_ents: Vec<(u32, u64)>,
     pub(super) live_ents: usize,
 
     pub(super) areas: Vec<Area>,
@@ -210,8 +224,8 @@ pub struct GridAoi {
     pub(super) ent_struct: Vec<u64>,
     /// Tick of the last structural change in the cell.
     pub(super) cell_struct: Vec<u64>,
-    /// Any structural change in this tick.
-    pub(super) any_struct: bool,
+    /// Tick of the last structural change anywhere (0: none yet).
+    pub(super) last_struct: u64,
     /// Entities moved since the last update (each once, see `moved_tick`).
     pub(super) movers: Vec<u32>,
     pub(super) moved_tick: Vec<u64>,
@@ -265,7 +279,7 @@ impl GridAoi {
             last_pos: Vec::new(),
             ent_struct: Vec::new(),
             cell_struct: vec![0; cols * rows],
-            any_struct: false,
+            last_struct: 0,
             movers: Vec::new(),
             moved_tick: Vec::new(),
             g_clock: 0.0,
@@ -342,7 +356,7 @@ impl GridAoi {
     pub(super) fn mark_struct(&mut self, s: usize, c: usize) {
         self.ent_struct[s] = self.tick;
         self.cell_struct[c] = self.tick;
-        self.any_struct = true;
+        self.last_struct = self.tick;
     }
 
     /// Marks `s`'s layout entry stale.
@@ -393,12 +407,23 @@ impl GridAoi {
         self.dead_areas.push(a as u32);
     }
 
-    /// Frees the slots of entities and areas removed before this update.
-    pub(super) fn reclaim(&mut self) {
-        for s in std::mem::take(&mut self.dead_ents) {
-            self.free_ents.push(s);
-        }
-        for a in std::mem::take(&mut self.dead_areas) {
+    /// At the end of an update: frees the slots of the areas removed
+    /// before it, and of the entities removed at or before `min_seen` (the
+    /// least `seen` of the live areas: every area has named them in its
+    /// leaves by then, so a new entity in the slot cannot pass for them).
+    pub(super) fn reclaim(&mut self, min_seen: u64) {
+        let free = &mut self.free_ents;
+        self.dead_ents.retain(|&(s, died)| {
+            let due = died <= min_seen;
+            if due {
+                free.push(s);
+            }
+            !due
+        });
+        // Nothing outlives an area that names its slot: its members and
+        // watch list name entity slots, `owned` and `area_slot` forgot it
+        // at the removal and `order` does here.
+        for a in self.dead_areas.drain(..) {
             self.free_areas.push(a);
         }
         let areas = &self.areas;

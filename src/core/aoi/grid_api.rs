@@ -97,7 +97,11 @@ impl AoiIndex for GridAoi {
     }
 
     fn update(&mut self, out: &mut Vec<AoiEvent>) {
-        self.do_update(out);
+        self.do_update(out, None);
+    }
+
+    fn update_due(&mut self, out: &mut Vec<AoiEvent>, due: &[AreaId]) {
+        self.do_update(out, Some(due));
     }
 
     fn interest(&self, area: AreaId, out: &mut Vec<EntityId>) -> Result<(), AoiError> {
@@ -218,6 +222,120 @@ mod tests {
         g.update(&mut ev);
         assert_eq!((ev.len(), ev[0].area, ev[0].kind), (1, a, EventKind::Leave));
         g.verify();
+    }
+
+    /// An entity removed while an area sits updates out, and a new entity
+    /// added near it before its next processing: the area must report the
+    /// leave of the old one and the enter of the new one (the dead slot is
+    /// not reused before the area has seen the removal).
+    #[test]
+    fn a_skipping_area_never_takes_a_new_entity_for_a_removed_member() {
+        let mut g = grid(2.0);
+        let mut b = crate::core::aoi::BruteAoi::new(*g.params()).unwrap();
+        let (mut eg, mut eb) = (Vec::new(), Vec::new());
+        let mut log = Vec::new();
+        for aoi in [&mut g as &mut dyn AoiIndex, &mut b] {
+            let mut ev = Vec::new();
+            let e = |i, x, z| (EntityId(i), Vec3::ground(x, z));
+            for (id, p) in [e(1, 100.0, 100.0), e(2, 900.0, 900.0), e(3, 105.0, 100.0)] {
+                aoi.add_entity(id, p, 1).unwrap();
+            }
+            let a = aoi.add_area(EntityId(1), AreaSpec::circle(20.0)).unwrap();
+            let far = aoi.add_area(EntityId(2), AreaSpec::circle(20.0)).unwrap();
+            aoi.update(&mut ev);
+            assert_eq!(ids(&ev), vec![(3, EventKind::Enter)]);
+            aoi.remove_entity(EntityId(3)).unwrap();
+            aoi.update_due(&mut ev, &[far]);
+            assert!(ev.is_empty());
+            aoi.add_entity(EntityId(4), Vec3::ground(106.0, 100.0), 1)
+                .unwrap();
+            aoi.update_due(&mut ev, &[far]);
+            assert!(ev.is_empty(), "area {a:?} skipped");
+            aoi.update_due(&mut ev, &[a, far]);
+            log.push(ids(&ev));
+        }
+        g.verify();
+        assert_eq!(
+            log,
+            vec![vec![(3, EventKind::Leave), (4, EventKind::Enter)]; 2]
+        );
+        g.update(&mut eg);
+        b.update(&mut eb);
+        assert_eq!(eg, eb);
+        g.verify();
+    }
+
+    /// Areas skipping updates while their neighbours walk, jump and get
+    /// removed or re-flagged: each processing reports what the oracle does.
+    #[test]
+    fn staggered_areas_match_the_oracle() {
+        let p = AoiParams {
+            grid_cell_m: 7.0,
+            skin_m: 3.0,
+            ..AoiParams::default()
+        };
+        let mut g = GridAoi::new(p).unwrap();
+        let mut b = crate::core::aoi::BruteAoi::new(p).unwrap();
+        let mut s = 99u64;
+        let mut rnd = move || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let n = 60u64;
+        let mut areas = Vec::new();
+        for i in 0..n {
+            let pos = Vec3::ground(rnd() * 50.0, rnd() * 50.0);
+            let spec = AreaSpec {
+                leave_radius_m: Some(10.0),
+                ..AreaSpec::circle(8.0)
+            };
+            g.add_entity(EntityId(i), pos, 1).unwrap();
+            b.add_entity(EntityId(i), pos, 1).unwrap();
+            if i % 2 == 0 {
+                areas.push(g.add_area(EntityId(i), spec).unwrap());
+                b.add_area(EntityId(i), spec).unwrap();
+            }
+        }
+        let (mut eg, mut eb, mut due, mut total) = (Vec::new(), Vec::new(), Vec::new(), 0);
+        for step in 0..120u64 {
+            for i in (1..n).step_by(2) {
+                let Some(p) = b.position(EntityId(i)) else {
+                    continue;
+                };
+                let r = rnd();
+                let id = EntityId(i);
+                let to = if r < 0.03 {
+                    Vec3::ground(rnd() * 50.0, rnd() * 50.0)
+                } else {
+                    Vec3::ground(p.x + rnd() - 0.5, p.z + rnd() - 0.5)
+                };
+                g.set_position(id, to).unwrap();
+                b.set_position(id, to).unwrap();
+                if r > 0.99 {
+                    g.remove_entity(id).unwrap();
+                    b.remove_entity(id).unwrap();
+                    g.add_entity(id, to, 1 + (step % 2)).unwrap();
+                    b.add_entity(id, to, 1 + (step % 2)).unwrap();
+                }
+            }
+            due.clear();
+            let every = 1 + step % 4;
+            due.extend(
+                areas
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| (step + *k as u64) % every == 0)
+                    .map(|(_, &a)| a),
+            );
+            g.update_due(&mut eg, &due);
+            b.update_due(&mut eb, &due);
+            assert_eq!(eg, eb, "step {step}");
+            total += eg.len();
+            g.verify();
+        }
+        assert!(total > 100, "the walk changes the sets: {total}");
     }
 
     #[test]

@@ -11,6 +11,17 @@
 //! neighbourhood (`leave + skin`) saw no change in a tick does not advance its
 //! own clock (`g_idle` holds what it skipped).
 //!
+//! An area is processed only on the updates it is due (see "Due areas" in
+//! `grid_update.rs`). Found idle after sitting out some, it was idle at all
+//! of them (stamps only grow): `g_idle` takes the clock's whole advance since
+//! it was last processed (`g_seen`). Found busy, its clock counts every
+//! skipped tick's advance, which only brings deadlines and expiry earlier.
+//! Expiry also bounds what a skipping area can miss: while its list is
+//! trusted, the clock advanced less than `skin / 2` since it last looked, so
+//! a member (or a jumper, or a removed entity) it last saw within `leave`
+//! left structural stamps within `leave + skin` of the owner, inside the
+//! `leave + 2 * skin` that `needs_full` looks at.
+//!
 //! # Deadlines
 //!
 //! A full rescan lists every entity within `leave + skin` that passes the

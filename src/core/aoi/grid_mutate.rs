@@ -60,7 +60,7 @@ impl GridAoi {
             }
             self.forced_by[s] = 0;
         }
-        self.dead_ents.push(s as u32);
+        self.dead_ents.push((s as u32, self.tick));
         Ok(())
     }
 
@@ -142,6 +142,11 @@ impl GridAoi {
             dirty: true,
             alive: true,
             watch: Vec::new(),
+            // Dirty, so its first processing rescans in full whatever the
+            // stamps (and it names no entity slot before); as if processed
+            // by the last update.
+            seen: self.tick - 1,
+            g_seen: self.g_clock,
             g_build: 0.0,
             g_idle: 0.0,
             live: 0,

@@ -46,14 +46,14 @@ impl GridAoi {
         self.movers.len() * SWEEP_MOVERS_DIV >= self.live_ents.max(1)
     }
 
-    /// False when nothing within the leave radius of area `a` changed this
-    /// tick (its set cannot have changed).
+    /// False when nothing within the leave radius of area `a` changed since
+    /// it was last processed (its set cannot have changed).
     fn needs_sweep(&self, a: usize) -> bool {
         let area = &self.areas[a];
         let owner = area.owner as usize;
         area.dirty
-            || self.ent_stamp[owner] == self.tick
-            || self.stamped_near(&self.cell_stamp, self.pos[owner], area.rl)
+            || self.ent_stamp[owner] > area.seen
+            || self.stamped_near(&self.cell_stamp, self.pos[owner], area.rl, area.seen)
     }
 
     /// One area in sweep mode: rescans and reports when something near it

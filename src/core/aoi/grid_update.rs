@@ -3,6 +3,26 @@
 //! emitting the events in order (the queries and the [`AoiIndex`] impl are
 //! in `grid_api.rs`).
 //!
+//! # Due areas
+//!
+//! An update processes every area ([`AoiIndex::update`]) or those listed
+//! ([`AoiIndex::update_due`]: the cell lists the observers that flush this
+//! tick, so an area is processed on its observer's flush ticks). The rest
+//! sit out untouched. So that an area need not look at every tick, each
+//! keeps the tick it was last processed (`seen`) and compares the stamps
+//! (`ent_stamp`, `cell_stamp`, `ent_struct`, `cell_struct`, `last_struct`),
+//! which hold the last tick of a change, with `> seen`: it sees every change
+//! since it last looked; processed every update, that is "changed this
+//! tick". A removed entity's slot is reclaimed only once every live area has
+//! been processed since the removal (`reclaim`), so an area that skipped it
+//! still names it in its leave and a newcomer in the slot is not taken for
+//! it; areas are due at least once per flush period, so the wait is short.
+//!
+//! [`AoiIndex::update`]: super::AoiIndex::update
+//! [`AoiIndex::update_due`]: super::AoiIndex::update_due
+//!
+//! # Recompute
+//!
 //! Recompute of one area, with a per-entity scratch `mark` and a fresh
 //! `base` (old members `base`, forced `base + 1`, old members seen qualifying
 //! `base + 2`, members of a capped selection `base + 3`): one pass over the
@@ -12,7 +32,7 @@
 //! entity id.
 
 use super::grid::{Area, GridAoi};
-use super::types::{AoiEvent, EventKind};
+use super::types::{AoiEvent, AreaId, EventKind};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 
@@ -139,22 +159,24 @@ impl GridAoi {
         (range, pad)
     }
 
-    /// True when some cell within `r` of `p` has a stamp of this tick.
-    pub(super) fn stamped_near(&self, stamps: &[u64], p: Vec3, r: f64) -> bool {
+    /// True when some cell within `r` of `p` has a stamp after tick `since`.
+    pub(super) fn stamped_near(&self, stamps: &[u64], p: Vec3, r: f64, since: u64) -> bool {
         let ((c0, c1, r0, r1), _) = self.cell_range(p, r);
-        (r0..=r1).any(|r| (c0..=c1).any(|c| stamps[r * self.cols + c] == self.tick))
+        (r0..=r1).any(|r| (c0..=c1).any(|c| stamps[r * self.cols + c] > since))
     }
 
-    /// False when nothing within the watch radius changed this tick (the
-    /// area then sits the tick out and its clock does not advance).
+    /// False when nothing within the watch radius changed since the area
+    /// was last processed (it then sits the update out and its clock does
+    /// not advance).
     pub(super) fn needs_recompute(&self, area: &Area) -> bool {
         let owner = area.owner as usize;
         area.dirty
-            || self.ent_stamp[owner] == self.tick
+            || self.ent_stamp[owner] > area.seen
             || self.stamped_near(
                 &self.cell_stamp,
                 self.pos[owner],
                 area.rl + self.params.skin_m,
+                area.seen,
             )
     }
 
@@ -164,43 +186,75 @@ impl GridAoi {
         let skin = self.params.skin_m;
         area.dirty
             || !area.kinetic_ok
-            || self.ent_struct[owner] == self.tick
+            || self.ent_struct[owner] > area.seen
             || g - area.g_build >= self.expiry()
-            || (self.any_struct
-                && self.stamped_near(&self.cell_struct, self.pos[owner], area.rl + 2.0 * skin))
+            || (self.last_struct > area.seen
+                && self.stamped_near(
+                    &self.cell_struct,
+                    self.pos[owner],
+                    area.rl + 2.0 * skin,
+                    area.seen,
+                ))
     }
 
-    /// Updates every area: idle ones sit out, the others re-check their due
-    /// watched pairs or rescan in full (see `grid_kinetic.rs`).
-    pub(super) fn do_update(&mut self, out: &mut Vec<AoiEvent>) {
+    /// Updates the areas listed in `due` (ascending ids; every area when
+    /// `None`): idle ones sit out, the others re-check their due watched
+    /// pairs or rescan in full (see `grid_kinetic.rs`), or sweep. The others
+    /// keep their sets and stamps until their next processing.
+    pub(super) fn do_update(&mut self, out: &mut Vec<AoiEvent>, due: Option<&[AreaId]>) {
         out.clear();
+        debug_assert!(
+            due.is_none_or(|d| d.windows(2).all(|w| w[0] < w[1])),
+            "due areas ascending"
+        );
         let sweep = self.sweep_due();
-        let dense = self.params.sweep_min_interest;
         self.classify_movers();
         self.rebuild_layout();
+        let (mut next, mut min_seen) = (0, self.tick);
         for k in 0..self.order.len() {
             let a = self.order[k] as usize;
             let area = &self.areas[a];
             if !area.alive {
                 continue;
             }
-            if sweep && area.members.len() >= dense {
-                self.sweep_area(a, out);
-                continue;
+            if let Some(due) = due {
+                // `order` is by id too: one merge pass.
+                while next < due.len() && due[next] < area.id {
+                    next += 1;
+                }
+                if due.get(next) != Some(&area.id) {
+                    debug_assert!(area.seen <= self.tick);
+                    min_seen = min_seen.min(area.seen);
+                    continue;
+                }
             }
-            if !self.needs_recompute(area) {
-                self.areas[a].g_idle += self.dg;
-                continue;
-            }
+            self.process(a, sweep, out);
+        }
+        self.reclaim(min_seen);
+        self.tick += 1;
+    }
+
+    /// Processes area `a` in this update; afterwards it has seen this tick.
+    fn process(&mut self, a: usize, sweep: bool, out: &mut Vec<AoiEvent>) {
+        let area = &self.areas[a];
+        if sweep && area.members.len() >= self.params.sweep_min_interest {
+            self.sweep_area(a, out);
+        } else if !self.needs_recompute(area) {
+            // Idle at every tick since `seen` (stamps only grow): the clock
+            // advance of all of them is skipped.
+            let area = &mut self.areas[a];
+            area.g_idle += self.g_clock - area.g_seen;
+        } else {
             let g = self.g_clock - area.g_idle;
             if self.needs_full(area, g) || !self.kinetic(a, g, out) {
                 self.recompute(a, g, out);
             }
             self.areas[a].dirty = false;
         }
-        self.reclaim();
-        self.any_struct = false;
-        self.tick += 1;
+        let area = &mut self.areas[a];
+        debug_assert!(area.seen <= self.tick && area.g_seen <= self.g_clock);
+        area.seen = self.tick;
+        area.g_seen = self.g_clock;
     }
 
     /// Marks the old members and forced entities; returns the newly forced

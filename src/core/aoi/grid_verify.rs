@@ -8,7 +8,9 @@ use super::types::AreaId;
 impl GridAoi {
     /// Checks the whole structure (slots, layout, id map, areas, watch
     /// lists); costly, for tests and the `verify` feature. Call it right after
-    /// an update.
+    /// an update. Areas the update processed must hold live members only;
+    /// the ones it skipped may still hold entities removed since they were
+    /// last processed, whose slots must then still be dead and unreused.
     ///
     /// # Panics
     /// On any broken invariant.
@@ -38,7 +40,14 @@ impl GridAoi {
         }
         assert_eq!(l.sslot.len(), self.live_ents);
         assert_eq!(self.ids.len(), self.live_ents);
-        assert!(self.dead_ents.is_empty() && self.dead_areas.is_empty());
+        assert!(self.dead_areas.is_empty());
+        // A dead slot waits only for an area that has not seen its removal.
+        let min_seen = self.order.iter().map(|&a| self.areas[a as usize].seen);
+        let min_seen = min_seen.min().unwrap_or(u64::MAX);
+        for &(s, died) in &self.dead_ents {
+            assert!(!self.alive[s as usize] && died > min_seen, "dead slot kept");
+            assert!(!self.free_ents.contains(&s), "dead slot free twice");
+        }
         let mut forced_by = vec![0u32; self.pos.len()];
         let mut last = AreaId(0);
         for &a in &self.order {
@@ -51,16 +60,30 @@ impl GridAoi {
             let members: BTreeSet<u32> = area.members.iter().copied().collect();
             assert_eq!(members.len(), area.members.len(), "duplicate member");
             assert!(!members.contains(&area.owner), "an area sees its owner");
+            // Processed this update: up to date. Skipped: forcing, spec
+            // changes and removals since wait for its next processing (the
+            // removed members hold their dead, unreused slots).
+            assert!(area.seen <= self.tick);
+            let processed = area.seen + 1 == self.tick;
             for &f in &area.forced {
-                assert!(members.contains(&f), "forced entity not in the set");
+                assert!(!processed || members.contains(&f), "forced not in set");
                 forced_by[f as usize] += 1;
             }
-            assert!(area.members.len() <= area.cap.max(area.forced.len()));
-            for &m in &area.members {
-                assert!(self.alive[m as usize], "member is dead after update");
+            if processed {
+                assert!(area.members.len() <= area.cap.max(area.forced.len()));
             }
-            if area.kinetic_ok {
-                // Every plain member is watched as a member, nothing else is.
+            for &m in &area.members {
+                let dead_since = self.dead_ents.iter().find(|d| d.0 == m).map(|d| d.1);
+                match dead_since {
+                    _ if self.alive[m as usize] => {}
+                    Some(died) => assert!(!processed && died > area.seen, "dead member"),
+                    None => panic!("member slot freed while the area held it"),
+                }
+            }
+            if area.kinetic_ok && processed {
+                // Every plain member is watched as a member, nothing else is
+                // (a skipped area was checked when processed; forcing since
+                // changes which members are plain).
                 let watched: BTreeSet<u32> = area
                     .watch
                     .iter()

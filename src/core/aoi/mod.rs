@@ -17,7 +17,10 @@
 //!   the change. [`AoiIndex::update`] (once per tick) brings every interest
 //!   set up to date and reports the *net* change since the previous update
 //!   (state-diff semantics: an entity that enters and leaves between two
-//!   updates reports nothing).
+//!   updates reports nothing). [`AoiIndex::update_due`] does so for some
+//!   areas only (the cell's observers due to flush); each area then reports
+//!   the net change since it was last brought up to date, and hysteresis
+//!   and the cap judge against its set as of then.
 //! - Event order: by [`AreaId`] ascending; within one area all leaves, then all
 //!   enters, each by [`EntityId`] ascending.
 //! - Forced interest ([`AoiIndex::force`]): the entity is in the set from the
@@ -144,6 +147,13 @@ pub trait AoiIndex {
     /// Brings every interest set up to date; `out` is cleared and then filled
     /// with the events in the documented order.
     fn update(&mut self, out: &mut Vec<AoiEvent>);
+
+    /// [`AoiIndex::update`] for the areas listed in `due` only (ascending
+    /// ids; unknown ones are ignored): each is brought up to date and reports
+    /// the net change since it was last brought up to date (the state diff
+    /// of every tick it sat out included). The others keep their sets and
+    /// report nothing. `update_due` with every area is `update`.
+    fn update_due(&mut self, out: &mut Vec<AoiEvent>, due: &[AreaId]);
 
     /// The area's current interest set (as of the last update), ascending.
     ///

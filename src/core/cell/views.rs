@@ -12,16 +12,26 @@
 //!
 //! 1. Own change sets went to the owner's observer as they were built
 //!    (`emit_syncs` calls [`Observer::handle_own`]).
-//! 2. The AOI update; each event of an observer's area goes to
-//!    `handle_aoi`.
-//! 3. Observers that arrived by migration get `handle_view` with their
-//!    area's interest set.
+//! 2. The AOI update of the areas due this step ([`AoiIndex::update_due`]):
+//!    an area is processed on its observer's flush ticks only (plus the
+//!    step after it arrived or restarted, when it needs a full view or has
+//!    interest to force); its events between two processings are the net
+//!    change, which is all a flush shows. Each event of an observer's area
+//!    goes to `handle_aoi`.
+//! 3. Observers that arrived by migration (or restarted) get `handle_view`
+//!    with their area's interest set, current since their area was due.
 //! 4. Every observer due this tick flushes: it first pulls each entity it
 //!    shows up to the local copy, from the copy's cache (every copy caches
 //!    what it applies: reals their `SyncCache`, ghosts a small one,
 //!    `ViewParams::ghost_cache_max`; a copy replaced by an onload is healed
 //!    the same way), then sends; a non-empty batch goes to its client
 //!    through [`Cell::send_to_client`] (cell -> proxy -> client, in order).
+//!
+//! So an area's interest set may be up to `flush_every_ticks - 1` ticks
+//! old between its flushes: an observer flushed off its phase (before a
+//! notice, or at its migration) sends what its last processed set gave it;
+//! its next processing (here, or at the new cell, which forces what the
+//! client shows for one update) brings it up to date.
 //!
 //! Nothing is pushed per released message (see the observer's "Pull at the
 //! flush"): an observer's work follows its own update rate, and the cell
@@ -70,6 +80,8 @@ pub(super) struct Views {
     /// Owner -> slab index.
     by_owner: BTreeMap<EntityId, u32>,
     events: Vec<AoiEvent>,
+    /// The areas the AOI update processes this step, ascending.
+    due: Vec<AreaId>,
     interest: Vec<EntityId>,
     batches: Vec<(EntityId, Arc<[u8]>)>,
     /// View steps run (the phase of the staggered flushes).
@@ -99,6 +111,7 @@ impl Views {
             free: Vec::new(),
             by_owner: BTreeMap::new(),
             events: Vec::new(),
+            due: Vec::new(),
             interest: Vec::new(),
             batches: Vec::new(),
             steps: 0,
@@ -153,6 +166,20 @@ impl Views {
         };
         let prev = self.by_owner.insert(owner, i);
         debug_assert!(prev.is_none(), "{owner} observed twice");
+    }
+
+    /// Lists in `due` the areas to bring up to date at `step`: those of
+    /// the observers that flush then, and of any that wants a full view or
+    /// has interest to force (so both are seen by this update).
+    fn collect_due(&mut self, step: u64, every: u64) {
+        self.due.clear();
+        for (slot, w) in self.watches.iter().enumerate() {
+            let Some(w) = w else { continue };
+            if flushes(step, slot, every) || w.observer.needs_view() || !w.forced.is_empty() {
+                self.due.push(w.area);
+            }
+        }
+        self.due.sort_unstable();
     }
 
     fn take(&mut self, owner: EntityId) -> Option<(u32, Watch)> {
@@ -294,9 +321,16 @@ impl Cell {
     pub(super) fn run_views(&mut self) {
         // Nothing changes the copies from here to the end of the flushes.
         self.entities.refresh_heads();
-        self.apply_aoi();
+        // Each observer flushes every `flush_every_ticks` steps at the phase
+        // of its slot, so a cell's sends spread evenly over the ticks.
+        let every = u64::from(self.views.params.flush_every_ticks.max(1));
+        let step = self.views.steps;
+        self.views.steps += 1;
+        self.apply_aoi(step, every);
         let mut interest = std::mem::take(&mut self.views.interest);
         for w in self.views.watches.iter_mut().flatten() {
+            // Both only for areas this update processed (`collect_due`):
+            // the set is current, the forced entities were seen.
             if w.observer.needs_view() && self.views.aoi.interest(w.area, &mut interest).is_ok() {
                 w.observer.handle_view(&self.entities, &interest);
             }
@@ -306,14 +340,9 @@ impl Cell {
         }
         self.views.interest = interest;
         let mut batches = std::mem::take(&mut self.views.batches);
-        // Each observer flushes every `flush_every_ticks` steps at the phase
-        // of its slot, so a cell's sends spread evenly over the ticks.
-        let every = u64::from(self.views.params.flush_every_ticks.max(1));
-        let step = self.views.steps;
-        self.views.steps += 1;
         for (slot, w) in self.views.watches.iter_mut().enumerate() {
             let Some(w) = w else { continue };
-            if (step + slot as u64) % every != 0 {
+            if !flushes(step, slot, every) {
                 continue;
             }
             if let Some(b) = flush_counted(true, w, &self.entities, &mut self.counters) {
@@ -326,10 +355,16 @@ impl Cell {
         self.views.batches = batches;
     }
 
-    /// Step 2: the AOI update and its events to the observers.
-    fn apply_aoi(&mut self) {
+    /// Step 2: the AOI update of the areas due at `step` and their events
+    /// to the observers.
+    fn apply_aoi(&mut self, step: u64, every: u64) {
         let mut events = std::mem::take(&mut self.views.events);
-        self.views.aoi.update(&mut events);
+        if every == 1 {
+            self.views.aoi.update(&mut events);
+        } else {
+            self.views.collect_due(step, every);
+            self.views.aoi.update_due(&mut events, &self.views.due);
+        }
         for ev in &events {
             let Some(&slot) = self.views.by_owner.get(&ev.owner) else {
                 continue;
@@ -398,6 +433,12 @@ impl Cell {
         assert_eq!(live, self.views.by_owner.len());
         assert_eq!(live + self.views.free.len(), self.views.watches.len());
     }
+}
+
+/// True when the observer in watch slot `slot` flushes at view step `step`.
+#[inline]
+fn flushes(step: u64, slot: usize, every: u64) -> bool {
+    (step + slot as u64) % every == 0
 }
 
 /// Flushes `w`'s observer: its batch of the tick (`None` if it has no
