@@ -47,10 +47,13 @@ pub mod admin;
 mod admin_api;
 pub mod app;
 mod counters;
+mod gateway_epoll;
 mod gateway_io;
+mod gateway_uring;
 mod handoff;
 pub mod inbox;
 mod launch;
+pub use gateway_uring::UringError;
 pub mod mesh;
 pub mod metrics;
 pub mod outbox;
@@ -115,6 +118,10 @@ pub enum RuntimeError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// `gateway.io_backend = "io_uring"` and the kernel (or a seccomp
+    /// profile) refuses what it needs.
+    #[error(transparent)]
+    IoBackend(#[from] UringError),
     /// A shard's thread panicked or its executor failed.
     #[error("shard {shard} failed: {message}")]
     ShardFailed {
@@ -187,6 +194,7 @@ fn shard_params(config: &Config, ctx: ShardContext) -> ShardParams {
         outbox_items_max: m.outbox_items_max as usize,
         inbox_items_max: m.inbox_items_max as usize,
         port: PortParams::from_config(config),
+        io: gateway_io::IoParams::from_config(config),
         viewer: None,
     }
 }
@@ -240,6 +248,10 @@ impl Runtime {
             signals: Vec::new(),
         };
         let gateway = gateway_addr(config)?;
+        let io = gateway_io::IoParams::from_config(config);
+        if gateway.is_some() && io.backend == gateway_io::IoBackend::IoUring {
+            gateway_io::probe(&io)?;
+        }
         let unix_at_start_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
