@@ -351,7 +351,9 @@ fn a_busy_port_is_refused_at_start_naming_the_key(backend: &str) {
 fn unconsumed_input_pushes_back_on_the_client(backend: &str) {
     let _serial = serial();
     let inbound_max = 16 * 1024;
-    let (handle, addr) = start(&config(backend, 1,
+    let (handle, addr) = start(&config(
+        backend,
+        1,
         &[
             "gateway.frame_bytes_max=1024",
             "gateway.read_batch_bytes=4096",
@@ -494,7 +496,9 @@ fn reset_and_half_closed_sockets_reach_the_app_and_free_their_slots(backend: &st
 /// one-byte sends queued by one tick leave together, not in twelve writes.
 fn a_tick_of_output_leaves_in_one_write(backend: &str) {
     let _serial = serial();
-    let (handle, addr) = start(&config(backend, 1,
+    let (handle, addr) = start(&config(
+        backend,
+        1,
         &["runtime.tick_ms=200", "runtime.tick_budget_ms=200"],
     ));
     let stats = handle.stats().to_vec();

@@ -241,11 +241,7 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         .ok_or_else(|| anyhow::anyhow!("ready without addr"))?
         .to_owned();
     let w = world(clients)?;
-    let peer = if kind.is_tessera() {
-        "tessera"
-    } else {
-        "bare"
-    };
+    let peer = if kind.is_tessera() { "tessera" } else { "bare" };
     let mut load = Proc::spawn(&[
         "load".to_owned(),
         format!("--clients={n}"),

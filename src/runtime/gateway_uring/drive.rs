@@ -152,7 +152,10 @@ impl UringIo {
             unsafe { self.push(&e) };
         }
         self.cancel_recv(index);
-        if self.conns[index as usize].as_ref().is_some_and(|c| !c.busy()) {
+        if self.conns[index as usize]
+            .as_ref()
+            .is_some_and(|c| !c.busy())
+        {
             self.finish(port, index);
         }
     }
@@ -198,7 +201,10 @@ impl UringIo {
     pub(super) fn received(&mut self, port: &mut ClientPort, index: u32, res: i32, flags: u32) {
         let bid = cqueue::buffer_select(flags);
         let Some(Some(conn)) = self.conns.get_mut(index as usize) else {
-            debug_assert!(false, "a receive completed for a connection with none armed");
+            debug_assert!(
+                false,
+                "a receive completed for a connection with none armed"
+            );
             if let Some(bid) = bid {
                 self.bufs.give_back(bid);
             }
@@ -260,7 +266,10 @@ impl UringIo {
     /// meanwhile) goes in the next pump.
     pub(super) fn sent(&mut self, port: &mut ClientPort, index: u32, res: i32) {
         let Some(Some(conn)) = self.conns.get_mut(index as usize) else {
-            debug_assert!(false, "a send completed for a connection with none in flight");
+            debug_assert!(
+                false,
+                "a send completed for a connection with none in flight"
+            );
             return;
         };
         conn.sending = false;

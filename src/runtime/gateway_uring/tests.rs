@@ -67,7 +67,10 @@ fn the_buffer_ring_goes_round_and_sends_leave_from_their_own_buffers() {
             let mut p = port.borrow_mut();
             for &conn in &conns {
                 let n = p.input(conn).len();
-                assert!(p.input(conn).iter().all(|&b| b == round || b == round.wrapping_sub(1)));
+                assert!(p
+                    .input(conn)
+                    .iter()
+                    .all(|&b| b == round || b == round.wrapping_sub(1)));
                 p.consume(conn, n);
                 got += n;
             }
@@ -83,7 +86,9 @@ fn the_buffer_ring_goes_round_and_sends_leave_from_their_own_buffers() {
     for &conn in &conns {
         port.borrow_mut().send(conn, b" world").expect("open");
     }
-    pump_until(&mut gw, |_| conns.iter().all(|&c| port.borrow().queued(c) == 0));
+    pump_until(&mut gw, |_| {
+        conns.iter().all(|&c| port.borrow().queued(c) == 0)
+    });
     for c in &mut clients {
         let mut back = [0u8; 11];
         c.read_exact(&mut back).expect("read");
