@@ -82,7 +82,7 @@ impl Default for IoParams {
     /// The `[gateway]` defaults of `defaults.toml`.
     fn default() -> IoParams {
         IoParams {
-            backend: IoBackend::Epoll,
+            backend: IoBackend::IoUring,
             uring_entries: 4096,
             uring_buffers: 4096,
             uring_buffer_bytes: 2048,
