@@ -93,7 +93,7 @@ impl Default for IoParams {
 /// A shard's client sockets, on the backend the config chose.
 #[derive(Debug)]
 pub(crate) enum GatewayIo {
-    Epoll(EpollIo),
+    Epoll(Box<EpollIo>),
     Uring(Box<UringIo>),
 }
 
@@ -110,7 +110,9 @@ impl GatewayIo {
         io: &IoParams,
     ) -> io::Result<GatewayIo> {
         Ok(match io.backend {
-            IoBackend::Epoll => GatewayIo::Epoll(EpollIo::start(listener, port, handoffs)?),
+            IoBackend::Epoll => {
+                GatewayIo::Epoll(Box::new(EpollIo::start(listener, port, handoffs)?))
+            }
             IoBackend::IoUring => GatewayIo::Uring(Box::new(
                 UringIo::start(listener, port, handoffs, io).map_err(io::Error::other)?,
             )),
