@@ -3,14 +3,14 @@
 //! every `gateway.io_poll_ms` between ticks), over one of two backends
 //! chosen by `gateway.io_backend`:
 //!
-//! - `"epoll"` (`gateway_epoll`, the default): one `epoll_wait` a pump, a
-//!   `recv` per readable socket until drained, one `send` per client with
-//!   queued output;
-//! - `"io_uring"` (`gateway_uring`): one ring per shard (SINGLE_ISSUER,
-//!   DEFER_TASKRUN), a multishot receive per connection into a provided
-//!   buffer ring, and one `io_uring_enter` a pump that issues every send of
-//!   the pump and reaps every completion. Needs Linux >= 6.1 with io_uring
-//!   allowed (seccomp); [`probe`] checks it at start.
+//! - `"io_uring"` (`gateway_uring`, the default): one ring per shard
+//!   (SINGLE_ISSUER, DEFER_TASKRUN), a multishot receive per connection into
+//!   a provided buffer ring, and one `io_uring_enter` a pump that issues
+//!   every send of the pump and reaps every completion. Needs Linux >= 6.1
+//!   with io_uring allowed (seccomp); [`probe`] checks it at start.
+//! - `"epoll"` (`gateway_epoll`): one `epoll_wait` a pump, a `recv` per
+//!   readable socket until drained, one `send` per client with queued
+//!   output; for kernels or sandboxes without io_uring.
 //!
 //! Both keep the same behaviour towards the port: bounded input with TCP
 //! back-pressure, slow readers cut off by the port, peer EOF/reset as
@@ -18,11 +18,15 @@
 //! lingering (write the queue, shut the write side, drain until the peer
 //! closes or `gateway.linger_ms`), `connections_max` refusals, and hand-over
 //! of a socket and its unread bytes to another shard (`runtime::handoff`).
+//! The loopback tests (`tests/runtime_port.rs`) run every case on both.
 //!
-//! # Why epoll is the default
+//! # Why io_uring is the default
 //! The clients bench (`bench/src/clients`, rows `tessera` and
-//! `tessera-uring`) measured both under the full server on this kind of
-//! machine; see ARCHITECTURE.md ("The client port") for the figures.
+//! `tessera-uring`, interleaved in one run) measured tessera at 2,000
+//! clients, one write per client per 100 ms: 198 µs CPU per client-second
+//! on io_uring against 228 on epoll (0.86-0.89 in each of three rounds).
+//! The sends of a pump cost one submission instead of a syscall each, and
+//! receives are reaped in the same enter. glommio needs io_uring anyway.
 //!
 //! Owns the choice of backend, the listener's bind and the shared error
 //! mapping; it must not call the application.

@@ -32,7 +32,7 @@
 //!   shard 0 binds `gateway.listen_addr` (port 0 allowed) and every other
 //!   shard binds the address it resolved (SO_REUSEPORT: the kernel spreads
 //!   connections over shards); one batched socket loop per shard
-//!   (`gateway_io`, epoll) fills and drains the port right before and after
+//!   (`gateway_io`: io_uring or epoll, `gateway.io_backend`) fills and drains the port right before and after
 //!   each tick and every `gateway.io_poll_ms` between ticks. [`RuntimeHandle::client_addr`] gives the
 //!   address.
 //! - [`RuntimeHandle::shutdown`] (or SIGINT/SIGTERM after
