@@ -24,7 +24,8 @@
 //! The clients bench (`bench/src/clients`, rows `tessera` and
 //! `tessera-uring`, interleaved in one run) measured tessera at 2,000
 //! clients, one write per client per 100 ms: 198 µs CPU per client-second
-//! on io_uring against 228 on epoll (0.86-0.89 in each of three rounds).
+//! on io_uring against 228 on epoll (0.86-0.89 in each of five
+//! interleaved rounds).
 //! The sends of a pump cost one submission instead of a syscall each, and
 //! receives are reaped in the same enter. glommio needs io_uring anyway.
 //!
