@@ -138,3 +138,23 @@ fn dropping_the_loop_with_receives_armed_is_safe() {
     assert!(gw.conns.iter().flatten().any(Conn::busy));
     drop(gw);
 }
+
+#[test]
+fn the_start_probe_passes_here_and_its_error_names_the_key_and_seccomp() {
+    let (_, io) = params();
+    probe(&io).expect("this kernel has what the io_uring loop needs");
+    let err = UringError {
+        feature: "IORING_OP_SEND",
+        source: io::Error::from_raw_os_error(libc::EPERM),
+    };
+    let text = err.to_string();
+    for want in [
+        "gateway.io_backend",
+        "IORING_OP_SEND",
+        "seccomp",
+        "6.1",
+        "epoll",
+    ] {
+        assert!(text.contains(want), "{want} in {text}");
+    }
+}
