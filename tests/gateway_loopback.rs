@@ -57,7 +57,18 @@ fn walk(walker: &mut Client, watchers: &mut [Client], watch: &mut [Watch], from_
 
 #[test]
 fn clients_watch_a_walker_cross_between_shards_and_leave() {
-    let server = EmbeddedServer::start(&config(&[])).expect("server starts");
+    watch_a_walker("epoll");
+}
+
+/// The same game over the io_uring socket loop.
+#[test]
+fn clients_watch_a_walker_cross_between_shards_and_leave_on_io_uring() {
+    watch_a_walker("io_uring");
+}
+
+fn watch_a_walker(backend: &str) {
+    let backend = format!("gateway.io_backend=\"{backend}\"");
+    let server = EmbeddedServer::start(&config(&[&backend])).expect("server starts");
     let addr = server.client_addr();
     let mut walker = Client::connect(addr, "walker");
     let mut watchers: Vec<Client> = (0..3)

@@ -18,10 +18,16 @@ use tessera::core::geom::Vec3;
 use tessera::server::EmbeddedServer;
 
 fn start(follow_ms: u64) -> EmbeddedServer {
+    start_on(follow_ms, "epoll")
+}
+
+fn start_on(follow_ms: u64, backend: &str) -> EmbeddedServer {
     let follow = format!("gateway.proxy_follow_ms={follow_ms}");
+    let backend = format!("gateway.io_backend=\"{backend}\"");
     // The border stays at x = 120 (no balancing moves it).
     let cfg = config(&[
         &follow,
+        &backend,
         "runtime.metrics_publish_ticks=2",
         "balance.enabled=false",
     ]);
@@ -159,7 +165,17 @@ fn wait_for(server: &mut EmbeddedServer, walk: &mut Walk, name: &str, want: &[u6
 
 #[test]
 fn the_connection_follows_its_real_across_shards_with_every_input_once_in_order() {
-    let mut server = start(500);
+    follows_its_real(start(500));
+}
+
+/// The same hand-overs over the io_uring socket loop (each waits for its
+/// receive's final completion before the socket moves).
+#[test]
+fn the_connection_follows_its_real_on_io_uring() {
+    follows_its_real(start_on(500, "io_uring"));
+}
+
+fn follows_its_real(mut server: EmbeddedServer) {
     let mut w = Walk::new(&server);
     // Two reals (walker, watcher) start on shard 1; wherever the kernel put
     // the connections, they follow there.

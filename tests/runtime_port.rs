@@ -156,8 +156,9 @@ impl ShardApp for Echo {
     }
 }
 
-fn config(shards: u16, extra: &[&str]) -> Config {
+fn config(backend: &str, shards: u16, extra: &[&str]) -> Config {
     let mut all: Vec<String> = vec![
+        format!("gateway.io_backend=\"{backend}\""),
         format!("runtime.shards={shards}"),
         "runtime.pin=false".into(),
         "runtime.tick_ms=10".into(),
@@ -224,10 +225,9 @@ fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
     }
 }
 
-#[test]
-fn echo_on_both_shards_then_shutdown_says_goodbye_and_closes() {
+fn echo_on_both_shards_then_shutdown_says_goodbye_and_closes(backend: &str) {
     let _serial = serial();
-    let (handle, addr) = start(&config(2, &[]));
+    let (handle, addr) = start(&config(backend, 2, &[]));
     let stats = handle.stats().to_vec();
     let mut clients: Vec<TcpStream> = (0..32).map(|_| connect(addr)).collect();
     for (i, c) in clients.iter_mut().enumerate() {
@@ -262,10 +262,9 @@ fn echo_on_both_shards_then_shutdown_says_goodbye_and_closes() {
     assert_eq!(bytes_in, total(&stats, Count::ClientBytesOut) - 32 * 4);
 }
 
-#[test]
-fn a_client_that_never_reads_is_cut_off_while_another_is_served() {
+fn a_client_that_never_reads_is_cut_off_while_another_is_served(backend: &str) {
     let _serial = serial();
-    let (handle, addr) = start(&config(1, &[]));
+    let (handle, addr) = start(&config(backend, 1, &[]));
     let stats = handle.stats().to_vec();
     let mut good = connect(addr);
     echo_round(&mut good, b"ping");
@@ -296,10 +295,9 @@ fn a_client_that_never_reads_is_cut_off_while_another_is_served() {
     assert_eq!(read_to_close(&mut good), GOODBYE);
 }
 
-#[test]
-fn connections_max_refuses_and_peer_close_reaches_the_app() {
+fn connections_max_refuses_and_peer_close_reaches_the_app(backend: &str) {
     let _serial = serial();
-    let (handle, addr) = start(&config(1, &["gateway.connections_max=2"]));
+    let (handle, addr) = start(&config(backend, 1, &["gateway.connections_max=2"]));
     let stats = handle.stats().to_vec();
     let mut a = connect(addr);
     let mut b = connect(addr);
@@ -342,21 +340,20 @@ fn connections_max_refuses_and_peer_close_reaches_the_app() {
     assert_eq!(total(&stats, Count::ClientClosedByApp), 1);
 }
 
-#[test]
-fn a_busy_port_is_refused_at_start_naming_the_key() {
+fn a_busy_port_is_refused_at_start_naming_the_key(backend: &str) {
     let _serial = serial();
     let squatter = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let taken = squatter.local_addr().expect("addr");
-    let c = config(1, &[&format!("gateway.listen_addr=\"{taken}\"")]);
+    let c = config(backend, 1, &[&format!("gateway.listen_addr=\"{taken}\"")]);
     let err = Runtime::start(&c, |_: ShardContext| Echo::default()).expect_err("port in use");
     assert!(err.to_string().contains("gateway.listen_addr"), "{err}");
 }
 
-#[test]
-fn unconsumed_input_pushes_back_on_the_client() {
+fn unconsumed_input_pushes_back_on_the_client(backend: &str) {
     let _serial = serial();
     let inbound_max = 16 * 1024;
     let (handle, addr) = start(&config(
+        backend,
         1,
         &[
             "gateway.frame_bytes_max=1024",
@@ -413,10 +410,9 @@ fn cpu_time() -> Duration {
     Duration::from_millis(ticks * 10) // USER_HZ is 100 on Linux
 }
 
-#[test]
-fn idle_connections_cost_no_cpu() {
+fn idle_connections_cost_no_cpu(backend: &str) {
     let _serial = serial();
-    let (handle, addr) = start(&config(2, &[]));
+    let (handle, addr) = start(&config(backend, 2, &[]));
     let mut clients: Vec<TcpStream> = (0..16).map(|_| connect(addr)).collect();
     for c in &mut clients {
         echo_round(c, b"warm");
@@ -437,12 +433,11 @@ fn idle_connections_cost_no_cpu() {
     handle.join().expect("clean join");
 }
 
-#[test]
-fn an_accept_burst_beyond_one_pump_is_served_in_full() {
+fn an_accept_burst_beyond_one_pump_is_served_in_full(backend: &str) {
     let _serial = serial();
     // 16 readiness events and 16 accepts a pump: 300 connections arriving at
     // once take many pumps, and every one of them is served.
-    let (handle, addr) = start(&config(1, &["gateway.io_events_max=16"]));
+    let (handle, addr) = start(&config(backend, 1, &["gateway.io_events_max=16"]));
     let stats = handle.stats().to_vec();
     let mut clients: Vec<TcpStream> = (0..300).map(|_| connect(addr)).collect();
     for (i, c) in clients.iter_mut().enumerate() {
@@ -465,10 +460,9 @@ fn an_accept_burst_beyond_one_pump_is_served_in_full() {
     handle.join().expect("clean join");
 }
 
-#[test]
-fn reset_and_half_closed_sockets_reach_the_app_and_free_their_slots() {
+fn reset_and_half_closed_sockets_reach_the_app_and_free_their_slots(backend: &str) {
     let _serial = serial();
-    let (handle, addr) = start(&config(1, &["gateway.connections_max=2"]));
+    let (handle, addr) = start(&config(backend, 1, &["gateway.connections_max=2"]));
     let stats = handle.stats().to_vec();
     // A reset: SO_LINGER 0 makes the close send RST instead of FIN.
     let mut reset = connect(addr);
@@ -501,10 +495,10 @@ fn reset_and_half_closed_sockets_reach_the_app_and_free_their_slots() {
 
 /// What one tick queues for a client is written with one write call: twelve
 /// one-byte sends queued by one tick leave together, not in twelve writes.
-#[test]
-fn a_tick_of_output_leaves_in_one_write() {
+fn a_tick_of_output_leaves_in_one_write(backend: &str) {
     let _serial = serial();
     let (handle, addr) = start(&config(
+        backend,
         1,
         &["runtime.tick_ms=200", "runtime.tick_budget_ms=200"],
     ));
@@ -535,10 +529,9 @@ fn a_tick_of_output_leaves_in_one_write() {
     handle.join().expect("clean join");
 }
 
-#[test]
-fn a_connection_handed_to_the_other_shard_keeps_its_bytes() {
+fn a_connection_handed_to_the_other_shard_keeps_its_bytes(backend: &str) {
     let _serial = serial();
-    let (handle, addr) = start(&config(2, &[]));
+    let (handle, addr) = start(&config(backend, 2, &[]));
     let stats = handle.stats().to_vec();
     let mut c = connect(addr);
     echo_round(&mut c, b"before");
@@ -561,3 +554,34 @@ fn a_connection_handed_to_the_other_shard_keeps_its_bytes() {
     handle.shutdown();
     handle.join().expect("joins");
 }
+
+/// Every test above runs on both socket loops (`gateway.io_backend`).
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod epoll {
+            $(#[test]
+            fn $name() {
+                super::$name("epoll")
+            })*
+        }
+        mod io_uring {
+            $(#[test]
+            fn $name() {
+                super::$name("io_uring")
+            })*
+        }
+    };
+}
+
+on_both_backends!(
+    echo_on_both_shards_then_shutdown_says_goodbye_and_closes,
+    a_client_that_never_reads_is_cut_off_while_another_is_served,
+    connections_max_refuses_and_peer_close_reaches_the_app,
+    a_busy_port_is_refused_at_start_naming_the_key,
+    unconsumed_input_pushes_back_on_the_client,
+    idle_connections_cost_no_cpu,
+    an_accept_burst_beyond_one_pump_is_served_in_full,
+    reset_and_half_closed_sockets_reach_the_app_and_free_their_slots,
+    a_tick_of_output_leaves_in_one_write,
+    a_connection_handed_to_the_other_shard_keeps_its_bytes,
+);

@@ -19,6 +19,14 @@ fn positive(key: &'static str, v: f64) -> Result<(), ConfigError> {
     }
 }
 
+/// `gateway.io_uring_entries`: the kernel's limit is 32,768.
+const IO_URING_ENTRIES_BOUNDS: (u32, u32) = (64, 32_768);
+/// `gateway.io_uring_buffers`: a buffer ring's ids are u16 (at most 32,768
+/// entries); fewer than 64 starve the receives of a busy pump.
+const IO_URING_BUFFERS_BOUNDS: (u32, u32) = (64, 32_768);
+/// `gateway.io_uring_buffer_bytes`: at most 64 KiB per receive.
+const IO_URING_BUFFER_BYTES_BOUNDS: (u32, u32) = (64, 65_536);
+
 fn at_least(key: &'static str, v: u64, min: u64) -> Result<(), ConfigError> {
     if v >= min {
         Ok(())
@@ -558,6 +566,16 @@ pub struct GatewayConfig {
     pub io_poll_ms: u64,
     /// Readiness events taken per epoll wait of the client socket loop.
     pub io_events_max: u32,
+    /// The client socket loop's kernel interface: `"epoll"` or
+    /// `"io_uring"` (Linux >= 6.1, checked at start).
+    pub io_backend: String,
+    /// io_uring: submission queue entries (the completion queue has twice
+    /// as many).
+    pub io_uring_entries: u32,
+    /// io_uring: buffers in the provided buffer ring (a power of two).
+    pub io_uring_buffers: u32,
+    /// io_uring: bytes of one provided buffer (at most one receive's bytes).
+    pub io_uring_buffer_bytes: u32,
     /// A connection that has not sent a whole Login this long after it
     /// opened is closed (Error `idle-timeout`).
     pub handshake_timeout_ms: u64,
@@ -590,6 +608,46 @@ pub struct GatewayConfig {
 }
 
 impl GatewayConfig {
+    /// `io_backend` and the io_uring bounds.
+    fn validate_io_uring(&self) -> Result<(), ConfigError> {
+        if !matches!(self.io_backend.as_str(), "epoll" | "io_uring") {
+            return Err(invalid(
+                "gateway.io_backend",
+                &self.io_backend,
+                "must be \"epoll\" or \"io_uring\"",
+            ));
+        }
+        let within = |key: &'static str, v: u32, (lo, hi): (u32, u32)| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(invalid(key, v, format!("must be in {lo}..={hi}")))
+            }
+        };
+        within(
+            "gateway.io_uring_entries",
+            self.io_uring_entries,
+            IO_URING_ENTRIES_BOUNDS,
+        )?;
+        within(
+            "gateway.io_uring_buffers",
+            self.io_uring_buffers,
+            IO_URING_BUFFERS_BOUNDS,
+        )?;
+        if !self.io_uring_buffers.is_power_of_two() {
+            return Err(invalid(
+                "gateway.io_uring_buffers",
+                self.io_uring_buffers,
+                "must be a power of two",
+            ));
+        }
+        within(
+            "gateway.io_uring_buffer_bytes",
+            self.io_uring_buffer_bytes,
+            IO_URING_BUFFER_BYTES_BOUNDS,
+        )
+    }
+
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.listen_addr.parse::<std::net::SocketAddr>().is_err() {
             return Err(invalid(
@@ -622,6 +680,7 @@ impl GatewayConfig {
             ));
         }
         at_least("gateway.io_events_max", u64::from(self.io_events_max), 16)?;
+        self.validate_io_uring()?;
         at_least("gateway.accounts_max", u64::from(self.accounts_max), 1)?;
         at_least("gateway.handoffs_max", u64::from(self.handoffs_max), 1)?;
         if self.proxy_follow_ms > 600_000 {

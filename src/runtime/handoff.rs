@@ -4,7 +4,8 @@
 //! proxy cannot move: its shard is in the entity id) is served where the
 //! avatar is: the receiving shard's application calls
 //! [`crate::shard::ClientPort::hand_off`], its socket loop takes the socket out of
-//! its epoll set and pushes it, with the bytes the application had not
+//! its epoll set or ring (io_uring: after the last completion of its
+//! receive) and pushes it, with the bytes the application had not
 //! consumed and the application's note, into the destination shard's queue
 //! here; the destination's socket loop pops it at its next pump, registers
 //! it and opens a port slot (`PortEvent::Adopted`).

@@ -37,7 +37,7 @@
 //!   shard 0 binds `gateway.listen_addr` (port 0 allowed) and every other
 //!   shard binds the address it resolved (SO_REUSEPORT: the kernel spreads
 //!   connections over shards); one batched socket loop per shard
-//!   (`gateway_io`, epoll) fills and drains the port right before and after
+//!   (`gateway_io`: io_uring or epoll, `gateway.io_backend`) fills and drains the port right before and after
 //!   each tick and every `gateway.io_poll_ms` between ticks. [`RuntimeHandle::client_addr`] gives the
 //!   address.
 //! - [`RuntimeHandle::shutdown`] (or SIGINT/SIGTERM after
@@ -55,9 +55,12 @@
 pub mod admin;
 mod admin_api;
 mod clock;
+mod gateway_epoll;
 mod gateway_io;
+mod gateway_uring;
 mod handoff;
 mod launch;
+pub use gateway_uring::UringError;
 pub mod mesh;
 pub mod metrics;
 pub mod shard;
@@ -118,6 +121,10 @@ pub enum RuntimeError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// `gateway.io_backend = "io_uring"` and the kernel (or a seccomp
+    /// profile) refuses what it needs.
+    #[error(transparent)]
+    IoBackend(#[from] UringError),
     /// A shard's thread panicked or its executor failed.
     #[error("shard {shard} failed: {message}")]
     ShardFailed {
@@ -190,6 +197,7 @@ fn shard_params(config: &Config, ctx: ShardContext) -> ShardParams {
         outbox_items_max: m.outbox_items_max as usize,
         inbox_items_max: m.inbox_items_max as usize,
         port: PortParams::from_config(config),
+        io: gateway_io::IoParams::from_config(config),
         viewer: None,
     }
 }
@@ -243,6 +251,10 @@ impl Runtime {
             signals: Vec::new(),
         };
         let gateway = gateway_addr(config)?;
+        let io = gateway_io::IoParams::from_config(config);
+        if gateway.is_some() && io.backend == gateway_io::IoBackend::IoUring {
+            gateway_io::probe(&io)?;
+        }
         let unix_at_start_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());

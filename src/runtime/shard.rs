@@ -43,7 +43,7 @@
 //! Runs on: its own executor thread. Owns: the application value, its inbox
 //! and outbox, its ends of the mesh, its local histograms.
 
-use super::gateway_io::GatewayIo;
+use super::gateway_io::{GatewayIo, IoParams};
 use super::mesh::{self, DrainReport, ShardLinks};
 use super::metrics::{Hist, LocalHists, ShardStats};
 use super::viewer::ViewBoard;
@@ -114,6 +114,8 @@ pub(crate) struct ShardParams {
     pub(crate) outbox_items_max: usize,
     pub(crate) inbox_items_max: usize,
     pub(crate) port: PortParams,
+    /// The client socket loop's backend and its settings.
+    pub(crate) io: IoParams,
     /// The live viewer's board (with the admin endpoint on) and how often
     /// this shard publishes to it (`admin.viewer_publish_ticks`).
     pub(crate) viewer: Option<(Arc<ViewBoard>, u64)>,
@@ -189,11 +191,12 @@ pub(crate) async fn run<A: ShardApp>(
     );
     let port = Rc::new(RefCell::new(ClientPort::attached(p.port.clone())));
     let handoffs = (shared.handoffs.clone(), p.ctx.shard.index);
-    let gateway = listener.and_then(|l| match GatewayIo::start(l, port.clone(), handoffs) {
+    let gateway = listener.and_then(|l| match GatewayIo::start(l, port.clone(), handoffs, &p.io) {
         Ok(io) => Some(io),
         Err(err) => {
-            // Only an out-of-resources epoll_create can fail here; the
-            // listener itself was bound and checked at start.
+            // Only an out-of-resources epoll_create or io_uring_setup can
+            // fail here (io_uring was probed at start); the listener itself
+            // was bound and checked at start.
             tracing::error!(shard = %p.ctx.shard, %err, "gateway: cannot start the socket loop; this shard takes no clients");
             None
         }

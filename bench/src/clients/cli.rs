@@ -35,7 +35,8 @@ pub struct Cli {
     /// Longest wait for all clients to connect and move, seconds.
     #[arg(long, default_value_t = 90.0)]
     pub ramp_timeout_s: f64,
-    /// Servers to run (default all three).
+    /// Servers to run (default the three; `tessera-uring` is tessera on
+    /// its io_uring socket loop).
     #[arg(long, value_delimiter = ',', default_value = "epoll,io-uring,tessera")]
     pub servers: Vec<ServerArg>,
     /// The servers' CPU.
@@ -76,8 +77,10 @@ pub enum ServerArg {
     Epoll,
     /// The bare io_uring loop.
     IoUring,
-    /// tessera.
+    /// tessera (its default socket loop, epoll).
     Tessera,
+    /// tessera with `gateway.io_backend = "io_uring"`.
+    TesseraUring,
 }
 
 /// The roles (hidden).
@@ -102,6 +105,9 @@ pub enum Role {
     Uring(BareArgs),
     /// tessera, one shard.
     Tessera(TesseraArgs),
+    /// tessera, one shard, on the io_uring socket loop.
+    #[command(name = "tessera_uring")]
+    TesseraUring(TesseraArgs),
     /// The load.
     Load(LoadArgs),
 }
@@ -190,7 +196,11 @@ fn child(role: Role) -> anyhow::Result<()> {
         }
         Role::Tessera(a) => {
             sys::pin(a.cpu)?;
-            tessera_server::run(a.clients, a.cpu, a.tick_ms)
+            tessera_server::run(a.clients, a.cpu, a.tick_ms, "epoll")
+        }
+        Role::TesseraUring(a) => {
+            sys::pin(a.cpu)?;
+            tessera_server::run(a.clients, a.cpu, a.tick_ms, "io_uring")
         }
         Role::Load(a) => {
             sys::pin(a.cpu)?;
@@ -255,6 +265,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             ServerArg::Epoll => Kind::Epoll,
             ServerArg::IoUring => Kind::Uring,
             ServerArg::Tessera => Kind::Tessera,
+            ServerArg::TesseraUring => Kind::TesseraUring,
         })
         .collect();
     eprintln!(

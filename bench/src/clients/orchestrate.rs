@@ -24,8 +24,10 @@ pub enum Kind {
     Epoll,
     /// The bare io_uring tick loop.
     Uring,
-    /// tessera, one shard.
+    /// tessera, one shard (its default socket loop, epoll).
     Tessera,
+    /// tessera, one shard, `gateway.io_backend = "io_uring"`.
+    TesseraUring,
 }
 
 impl Kind {
@@ -35,7 +37,13 @@ impl Kind {
             Kind::Epoll => "epoll",
             Kind::Uring => "io_uring",
             Kind::Tessera => "tessera",
+            Kind::TesseraUring => "tessera_uring",
         }
+    }
+
+    /// tessera (either socket loop), not a bare server.
+    pub fn is_tessera(self) -> bool {
+        matches!(self, Kind::Tessera | Kind::TesseraUring)
     }
 }
 
@@ -195,7 +203,7 @@ fn moves_rate(l0: &Value, l1: &Value, moving: u64) -> f64 {
 /// # Errors
 /// If loadgen's settings do not make a valid config.
 pub fn world(clients: usize) -> anyhow::Result<Bounds> {
-    let w = super::tessera_server::config(clients, 0, 100)?.world;
+    let w = super::tessera_server::config(clients, 0, 100, "epoll")?.world;
     Ok(Bounds {
         min_x: w.min_x_m,
         min_z: w.min_z_m,
@@ -218,7 +226,7 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         format!("--tick-ms={}", o.tick_ms),
         format!("--bytes-per-tick={}", o.bytes_per_tick),
     ];
-    if kind == Kind::Tessera {
+    if kind.is_tessera() {
         server_args.truncate(3);
         server_args.push(format!("--tick-ms={}", o.tick_ms));
     }
@@ -233,11 +241,7 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         .ok_or_else(|| anyhow::anyhow!("ready without addr"))?
         .to_owned();
     let w = world(clients)?;
-    let peer = if kind == Kind::Tessera {
-        "tessera"
-    } else {
-        "bare"
-    };
+    let peer = if kind.is_tessera() { "tessera" } else { "bare" };
     let mut load = Proc::spawn(&[
         "load".to_owned(),
         format!("--clients={n}"),
@@ -281,7 +285,7 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
     let wall = (t1 - t0).as_secs_f64();
     let moving = num(&l0, "moving").min(num(&l1, "moving"));
     let per = |d: u64| d as f64 / (moving.max(1) as f64 * wall);
-    let lost = if kind == Kind::Tessera {
+    let lost = if kind.is_tessera() {
         num(&s1, "stalls").saturating_sub(num(&s0, "stalls"))
     } else {
         num(&s1, "ticks_lost").saturating_sub(num(&s0, "ticks_lost"))
@@ -346,8 +350,13 @@ pub fn row(clients: usize, samples: &[(Kind, Sample)]) -> Value {
         all.clone().count() > 0 && all.clone().all(|(_, s)| s.moving == clients as u64);
     let bare_ticks_kept = all
         .clone()
-        .filter(|(k, _)| *k != Kind::Tessera)
+        .filter(|(k, _)| !k.is_tessera())
         .all(|(_, s)| s.ticks_lost == 0);
+    let tessera_uring = med(Kind::TesseraUring);
+    let uring_over_epoll = match (tessera_uring, tessera) {
+        (Some(u), Some(e)) if e > 0.0 => Some(u / e),
+        _ => None,
+    };
     let t = of(Kind::Tessera);
     let tmed = |f: fn(&Sample) -> f64| median(&t.iter().map(|s| f(s)).collect::<Vec<_>>());
     let load_max = all
@@ -366,6 +375,8 @@ pub fn row(clients: usize, samples: &[(Kind, Sample)]) -> Value {
         "floor": floor_kind,
         "epoll_us_per_client_s": epoll.map(round1),
         "io_uring_us_per_client_s": uring.map(round1),
+        "tessera_uring_us_per_client_s": tessera_uring.map(round1),
+        "tessera_uring_over_epoll": uring_over_epoll.map(round2),
         "tessera_core_pct": tmed(|s| s.server_core_pct).map(round1),
         "tessera_moves_per_client_s": tmed(|s| s.moves_per_client_s).map(round2),
         "tessera_in_bytes_per_client_s": tmed(|s| s.server_in_per_client_s).map(round1),

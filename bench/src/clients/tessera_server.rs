@@ -22,7 +22,12 @@ use super::sys;
 ///
 /// # Errors
 /// If loadgen's settings do not make a valid config.
-pub fn config(clients: usize, cpu: usize, write_ms: u64) -> anyhow::Result<Config> {
+pub fn config(
+    clients: usize,
+    cpu: usize,
+    write_ms: u64,
+    io_backend: &str,
+) -> anyhow::Result<Config> {
     let conns = clients.max(10_000);
     let args = [
         "loadgen".to_owned(),
@@ -41,6 +46,8 @@ pub fn config(clients: usize, cpu: usize, write_ms: u64) -> anyhow::Result<Confi
             "view.client_update_hz={:.3}",
             1000.0 / write_ms.max(1) as f64
         ),
+        "--set".to_owned(),
+        format!("gateway.io_backend=\"{io_backend}\""),
     ];
     let cli = loadgen::cli::Cli::try_parse_from(args)?;
     loadgen::run::server_config(&cli)
@@ -50,9 +57,9 @@ pub fn config(clients: usize, cpu: usize, write_ms: u64) -> anyhow::Result<Confi
 ///
 /// # Errors
 /// If the config is refused or the server cannot start.
-pub fn run(clients: usize, cpu: usize, write_ms: u64) -> anyhow::Result<()> {
+pub fn run(clients: usize, cpu: usize, write_ms: u64, io_backend: &str) -> anyhow::Result<()> {
     sys::raise_nofile(sys::files_for(clients))?;
-    let config = config(clients, cpu, write_ms)?;
+    let config = config(clients, cpu, write_ms, io_backend)?;
     let server = EmbeddedServer::start(&config)?;
     sys::emit("ready", &json!({"addr": server.client_addr().to_string()}));
     loop {
@@ -79,7 +86,7 @@ mod tests {
 
     #[test]
     fn the_config_is_one_pinned_shard_in_loadgens_world() {
-        let c = config(2000, 0, 100).unwrap();
+        let c = config(2000, 0, 100, "epoll").unwrap();
         assert!((c.view.client_update_hz - 10.0).abs() < 1e-9);
         assert_eq!(c.runtime.shards, 1);
         assert_eq!(c.runtime.cpus, vec![0]);
@@ -87,7 +94,9 @@ mod tests {
         assert!(c.gateway.connections_max >= 10_000);
         let area =
             |c: &Config| (c.world.max_x_m - c.world.min_x_m) * (c.world.max_z_m - c.world.min_z_m);
-        let large = config(10_000, 0, 100).unwrap();
+        let large = config(10_000, 0, 100, "epoll").unwrap();
+        let uring = config(2000, 0, 100, "io_uring").unwrap();
+        assert_eq!(uring.gateway.io_backend, "io_uring");
         assert!(
             area(&large) > 4.0 * area(&c),
             "the world grows with the bots"

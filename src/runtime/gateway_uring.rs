@@ -1,0 +1,556 @@
+//! The io_uring backend of a shard's client socket loop
+//! (`gateway.io_backend = "io_uring"`, see `gateway_io`).
+//!
+//! # The ring
+//! One ring per shard, created on the shard's thread with SINGLE_ISSUER
+//! and DEFER_TASKRUN (Linux >= 6.1): the kernel runs completion work only
+//! when this thread enters the ring, so frames arriving from the other
+//! core cost no wake-up interrupt. Every connection has one multishot
+//! receive (Linux >= 6.0) into a provided buffer ring (Linux >= 5.19) of
+//! `gateway.io_uring_buffers` buffers of `gateway.io_uring_buffer_bytes`;
+//! a completion's bytes are copied into the port at once and the buffer
+//! given back.
+//!
+//! # One pump
+//! 1. Accepts while the listener has connections (at most
+//!    `io_events_max` a pump; the plain non-blocking accept, TCP_NODELAY),
+//!    and takes up connections handed here.
+//! 2. The port's due slots, the lingering ones and those a completion asked
+//!    for are driven: a send of everything queued (one SQE per connection
+//!    with output, its bytes copied to the connection's send buffer so the
+//!    app may queue more while it is in flight), a receive armed where
+//!    there is room, cancels for connections that end.
+//! 3. ONE `io_uring_enter` submits all of that and asks for a huge minimum
+//!    of completions with a zero timeout, so the kernel runs every pending
+//!    receive and send in this call (`MACHINE.md`: a small minimum ran
+//!    about 120 of 1,000 pending receives).
+//! 4. The completions are handled: received bytes go to the port (what
+//!    passes `inbound_bytes_max` waits in the connection's spill buffer and
+//!    the receive is cancelled: TCP back-pressure until the app consumes);
+//!    a send's bytes are marked written (a short send, or one that could
+//!    not go, leaves the rest queued for the next pump).
+//!
+//! # Ending a connection
+//! A connection's socket is closed, and its slot released, only once no
+//! operation of it is in flight: its receive (and a blocked send) are
+//! cancelled and the final completions awaited (the next pump submits the
+//! cancels if a completion decided it). A hand-over does the same, then
+//! moves the socket with the port's unread bytes and the spill after them.
+//! Lingering is the epoll loop's: write the queue, shut the write side,
+//! read and discard until EOF, all within `gateway.linger_ms`.
+//!
+//! Owns the ring, the provided buffers, the sockets and their send
+//! buffers; it must not call the application.
+
+use super::gateway_io::{failure, IoParams};
+use super::handoff::{Handoff, Handoffs};
+use crate::shard::port::{ClientPort, CloseReason};
+use io_uring::types::{BufRingEntry, Fd, SubmitArgs, Timespec};
+use io_uring::{cqueue, opcode, squeue, IoUring, Probe};
+use std::cell::RefCell;
+use std::io;
+use std::mem::ManuallyDrop;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The buffer group of the provided buffer ring.
+const BGID: u16 = 0;
+/// The operation kind in a completion's user data (the low 32 bits are the
+/// port slot).
+const RECV: u64 = 1 << 62;
+const SEND: u64 = 2 << 62;
+const CANCEL: u64 = 3 << 62;
+const KIND: u64 = 3 << 62;
+/// "Wait for this many completions" with a zero timeout: the kernel runs
+/// all pending task work in the one enter, then returns.
+const WANT_ALL: usize = 1 << 20;
+/// Accept errors are logged at most this often.
+const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Why io_uring cannot serve the client sockets.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "config key `gateway.io_backend` = \"io_uring\": {feature} is not available ({source}); \
+     it needs Linux >= 6.1 with io_uring allowed (container seccomp profiles, Docker's and \
+     containerd's defaults, block io_uring_setup/io_uring_enter/io_uring_register: ship a \
+     profile that allows them) and enough RLIMIT_MEMLOCK; or set gateway.io_backend = \"epoll\""
+)]
+pub struct UringError {
+    /// The missing feature.
+    pub feature: &'static str,
+    /// What the kernel said.
+    #[source]
+    pub source: io::Error,
+}
+
+fn unavailable(feature: &'static str) -> impl FnOnce(io::Error) -> UringError {
+    move |source| UringError { feature, source }
+}
+
+/// Creates a shard's ring: SINGLE_ISSUER + DEFER_TASKRUN (the latter
+/// implies Linux >= 6.1, hence multishot receives too).
+fn ring(p: &IoParams) -> Result<IoUring, UringError> {
+    IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_cqsize(p.uring_entries * 2)
+        .build(p.uring_entries)
+        .map_err(unavailable(
+            "io_uring_setup with SINGLE_ISSUER and DEFER_TASKRUN",
+        ))
+}
+
+/// Checks at start, on the calling thread, that this kernel gives the
+/// io_uring backend what it needs: the ring with its flags, the opcodes
+/// (probe), a provided buffer ring of the configured size.
+///
+/// # Errors
+/// [`UringError`] naming `gateway.io_backend` and the missing feature.
+pub(crate) fn probe(p: &IoParams) -> Result<(), UringError> {
+    let ring = ring(p)?;
+    let mut probe = Probe::new();
+    ring.submitter()
+        .register_probe(&mut probe)
+        .map_err(unavailable("the io_uring opcode probe"))?;
+    for (code, name) in [
+        (opcode::RecvMulti::CODE, "IORING_OP_RECV"),
+        (opcode::Send::CODE, "IORING_OP_SEND"),
+        (opcode::AsyncCancel::CODE, "IORING_OP_ASYNC_CANCEL"),
+    ] {
+        if !probe.is_supported(code) {
+            return Err(UringError {
+                feature: name,
+                source: io::Error::new(io::ErrorKind::Unsupported, "not in the kernel's probe"),
+            });
+        }
+    }
+    let bufs = BufRing::new(&ring, p)?;
+    drop(ring);
+    drop(bufs);
+    Ok(())
+}
+
+/// Provided buffers the kernel picks from for multishot receives.
+#[derive(Debug)]
+struct BufRing {
+    base: *mut BufRingEntry,
+    map_bytes: usize,
+    entries: u16,
+    buf_bytes: usize,
+    bufs: Box<[u8]>,
+    tail: u16,
+}
+
+impl BufRing {
+    /// Maps the ring (page aligned), fills it with every buffer and
+    /// registers it with `ring` as group [`BGID`].
+    fn new(ring: &IoUring, p: &IoParams) -> Result<BufRing, UringError> {
+        let entries = p.uring_buffers;
+        assert!(entries.is_power_of_two(), "validated by the config");
+        let map_bytes = usize::from(entries) * std::mem::size_of::<BufRingEntry>();
+        // SAFETY: an anonymous private mapping with no address hint; the
+        // result is checked against MAP_FAILED before use.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(UringError {
+                feature: "the provided buffer ring's memory",
+                source: io::Error::last_os_error(),
+            });
+        }
+        let buf_bytes = p.uring_buffer_bytes as usize;
+        let mut br = BufRing {
+            base: base.cast(),
+            map_bytes,
+            entries,
+            buf_bytes,
+            bufs: vec![0u8; usize::from(entries) * buf_bytes].into_boxed_slice(),
+            tail: 0,
+        };
+        for bid in 0..entries {
+            br.give_back(bid);
+        }
+        // SAFETY: `base` is a page-aligned mapping of `entries` entries that
+        // lives as long as `br`, which its owner drops after the ring (see
+        // `UringIo`'s Drop); every entry points into `bufs`, which lives as
+        // long.
+        unsafe {
+            ring.submitter()
+                .register_buf_ring_with_flags(base as u64, entries, BGID, 0)
+        }
+        .map_err(unavailable("a provided buffer ring (register_buf_ring)"))?;
+        Ok(br)
+    }
+
+    /// The bytes of buffer `bid` a completion of `n` bytes filled.
+    fn bytes(&self, bid: u16, n: usize) -> &[u8] {
+        let at = usize::from(bid) * self.buf_bytes;
+        &self.bufs[at..at + n.min(self.buf_bytes)]
+    }
+
+    /// Puts buffer `bid` back at the ring's tail and publishes the tail.
+    fn give_back(&mut self, bid: u16) {
+        debug_assert!(bid < self.entries);
+        let idx = usize::from(self.tail & (self.entries - 1));
+        let addr = self.bufs.as_ptr() as u64 + u64::from(bid) * self.buf_bytes as u64;
+        // SAFETY: `idx` < entries, inside the mapping; the kernel reads an
+        // entry only below the published tail, and this one is at the tail.
+        let e = unsafe { &mut *self.base.add(idx) };
+        e.set_addr(addr);
+        e.set_len(self.buf_bytes as u32);
+        e.set_bid(bid);
+        self.tail = self.tail.wrapping_add(1);
+        // SAFETY: the tail is the u16 `resv` field of entry 0 of the mapping
+        // (`BufRingEntry::tail`), 2-byte aligned; the kernel reads it
+        // concurrently, hence the atomic release store after the entry.
+        unsafe {
+            let tail = BufRingEntry::tail(self.base) as *const AtomicU16;
+            (*tail).store(self.tail, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for BufRing {
+    fn drop(&mut self) {
+        // SAFETY: `base` and `map_bytes` are the mapping made in `new`; the
+        // ring that used it is gone (see `UringIo`'s Drop).
+        unsafe { libc::munmap(self.base.cast(), self.map_bytes) };
+    }
+}
+
+/// One client socket and its operations in flight.
+#[derive(Debug)]
+struct Conn {
+    stream: TcpStream,
+    /// A multishot receive is armed (until a completion without MORE).
+    recv_armed: bool,
+    /// A cancel of the receive was queued (back-pressure or ending).
+    recv_cancelled: bool,
+    /// A send of `out` is in flight.
+    sending: bool,
+    /// The bytes of the send in flight (a copy of the port's queue: the
+    /// app may queue more, moving the port's buffer, meanwhile).
+    out: Vec<u8>,
+    /// Received beyond the port's room (oldest first): taken up when the
+    /// app consumes, or carried by a hand-over.
+    spill: Vec<u8>,
+    /// The peer's EOF was read.
+    read_eof: bool,
+    /// The write side was shut down (FIN sent) while lingering.
+    write_shut: bool,
+    /// When a lingering connection is closed regardless.
+    linger_until: Option<Instant>,
+    /// The connection is over: the socket closes (or moves) once nothing is
+    /// in flight.
+    ending: bool,
+}
+
+impl Conn {
+    fn busy(&self) -> bool {
+        self.recv_armed || self.sending
+    }
+}
+
+/// A shard's client sockets on io_uring; see the module doc.
+pub(crate) struct UringIo {
+    /// Dropped first, by hand (see Drop): then nothing reads or writes the
+    /// buffers below any more.
+    ring: ManuallyDrop<IoUring>,
+    bufs: ManuallyDrop<BufRing>,
+    listener: Option<TcpListener>,
+    /// Indexed by port slot.
+    conns: Vec<Option<Conn>>,
+    /// Slots to drive in the next pump (a slot may appear twice: harmless).
+    work: Vec<u32>,
+    /// The port's due slots, taken each pump (kept for its capacity).
+    due: Vec<u32>,
+    /// Slots lingering (their deadline is checked each pump).
+    lingering: Vec<u32>,
+    /// The completions of one enter (kept for its capacity).
+    cqes: Vec<(u64, i32, u32)>,
+    port: Rc<RefCell<ClientPort>>,
+    accepts_max: usize,
+    linger: Duration,
+    last_accept_log: Option<Instant>,
+    handoffs: Arc<Handoffs>,
+    me: u16,
+}
+
+impl std::fmt::Debug for UringIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UringIo")
+            .field("conns", &self.conns.iter().flatten().count())
+            .field("lingering", &self.lingering.len())
+            .field("accepting", &self.listener.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl UringIo {
+    /// Serves `listener`'s connections into `port`, and the connections
+    /// other shards hand to shard `me` through `handoffs`.
+    ///
+    /// # Errors
+    /// [`UringError`] if the kernel refuses the ring or its buffers.
+    pub(crate) fn start(
+        listener: TcpListener,
+        port: Rc<RefCell<ClientPort>>,
+        (handoffs, me): (Arc<Handoffs>, u16),
+        io: &IoParams,
+    ) -> Result<UringIo, UringError> {
+        let (linger_ms, accepts_max) = {
+            let p = port.borrow();
+            (p.params().linger_ms, p.params().io_events_max)
+        };
+        listener
+            .set_nonblocking(true)
+            .map_err(unavailable("a non-blocking listener"))?;
+        let ring = ring(io)?;
+        let bufs = BufRing::new(&ring, io)?;
+        Ok(UringIo {
+            ring: ManuallyDrop::new(ring),
+            bufs: ManuallyDrop::new(bufs),
+            listener: Some(listener),
+            conns: Vec::new(),
+            work: Vec::new(),
+            due: Vec::new(),
+            lingering: Vec::new(),
+            cqes: Vec::with_capacity(io.uring_entries as usize * 2),
+            port,
+            accepts_max: accepts_max.max(1),
+            linger: Duration::from_millis(linger_ms),
+            last_accept_log: None,
+            handoffs,
+            me,
+        })
+    }
+
+    /// Stops accepting and closes the listener.
+    pub(crate) fn stop_accepting(&mut self) {
+        self.listener = None;
+    }
+
+    /// Connections whose socket is still open.
+    pub(crate) fn live(&self) -> usize {
+        self.port.borrow().io_live()
+    }
+
+    /// One pass over the sockets (see the module doc); `now` is the time
+    /// linger deadlines are measured against.
+    pub(crate) fn pump(&mut self, now: Instant) {
+        let port_rc = self.port.clone();
+        let mut port = port_rc.borrow_mut();
+        self.accept(&mut port, now);
+        while let Some(h) = self.handoffs.pop(self.me) {
+            self.adopt(&mut port, h);
+        }
+        port.io_take_due(&mut self.due);
+        self.work.extend_from_slice(&self.due);
+        self.work.extend_from_slice(&self.lingering);
+        let mut work = std::mem::take(&mut self.work);
+        for &index in &work {
+            self.drive(&mut port, index, now);
+        }
+        work.clear();
+        self.work = work;
+        self.enter();
+        self.reap(&mut port);
+        let conns = &self.conns;
+        self.lingering.retain(|&i| {
+            conns[i as usize]
+                .as_ref()
+                .is_some_and(|c| c.linger_until.is_some() && !c.ending)
+        });
+    }
+
+    /// Queues `e`; a full submission queue is submitted first.
+    ///
+    /// # Safety
+    /// Every buffer `e` refers to must stay valid and untouched until its
+    /// completion: sends point into a connection's `out`, which is neither
+    /// written nor freed while `sending` (nor before the ring is gone, see
+    /// Drop); receives use the provided buffers, owned alongside the ring.
+    unsafe fn push(&mut self, e: &squeue::Entry) {
+        // SAFETY: the caller's contract, passed on.
+        while unsafe { self.ring.submission().push(e) }.is_err() {
+            if let Err(err) = self.ring.submit() {
+                tracing::warn!(%err, "gateway: io_uring submit failed");
+            }
+        }
+    }
+
+    /// The one enter of a pump: submits what was queued and runs every
+    /// completion the kernel has (never blocks).
+    fn enter(&mut self) {
+        let ts = Timespec::new();
+        let args = SubmitArgs::new().timespec(&ts);
+        match self.ring.submitter().submit_with_args(WANT_ALL, &args) {
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)
+                ) => {}
+            Err(err) => tracing::warn!(%err, "gateway: io_uring enter failed"),
+        }
+    }
+
+    /// Handles every completion in the queue.
+    fn reap(&mut self, port: &mut ClientPort) {
+        self.cqes.clear();
+        self.cqes.extend(
+            self.ring
+                .completion()
+                .map(|c| (c.user_data(), c.result(), c.flags())),
+        );
+        let cqes = std::mem::take(&mut self.cqes);
+        for &(ud, res, flags) in &cqes {
+            let index = ud as u32;
+            match ud & KIND {
+                RECV => self.received(port, index, res, flags),
+                SEND => self.sent(port, index, res),
+                _ => {} // a cancel's own completion: the target's tells
+            }
+            let done = matches!(
+                self.conns.get(index as usize),
+                Some(Some(c)) if c.ending && !c.busy()
+            );
+            if done && ud & KIND != CANCEL {
+                self.finish(port, index);
+            }
+        }
+        self.cqes = cqes;
+    }
+
+    /// Accepts what the listener holds, at most `io_events_max` a pump.
+    fn accept(&mut self, port: &mut ClientPort, now: Instant) {
+        for _ in 0..self.accepts_max {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            let (stream, peer) = match listener.accept() {
+                Ok(x) => x,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                Err(err) => {
+                    // E.g. out of file descriptors: retried at the next pump.
+                    if self
+                        .last_accept_log
+                        .is_none_or(|t| now.saturating_duration_since(t) >= ACCEPT_LOG_INTERVAL)
+                    {
+                        tracing::warn!(%err, "gateway: accept failed");
+                        self.last_accept_log = Some(now);
+                    }
+                    return;
+                }
+            };
+            let Some(conn) = port.io_open(peer) else {
+                drop(stream); // refused: counted by the port
+                continue;
+            };
+            if let Err(err) = stream.set_nodelay(true) {
+                tracing::debug!(%err, %peer, "gateway: cannot set TCP_NODELAY");
+            }
+            self.register(conn.slot(), stream);
+        }
+    }
+
+    /// Takes a socket under port slot `index`; it is driven in this pump.
+    fn register(&mut self, index: u32, stream: TcpStream) {
+        let i = index as usize;
+        if self.conns.len() <= i {
+            self.conns.resize_with(i + 1, || None);
+        }
+        debug_assert!(self.conns[i].is_none(), "a free slot has no socket");
+        self.conns[i] = Some(Conn {
+            stream,
+            recv_armed: false,
+            recv_cancelled: false,
+            sending: false,
+            out: Vec::new(),
+            spill: Vec::new(),
+            read_eof: false,
+            write_shut: false,
+            linger_until: None,
+            ending: false,
+        });
+        self.work.push(index);
+    }
+
+    /// Takes up a connection another shard handed here (refused at
+    /// `connections_max`: the socket is closed, counted by the port).
+    fn adopt(&mut self, port: &mut ClientPort, h: Handoff) {
+        let Handoff {
+            stream,
+            peer,
+            input,
+            note,
+        } = h;
+        if let Some(conn) = port.io_adopt(peer, &input, note) {
+            self.register(conn.slot(), TcpStream::from(stream));
+        }
+    }
+}
+
+mod drive;
+
+#[cfg(test)]
+mod tests;
+
+impl Drop for UringIo {
+    fn drop(&mut self) {
+        let busy = self.conns.iter().flatten().any(Conn::busy);
+        // SAFETY: dropped once, here, and not used after.
+        unsafe { ManuallyDrop::drop(&mut self.ring) };
+        if busy {
+            // Operations were in flight when the ring closed: the kernel
+            // cancels them in its own time, so their buffers are leaked
+            // rather than freed under them (a stop with sockets past their
+            // linger only).
+            for c in self.conns.iter_mut().flatten() {
+                std::mem::forget(std::mem::take(&mut c.out));
+            }
+        } else {
+            // SAFETY: the ring is gone and nothing was in flight: nothing
+            // refers to the buffers; dropped once.
+            unsafe { ManuallyDrop::drop(&mut self.bufs) };
+        }
+    }
+}
+
+/// The peer address of a socket to hand over.
+fn peer_of(stream: &TcpStream) -> Option<SocketAddr> {
+    stream.peer_addr().ok()
+}
+
+/// The fd of a socket as io_uring names it.
+fn fd(stream: &TcpStream) -> Fd {
+    Fd(stream.as_raw_fd())
+}
+
+/// Shuts a lingering socket's write side.
+fn shut_write(stream: &TcpStream) -> io::Result<()> {
+    stream.shutdown(Shutdown::Write)
+}
+
+/// How a failed operation's errno closes a connection.
+fn errno_reason(res: i32) -> CloseReason {
+    failure(&io::Error::from_raw_os_error(-res))
+}
+
+/// Whether a receive completion says more are coming.
+fn more(flags: u32) -> bool {
+    cqueue::more(flags)
+}
