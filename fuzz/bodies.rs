@@ -13,10 +13,12 @@
 use std::sync::Arc;
 
 use tessera::client::{ClientSession, ClientSessionParams};
+use tessera::core::down::{self, DownKind, DownKindError};
 use tessera::core::entity::{Audience, Entity, EntityTypeId, SyncKind, TypeRegistry};
 use tessera::core::ids::EntityId;
 use tessera::core::time::Time;
 use tessera::core::view::{encode_event, BatchReader, ClientView, ClientViewParams};
+use tessera::game::relay::{decode_down, hit_started, Down, DownError};
 use tessera::wire::client::{
     split_frame, ClientMsg, DecodeError, Frame, FrameDecoder, ServerMsg, HEADER_BYTES,
 };
@@ -178,5 +180,42 @@ pub fn entity_payload(data: &[u8]) {
         let mut snap2 = Vec::new();
         f.encode_snapshot(aud, &mut snap2);
         assert_eq!(snap, snap2);
+    }
+}
+
+/// A downstream body (real -> gateway): its explicit kind byte, then the
+/// kind's payload.
+///
+/// Checks: no panic; an empty body or an unknown kind byte is a typed
+/// error naming it; a malformed payload names its kind; a view body's
+/// batch is exactly the bytes after the kind (any first byte), and the
+/// view codec's decoder runs on it; a Hit's combat seq and the resync
+/// notice re-encode to their own bytes.
+pub fn down_body(data: &[u8]) {
+    match decode_down(data) {
+        Ok(Down::ViewBatch(batch)) => {
+            assert_eq!(data.first(), Some(&DownKind::View.byte()));
+            assert_eq!(batch, &data[1..]);
+            assert_eq!(&*down::with_kind(DownKind::View, batch), data);
+            view_batch(batch);
+        }
+        Ok(Down::HitStarted {
+            client_seq,
+            combat_seq,
+        }) => assert_eq!(&*hit_started(client_seq, combat_seq), data),
+        Ok(Down::Resynced) => assert_eq!(data, [DownKind::Resynced.byte()]),
+        Ok(Down::Reply(reply)) => {
+            let _ = (reply.ack(), reply.results().count());
+        }
+        Ok(Down::HitDone { .. } | Down::Space { .. }) => {}
+        Err(DownError::Kind(DownKindError::Empty)) => assert!(data.is_empty()),
+        Err(DownError::Kind(DownKindError::Unknown(b))) => {
+            assert_eq!(data.first(), Some(&b));
+            assert!(DownKind::from_byte(b).is_err());
+        }
+        Err(DownError::Malformed(kind)) => {
+            assert_eq!(data.first(), Some(&kind.byte()));
+            assert_ne!(kind, DownKind::View, "a view body is never malformed");
+        }
     }
 }

@@ -33,6 +33,7 @@ use tessera::core::cell::{
     Source, ToRealBody, ViewParams,
 };
 use tessera::core::combat::{CombatCall, CombatEvent, CombatParams};
+use tessera::core::down::{self, DownKind};
 use tessera::core::entity::{Entity, TypeRegistry, Value, AVATAR};
 use tessera::core::geom::Vec3;
 use tessera::core::ids::{CellId, EntityId};
@@ -294,7 +295,9 @@ impl World {
                 let client = self.clients.get_mut(&e).expect("client");
                 client.proxy.handle(self.now, m).expect("proxy msg");
                 while let Some((_, data)) = client.proxy.poll_client() {
-                    feed(client, &data);
+                    let (kind, batch) = down::split(&data).expect("a downstream kind");
+                    assert_eq!(kind, DownKind::View, "only views here");
+                    feed(client, batch);
                 }
             }
             (to, msg) => panic!("mismatched packet to {to:?}: {msg:?}"),

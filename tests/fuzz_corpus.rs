@@ -17,8 +17,13 @@ mod protocol_doc;
 
 use std::path::{Path, PathBuf};
 
+use tessera::core::down::{self, DownKind};
+use tessera::core::geom::Vec3;
 use tessera::core::view::{BatchReader, ClientEvent};
-use tessera::wire::client::{split_frame, ClientMsg, ServerMsg};
+use tessera::game::relay::{
+    hit_done, hit_started, reply_push_result, reply_set_ack, reply_start, space_down, DOWN_RESYNCED,
+};
+use tessera::wire::client::{split_frame, CallOutcome, ClientMsg, ServerMsg};
 
 /// Inputs longer than this are replayed as they are, not mutated (keeps
 /// the run short if a local corpus holds big files).
@@ -83,7 +88,9 @@ fn example_batch() -> Vec<u8> {
 /// `frame_stream`: the server's and the client's frames of the example
 /// session, each as one stream (byte 0: the read size); `view_batch`: the
 /// example batch; `entity_payload`: the snapshot of its Enter and the delta
-/// of its first Props event, each at the kind that carries it.
+/// of its first Props event, each at the kind that carries it;
+/// `down_body`: the example batch as a view body (its kind byte first) and
+/// one body of each of the relay's other kinds (its encoders).
 fn protocol_seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let (mut server, mut client) = (Vec::new(), Vec::new());
     for (name, bytes) in protocol_examples() {
@@ -109,6 +116,15 @@ fn protocol_seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         }
     }
     let snapshot = snapshot.expect("the example has an Enter");
+    let landed = CallOutcome::HitLanded {
+        dealt: 12,
+        killed: true,
+    };
+    let mut reply = Vec::new();
+    reply_start(&mut reply);
+    reply_push_result(&mut reply, 4, CallOutcome::Applied);
+    reply_push_result(&mut reply, 5, landed);
+    reply_set_ack(&mut reply, 5);
     let delta = delta.expect("the example has a Props event");
     vec![
         ("frame_stream", "client", [&[5][..], &client].concat()),
@@ -119,6 +135,20 @@ fn protocol_seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             [&[63][..], &server].concat(),
         ),
         ("view_batch", "example", batch.clone()),
+        (
+            "down_body",
+            "view_example",
+            down::with_kind(DownKind::View, &batch).to_vec(),
+        ),
+        ("down_body", "reply", reply.clone()),
+        ("down_body", "hit_started", hit_started(7, 3).to_vec()),
+        ("down_body", "hit_done", hit_done(3, landed).to_vec()),
+        (
+            "down_body",
+            "space",
+            space_down(100, 2, Vec3::ground(1.5, -2.0), Vec3::ground(3.0, 4.0)).to_vec(),
+        ),
+        ("down_body", "resynced", vec![DOWN_RESYNCED]),
         (
             "entity_payload",
             "avatar_other_snapshot",
@@ -175,6 +205,12 @@ fn frame_stream_corpus_replays() {
 fn view_batch_corpus_replays() {
     let n = replay("view_batch", bodies::view_batch);
     assert!(n > 200, "{n} inputs");
+}
+
+#[test]
+fn down_body_corpus_replays() {
+    let n = replay("down_body", bodies::down_body);
+    assert!(n > 500, "{n} inputs");
 }
 
 #[test]

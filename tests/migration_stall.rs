@@ -28,6 +28,7 @@ use tessera::core::aoi::AoiParams;
 use tessera::core::cell::{
     Cell, CellEvent, CellParams, Dest, GridLayout, Msg, Outgoing, Source, ViewParams,
 };
+use tessera::core::down::{self, DownKind};
 use tessera::core::entity::{Entity, TypeRegistry, AVATAR};
 use tessera::core::geom::Vec3;
 use tessera::core::ids::{CellId, EntityId};
@@ -162,8 +163,11 @@ impl World {
             self.route(0, Source::Proxy(AVATAR_ID), o);
         }
         let mut own = 0;
-        while let Some((_, batch)) = self.proxy.poll_client() {
-            for ev in BatchReader::new(&batch[..]) {
+        while let Some((_, body)) = self.proxy.poll_client() {
+            let Ok((DownKind::View, batch)) = down::split(&body) else {
+                panic!("not a view body");
+            };
+            for ev in BatchReader::new(batch) {
                 let ev = ev.expect("a valid batch");
                 own += u64::from(matches!(
                     ev,

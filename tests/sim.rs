@@ -300,7 +300,7 @@ fn crowd_world(seed: u64) -> World {
 
 /// Steps `w` until some client got a view batch with an enter; returns the
 /// client and the batch.
-fn batch_with_enter(w: &mut World) -> (EntityId, Arc<[u8]>) {
+fn batch_with_enter(w: &mut World) -> (EntityId, Vec<u8>) {
     for _ in 0..400 {
         w.step();
         assert_eq!(w.checker().total(), 0, "{:?}", w.checker().violations());
@@ -309,9 +309,9 @@ fn batch_with_enter(w: &mut World) -> (EntityId, Arc<[u8]>) {
             let Some(b) = w.last_view_batch(e) else {
                 continue;
             };
-            let enters = BatchReader::new(&b).any(|ev| matches!(ev, Ok(ClientEvent::Enter { .. })));
+            let enters = BatchReader::new(b).any(|ev| matches!(ev, Ok(ClientEvent::Enter { .. })));
             if enters {
-                return (e, b);
+                return (e, b.to_vec());
             }
         }
     }

@@ -7,6 +7,7 @@
 pub mod aoi;
 pub mod cell;
 pub mod combat;
+pub mod down;
 pub mod entity;
 pub mod fault;
 pub mod geom;

@@ -27,10 +27,12 @@
 //! whatever the proxy's numbering.
 //!
 //! # Downstream (`ProxyMsg::Downstream::data`)
-//! The first byte tells what it is:
-//! - `0x01..=0x7f` (a view event's tag byte: bit 7 clear): a `core::view`
-//!   batch as the cell built it;
-//!   the gateway writes it as a ViewBatch frame (header + these bytes).
+//! The first byte is a [`DownKind`] (`core::down`: explicit, so nothing
+//! here knows the view codec's tag values); [`decode_down`] matches it and
+//! an unknown one is a typed error ([`DownError`]):
+//! - [`DownKind::View`]: a `core::view` batch as the cell built it (any
+//!   first byte); the gateway writes the bytes after the kind as a
+//!   ViewBatch frame (header + these bytes).
 //! - [`DOWN_REPLY`]: the real's replies of one tick ([`Reply`]): `u64
 //!   ack` (the highest client seq processed, 0 for none), then call results,
 //!   each `u64 client_seq` and an outcome (12 bytes: `u8 status` (0
@@ -56,19 +58,20 @@
 
 use std::sync::Arc;
 
+use crate::core::down::{self, DownKind, DownKindError};
 use crate::core::geom::Vec3;
 use crate::wire::client::{CallOutcome, RefuseReason};
 
 /// Downstream: the real's replies of one tick (results, ack).
-pub const DOWN_REPLY: u8 = 0xF0;
+pub const DOWN_REPLY: u8 = DownKind::Reply.byte();
 /// Downstream: a Hit's combat seq.
-pub const DOWN_HIT_STARTED: u8 = 0xF1;
+pub const DOWN_HIT_STARTED: u8 = DownKind::HitStarted.byte();
 /// Downstream: a Hit's result under its combat seq.
-pub const DOWN_HIT_DONE: u8 = 0xF2;
+pub const DOWN_HIT_DONE: u8 = DownKind::HitDone.byte();
 /// Downstream: the real moved to another space.
-pub const DOWN_SPACE: u8 = 0xF3;
+pub const DOWN_SPACE: u8 = DownKind::Space.byte();
 /// Downstream: the observer restarted (takeover).
-pub const DOWN_RESYNCED: u8 = 0xF4;
+pub const DOWN_RESYNCED: u8 = DownKind::Resynced.byte();
 /// Game call: an input to apply at the real.
 pub const DEFER_INPUT: u8 = 0xD1;
 /// Game call: downstream bytes to send from the real.
@@ -269,7 +272,8 @@ pub fn decode_input(b: &[u8]) -> Option<GameInput<'_>> {
 /// What a downstream payload holds.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Down<'a> {
-    /// A view batch (write as a ViewBatch frame).
+    /// A view batch: the view codec's bytes after the kind byte (write
+    /// them as a ViewBatch frame).
     ViewBatch(&'a [u8]),
     /// The real's replies of one tick.
     Reply(Reply<'a>),
@@ -302,27 +306,47 @@ pub enum Down<'a> {
     Resynced,
 }
 
-/// Classifies a downstream payload; `None` for an empty or unknown one.
-pub fn decode_down(b: &[u8]) -> Option<Down<'_>> {
-    match *b.first()? {
-        1..=0x7f => Some(Down::ViewBatch(b)),
-        DOWN_REPLY => Reply::decode(b).map(Down::Reply),
-        DOWN_HIT_STARTED if b.len() == 17 => Some(Down::HitStarted {
+/// Why a downstream body was not understood.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DownError {
+    /// No kind: empty, or an unknown kind byte.
+    #[error(transparent)]
+    Kind(#[from] DownKindError),
+    /// The kind's payload is cut, too long or out of range.
+    #[error("malformed {0:?} downstream body")]
+    Malformed(DownKind),
+}
+
+/// Classifies a downstream body by its [`DownKind`] byte.
+///
+/// # Errors
+/// [`DownError`] if it has no known kind or its payload is malformed.
+pub fn decode_down(b: &[u8]) -> Result<Down<'_>, DownError> {
+    let (kind, payload) = down::split(b)?;
+    decode_kind(kind, b, payload).ok_or(DownError::Malformed(kind))
+}
+
+/// The body `b` (kind byte first; `payload` after it) of kind `kind`.
+fn decode_kind<'a>(kind: DownKind, b: &'a [u8], payload: &'a [u8]) -> Option<Down<'a>> {
+    match kind {
+        DownKind::View => Some(Down::ViewBatch(payload)),
+        DownKind::Reply => Reply::decode(b).map(Down::Reply),
+        DownKind::HitStarted if b.len() == 17 => Some(Down::HitStarted {
             client_seq: u64_at(b, 1)?,
             combat_seq: u64_at(b, 9)?,
         }),
-        DOWN_HIT_DONE if b.len() == 9 + OUTCOME_BYTES => Some(Down::HitDone {
+        DownKind::HitDone if b.len() == 9 + OUTCOME_BYTES => Some(Down::HitDone {
             combat_seq: u64_at(b, 1)?,
             outcome: decode_outcome(&b[9..])?,
         }),
-        DOWN_RESYNCED if b.len() == 1 => Some(Down::Resynced),
-        DOWN_SPACE if b.len() == 41 => Some(Down::Space {
+        DownKind::Resynced if b.len() == 1 => Some(Down::Resynced),
+        DownKind::Space if b.len() == 41 => Some(Down::Space {
             space: u32_at(b, 1)?,
             type_id: u32_at(b, 5)?,
             pos: Vec3::ground(f64_at(b, 9)?, f64_at(b, 17)?),
             from: Vec3::ground(f64_at(b, 25)?, f64_at(b, 33)?),
         }),
-        _ => None,
+        DownKind::HitStarted | DownKind::HitDone | DownKind::Resynced | DownKind::Space => None,
     }
 }
 
@@ -518,16 +542,21 @@ mod tests {
 
     #[test]
     fn the_resync_notice_is_told_apart() {
-        assert_eq!(decode_down(&[DOWN_RESYNCED]), Some(Down::Resynced));
-        assert_eq!(decode_down(&[DOWN_RESYNCED, 0]), None, "fixed size");
+        assert_eq!(decode_down(&[DOWN_RESYNCED]), Ok(Down::Resynced));
+        assert_eq!(
+            decode_down(&[DOWN_RESYNCED, 0]),
+            Err(DownError::Malformed(DownKind::Resynced)),
+            "fixed size"
+        );
     }
 
     #[test]
     fn downstream_kinds_are_told_apart() {
-        assert_eq!(decode_down(&[2, 0]), Some(Down::ViewBatch(&[2, 0])));
+        let view = down::with_kind(DownKind::View, &[2, 0]);
+        assert_eq!(decode_down(&view), Ok(Down::ViewBatch(&[2, 0])));
         assert_eq!(
             decode_down(&hit_started(7, 1)),
-            Some(Down::HitStarted {
+            Ok(Down::HitStarted {
                 client_seq: 7,
                 combat_seq: 1
             })
@@ -535,13 +564,13 @@ mod tests {
         let dead = CallOutcome::Refused(RefuseReason::Dead);
         assert_eq!(
             decode_down(&hit_done(1, dead)),
-            Some(Down::HitDone {
+            Ok(Down::HitDone {
                 combat_seq: 1,
                 outcome: dead
             })
         );
-        assert_eq!(decode_down(&hit_done(1, dead)[..20]), None, "fixed size");
-        assert_eq!(decode_down(&tagged(DOWN_REPLY, b"ab")), None, "no ack");
+        assert!(decode_down(&hit_done(1, dead)[..20]).is_err(), "fixed size");
+        assert!(decode_down(&tagged(DOWN_REPLY, b"ab")).is_err(), "no ack");
         let landed = CallOutcome::HitLanded {
             dealt: -3,
             killed: true,
@@ -554,7 +583,7 @@ mod tests {
         reply_push_result(&mut reply, 5, dead);
         reply_push_result(&mut reply, 6, CallOutcome::HitExpired);
         assert!(!reply_is_empty(&reply));
-        let Some(Down::Reply(r)) = decode_down(&reply) else {
+        let Ok(Down::Reply(r)) = decode_down(&reply) else {
             panic!("not a reply");
         };
         assert_eq!(r.ack(), None);
@@ -562,34 +591,60 @@ mod tests {
         let outcomes = [CallOutcome::Applied, landed, dead, CallOutcome::HitExpired];
         assert_eq!(results, (3..7).zip(outcomes).collect::<Vec<_>>());
         reply_set_ack(&mut reply, 9);
-        let Some(Down::Reply(r)) = decode_down(&reply) else {
+        let Ok(Down::Reply(r)) = decode_down(&reply) else {
             panic!("not a reply");
         };
         assert_eq!((r.ack(), r.results().count()), (Some(9), 4));
-        assert_eq!(decode_down(&reply[..reply.len() - 1]), None, "cut");
+        assert!(decode_down(&reply[..reply.len() - 1]).is_err(), "cut");
         reply[9 + 8] = 7; // a status no outcome has
-        assert_eq!(decode_down(&reply), None, "bad outcome");
+        assert_eq!(
+            decode_down(&reply),
+            Err(DownError::Malformed(DownKind::Reply)),
+            "bad outcome"
+        );
         let only_ack = reply_ack(5);
-        let Some(Down::Reply(r)) = decode_down(&only_ack) else {
+        let Ok(Down::Reply(r)) = decode_down(&only_ack) else {
             panic!("not a reply");
         };
         assert_eq!((r.ack(), r.results().count()), (Some(5), 0));
         let (p, f) = (Vec3::ground(1.0, 2.0), Vec3::ground(3.0, 4.0));
         assert_eq!(
             decode_down(&space_down(100, 2, p, f)),
-            Some(Down::Space {
+            Ok(Down::Space {
                 space: 100,
                 type_id: 2,
                 pos: p,
                 from: f
             })
         );
-        assert_eq!(decode_down(&[0xC2]), None);
         assert_eq!(
-            decode_down(&[0x53, 0]),
-            Some(Down::ViewBatch(&[0x53, 0])),
-            "a view event's tag byte with flags"
+            decode_down(&[0xC2]),
+            Err(DownError::Kind(DownKindError::Unknown(0xC2)))
         );
-        assert_eq!(decode_down(&[]), None);
+        assert_eq!(decode_down(&[]), Err(DownError::Kind(DownKindError::Empty)));
+    }
+
+    #[test]
+    fn an_unknown_kind_byte_is_a_typed_error() {
+        for b in (0..=u8::MAX).filter(|&b| DownKind::from_byte(b).is_err()) {
+            // Old view batches started with an event tag (1..=0x7f): no
+            // more a kind of their own.
+            assert_eq!(
+                decode_down(&[b, 0, 0]),
+                Err(DownError::Kind(DownKindError::Unknown(b)))
+            );
+        }
+    }
+
+    #[test]
+    fn a_view_body_passes_through_whatever_its_first_byte() {
+        for b in 0..=u8::MAX {
+            let batch = [b, 0x53, 0xff, 0];
+            let body = down::with_kind(DownKind::View, &batch);
+            assert_eq!(decode_down(&body), Ok(Down::ViewBatch(&batch[..])));
+            // Even one that looks like a reply or a notice.
+            let one = down::with_kind(DownKind::View, &batch[..1]);
+            assert_eq!(decode_down(&one), Ok(Down::ViewBatch(&batch[..1])));
+        }
     }
 }

@@ -152,7 +152,8 @@ pub struct World {
     pub(super) clients: Vec<Client>,
     /// Per entity: its client's view, fed with the view batches delivered.
     pub(super) views: Vec<ClientView>,
-    /// Per entity: the last view batch its client got (for fault tests).
+    /// Per entity: the last view body its client got (kind byte first;
+    /// for fault tests).
     pub(super) last_view_batch: Vec<Option<Arc<[u8]>>>,
     pub(super) net: SimNet,
     pub(super) router: Router,

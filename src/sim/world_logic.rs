@@ -203,10 +203,8 @@ impl World {
                 }
                 let tick = self.tick;
                 match decode_down(&data) {
-                    Some(Down::ViewBatch(_)) => self.feed_view(entity, &data),
-                    Some(Down::Reply(r)) if r.ack().is_some() => {
-                        self.acks[entity.0 as usize].1 += 1
-                    }
+                    Ok(Down::ViewBatch(_)) => self.feed_view(entity, &data),
+                    Ok(Down::Reply(r)) if r.ack().is_some() => self.acks[entity.0 as usize].1 += 1,
                     _ => {} // results, hit outcomes: not checked here
                 }
                 if let Err(d) = self.clients[entity.0 as usize]
@@ -271,7 +269,7 @@ impl World {
                     self.checker.on_real_cell(entity, under);
                 }
                 GameEffect::Sent { entity, data } => {
-                    if let Some(Down::Reply(r)) = decode_down(&data) {
+                    if let Ok(Down::Reply(r)) = decode_down(&data) {
                         if r.ack().is_some() {
                             self.acks[entity.0 as usize].0 += 1;
                         }

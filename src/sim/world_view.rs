@@ -3,9 +3,9 @@
 //! healing each view is compared to the ground truth.
 //!
 //! View batches share the downstream channel with the game's frames and
-//! notices (`crate::game::relay`, downstream): a view batch starts with an
-//! event tag byte (bit 7 clear), the game's payloads with a tag of their
-//! own, so `relay::decode_down` tells them apart.
+//! notices (`crate::game::relay`, downstream): every body starts with its
+//! explicit kind byte (`core::down::DownKind`), which `relay::decode_down`
+//! matches as the gateway does; a client view is fed the bytes after it.
 //!
 //! Every rule a [`ClientView`] reports becomes a checker violation
 //! ([`view_kind`]). After healing ([`World::check_views_converged`]): every
@@ -20,6 +20,7 @@
 
 use std::sync::Arc;
 
+use crate::core::down::{self, DownKind};
 use crate::core::entity::{Audience, Value};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
@@ -66,15 +67,19 @@ fn dist2(a: Vec3, b: Vec3) -> f64 {
 }
 
 impl World {
-    /// Feeds one view batch delivered to `e`'s client into its view and
-    /// reports every rule it breaks.
-    pub(super) fn feed_view(&mut self, e: EntityId, data: &Arc<[u8]>) {
+    /// Feeds one view body delivered to `e`'s client (its
+    /// [`DownKind::View`] byte, then the batch) into its view and reports
+    /// every rule it breaks; any other body is not a view's (ignored).
+    pub(super) fn feed_view(&mut self, e: EntityId, body: &Arc<[u8]>) {
+        let Ok((DownKind::View, batch)) = down::split(body) else {
+            return;
+        };
         let i = e.0 as usize;
         let view = &mut self.views[i];
         let (count, kept) = (view.violation_count(), view.violations().len());
-        view.handle_batch(data);
+        view.handle_batch(batch);
         self.stats.view_batches += 1;
-        self.last_view_batch[i] = Some(data.clone());
+        self.last_view_batch[i] = Some(body.clone());
         let view = &self.views[i];
         if view.violation_count() == count {
             return;
@@ -96,13 +101,14 @@ impl World {
         }
     }
 
-    /// Feeds `data` to `e`'s client view as if its proxy had delivered it
-    /// (for tests that break a view on purpose).
+    /// Feeds view batch `data` (the view codec's bytes) to `e`'s client
+    /// view as if its proxy had delivered it (for tests that break a view
+    /// on purpose).
     ///
     /// # Panics
     /// If `e` is not an entity of this world.
     pub fn inject_view_batch(&mut self, e: EntityId, data: &[u8]) {
-        self.feed_view(e, &Arc::from(data));
+        self.feed_view(e, &down::with_kind(DownKind::View, data));
     }
 
     /// Replaces `e`'s client view (for tests that lose batches on purpose).
@@ -113,12 +119,14 @@ impl World {
         self.views[e.0 as usize] = view;
     }
 
-    /// The last view batch delivered to `e`'s client.
+    /// The last view batch delivered to `e`'s client (the view codec's
+    /// bytes, after the body's kind byte).
     ///
     /// # Panics
     /// If `e` is not an entity of this world.
-    pub fn last_view_batch(&self, e: EntityId) -> Option<Arc<[u8]>> {
-        self.last_view_batch[e.0 as usize].clone()
+    pub fn last_view_batch(&self, e: EntityId) -> Option<&[u8]> {
+        let body = self.last_view_batch[e.0 as usize].as_deref()?;
+        down::split(body).ok().map(|(_, batch)| batch)
     }
 
     /// `e`'s client view.

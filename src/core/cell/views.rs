@@ -25,7 +25,8 @@
 //!    what it applies: reals their `SyncCache`, ghosts a small one,
 //!    `ViewParams::ghost_cache_max`; a copy replaced by an onload is healed
 //!    the same way), then sends; a non-empty batch goes to its client
-//!    through [`Cell::send_to_client`] (cell -> proxy -> client, in order).
+//!    through [`Cell::send_to_client`] (cell -> proxy -> client, in order),
+//!    after its [`DownKind::View`] byte (`core::down`).
 //!
 //! So an area's interest set may be up to `flush_every_ticks - 1` ticks
 //! old between its flushes: an observer flushed off its phase (before a
@@ -45,6 +46,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::core::aoi::{AoiEvent, AoiIndex, AreaId, GridAoi};
+use crate::core::down::{with_kind, DownKind};
 use crate::core::entity::{Audience, Entity, SyncCache};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
@@ -312,7 +314,8 @@ impl Cell {
 
     fn send_batch(&mut self, owner: EntityId, data: Arc<[u8]>) {
         self.counters.view_batches += 1;
-        self.counters.view_bytes += data.len() as u64;
+        // The kind byte is the relay's, not the client's.
+        self.counters.view_bytes += (data.len() - 1) as u64;
         let sent = self.send_to_client(owner, data);
         debug_assert!(sent.is_ok(), "observer of {owner} without a proxied real");
     }
@@ -454,7 +457,7 @@ fn flush_counted(
     } else {
         w.observer.flush(entities)
     };
-    let data = (!batch.is_empty()).then(|| Arc::from(batch));
+    let data = (!batch.is_empty()).then(|| with_kind(DownKind::View, batch));
     let (now, was) = (*w.observer.stats(), w.counted);
     w.counted = now;
     // Saturating: a fresh observer (a blob that did not decode) starts its

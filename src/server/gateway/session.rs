@@ -572,23 +572,26 @@ impl Session {
         self.closing.get_or_insert(Closing::Kicked(code));
     }
 
-    /// Downstream data from the real (through the proxy, in order).
-    /// Returns false if it was not understood (counted by the host).
+    /// Downstream data from the real (through the proxy, in order),
+    /// matched by its `core::down::DownKind` byte: a view batch's bytes
+    /// after that byte become a ViewBatch frame. Returns false if it was
+    /// not understood (`relay::DownError`, or an unknown combat seq;
+    /// counted by the host).
     pub fn handle_down(&mut self, tick: u64, data: &[u8]) -> bool {
         if self.phase != SessionPhase::Live {
             return true;
         }
         match decode_down(data) {
-            Some(Down::ViewBatch(_)) if self.params.fault == Fault::Silence => {}
+            Ok(Down::ViewBatch(_)) if self.params.fault == Fault::Silence => {}
             // Built for the connection this session left (takeover).
-            Some(Down::ViewBatch(_)) if self.awaiting_resync => {}
-            Some(Down::Resynced) => self.awaiting_resync = false,
-            Some(Down::ViewBatch(b)) => {
+            Ok(Down::ViewBatch(_)) if self.awaiting_resync => {}
+            Ok(Down::Resynced) => self.awaiting_resync = false,
+            Ok(Down::ViewBatch(b)) => {
                 self.out
                     .extend_from_slice(&view_batch_header(tick, b.len()));
                 self.out.extend_from_slice(b);
             }
-            Some(Down::Reply(reply)) => {
+            Ok(Down::Reply(reply)) => {
                 for (seq, outcome) in reply.results() {
                     ServerMsg::CallResult { seq, outcome }.encode(&mut self.out);
                     if outcome == CallOutcome::Refused(RefuseReason::NotVisible) {
@@ -604,7 +607,7 @@ impl Session {
                     self.real_acked(last);
                 }
             }
-            Some(Down::HitStarted {
+            Ok(Down::HitStarted {
                 client_seq,
                 combat_seq,
             }) => {
@@ -613,7 +616,7 @@ impl Session {
                 }
                 self.hits.push_back((combat_seq, client_seq));
             }
-            Some(Down::Space {
+            Ok(Down::Space {
                 space,
                 type_id,
                 pos,
@@ -628,7 +631,7 @@ impl Session {
                 }
                 .encode(&mut self.out);
             }
-            Some(Down::HitDone {
+            Ok(Down::HitDone {
                 combat_seq,
                 outcome,
             }) => {
@@ -638,7 +641,7 @@ impl Session {
                 let (_, seq) = self.hits.remove(i).expect("found");
                 ServerMsg::CallResult { seq, outcome }.encode(&mut self.out);
             }
-            _ => return false,
+            Err(_) => return false,
         }
         true
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::client::{ClientSession, ClientSessionParams, SessionEvent, SessionState};
+use crate::core::down::{with_kind, DownKind};
 use crate::core::entity::{TypeRegistry, AVATAR};
 use crate::core::fault::Fault;
 use crate::core::geom::{Rect, Vec3};
@@ -19,6 +20,11 @@ use crate::game::relay::{
 use crate::wire::client::{CallOutcome, ClientMsg, ErrorCode, ServerMsg, PROTOCOL_VERSION};
 
 const E: EntityId = EntityId(99);
+
+/// A view body as the cell sends it: the kind byte, then the batch.
+fn view(batch: &[u8]) -> Arc<[u8]> {
+    with_kind(DownKind::View, batch)
+}
 
 struct Pair {
     server: Session,
@@ -277,7 +283,7 @@ fn hit_results_get_the_client_seq_back() {
             target: 4,
             damage: 10,
         },
-        tagged(1, b""),
+        tagged(crate::game::relay::DEFER_DOWN, b""),
     );
 }
 
@@ -378,8 +384,8 @@ fn the_drop_ack_fault_sends_no_acks() {
 fn the_silence_fault_sends_no_view_batches() {
     for (fault, sent) in [(Fault::None, true), (Fault::Silence, false)] {
         let mut p = Pair::with(GatewayParams { fault, ..params() });
-        // A view batch from the observer (its first byte is an event tag).
-        assert!(p.server.handle_down(7, &[2, 0, 0]));
+        // A view batch from the observer (its kind byte marks it).
+        assert!(p.server.handle_down(7, &view(&[2, 0, 0])));
         assert_eq!(!p.server.output().is_empty(), sent, "{fault}");
     }
 }
@@ -412,9 +418,9 @@ fn acks_alone_wait_for_the_next_update_but_not_longer() {
     p.pump();
     p.real_ack(2);
     p.server.end_tick();
-    // A view batch from the cell (its first byte, an event tag, marks it;
-    // the bytes are not delivered here).
-    assert!(p.server.handle_down(1, &[0x01, 0x00]));
+    // A view batch from the cell (its kind byte marks it; the bytes are
+    // not delivered here).
+    assert!(p.server.handle_down(1, &view(&[0x01, 0x00])));
     assert!(p.server.output_due(), "more than acks: at once");
     // Every tick, as by default: an ack alone goes at once.
     let mut q = Pair::new();
@@ -533,7 +539,7 @@ fn a_reattached_session_welcomes_with_the_next_seq_and_drops_old_batches() {
     }
     p.pump();
     p.real_ack(1);
-    let old_batch: &[u8] = &[0x02, 0x00]; // a Leave of handle 0: the old client's view
+    let old_batch: &[u8] = &view(&[0x02, 0x00]); // a Leave of handle 0: the old client's view
     p.server.reattach(p.now);
     let out = p.server.output().to_vec();
     let (f, _) = crate::wire::client::split_frame(&out, u32::MAX)
@@ -565,4 +571,25 @@ fn a_reattached_session_welcomes_with_the_next_seq_and_drops_old_batches() {
         kinds_and_codes(p.server.output()),
         vec![(crate::wire::client::kind::VIEW_BATCH, None)]
     );
+}
+
+/// The gateway matches the kind byte and writes the bytes after it, as
+/// they are, as a ViewBatch frame: whatever the batch's first byte (even
+/// one that is a kind's), and an unknown kind is refused, not written.
+#[test]
+fn a_view_body_becomes_a_view_batch_frame_unchanged() {
+    let mut p = Pair::new();
+    for first in [0x00, 0x01, 0x7f, 0x80, 0xF0, 0xF4, 0xF5, 0xff] {
+        p.server.clear_output();
+        let batch = [first, 0x80, 0x01];
+        assert!(p.server.handle_down(9, &view(&batch)));
+        let mut want = crate::wire::client::view_batch_header(9, batch.len()).to_vec();
+        want.extend_from_slice(&batch);
+        assert_eq!(p.server.output(), &want[..], "first byte {first:#04x}");
+    }
+    p.server.clear_output();
+    for unknown in [&[0x02, 0x00][..], &[0x7f][..], &[0xC2, 1, 2][..], &[][..]] {
+        assert!(!p.server.handle_down(9, unknown), "{unknown:?}");
+    }
+    assert!(p.server.output().is_empty(), "nothing written");
 }
