@@ -49,7 +49,7 @@
 //! Owns the listener, the sockets and the epoll set; it must not call the
 //! application.
 
-use super::gateway_io::failure;
+use super::gateway_io::{failure, AcceptLog};
 use super::handoff::{Handoff, Handoffs};
 use crate::shard::port::{ClientPort, CloseReason, SlotState};
 use mio::net::{TcpListener, TcpStream};
@@ -63,8 +63,6 @@ use std::time::{Duration, Instant};
 
 /// The listener's token (connections use their slot index).
 const LISTENER: Token = Token(usize::MAX);
-/// Accept errors are logged at most this often.
-const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(1);
 /// `epoll_wait` calls one pump makes at most while the event buffer comes
 /// back full (the rest wait for the next pump).
 const WAITS_PER_PUMP_MAX: usize = 16;
@@ -117,7 +115,7 @@ pub(crate) struct EpollIo {
     /// connection's buffer (one buffer per shard, not per connection).
     scratch: Vec<u8>,
     linger: Duration,
-    last_accept_log: Option<Instant>,
+    accept_log: AcceptLog,
     /// The node's hand-off queues and this shard's index in them.
     handoffs: Arc<Handoffs>,
     me: u16,
@@ -153,7 +151,7 @@ impl EpollIo {
             port,
             scratch: vec![0; batch.max(1)],
             linger: Duration::from_millis(linger_ms),
-            last_accept_log: None,
+            accept_log: AcceptLog::default(),
             handoffs,
             me,
         })
@@ -252,14 +250,7 @@ impl EpollIo {
                 }
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
                 Err(err) => {
-                    // E.g. out of file descriptors: retried at the next pump.
-                    if self
-                        .last_accept_log
-                        .is_none_or(|t| now.saturating_duration_since(t) >= ACCEPT_LOG_INTERVAL)
-                    {
-                        tracing::warn!(%err, "gateway: accept failed");
-                        self.last_accept_log = Some(now);
-                    }
+                    self.accept_log.failed(&err, now);
                     return;
                 }
             };

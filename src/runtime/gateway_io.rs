@@ -154,6 +154,27 @@ impl GatewayIo {
     }
 }
 
+/// Accept failures (e.g. out of file descriptors; the accept is retried
+/// at the next pump), logged at most once a second per socket loop.
+#[derive(Debug, Default)]
+pub(crate) struct AcceptLog {
+    last: Option<Instant>,
+}
+
+impl AcceptLog {
+    /// Logs `err` unless one was logged within the last second.
+    pub(crate) fn failed(&mut self, err: &io::Error, now: Instant) {
+        const INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+        if self
+            .last
+            .is_none_or(|t| now.saturating_duration_since(t) >= INTERVAL)
+        {
+            tracing::warn!(%err, "gateway: accept failed");
+            self.last = Some(now);
+        }
+    }
+}
+
 /// How a socket error closes a connection.
 pub(crate) fn failure(err: &io::Error) -> CloseReason {
     match err.kind() {

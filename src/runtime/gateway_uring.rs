@@ -42,7 +42,7 @@
 //! Owns the ring, the provided buffers, the sockets and their send
 //! buffers; it must not call the application.
 
-use super::gateway_io::{failure, IoParams};
+use super::gateway_io::{failure, AcceptLog, IoParams};
 use super::handoff::{Handoff, Handoffs};
 use crate::shard::port::{ClientPort, CloseReason};
 use io_uring::types::{BufRingEntry, Fd, SubmitArgs, Timespec};
@@ -68,8 +68,6 @@ const KIND: u64 = 3 << 62;
 /// "Wait for this many completions" with a zero timeout: the kernel runs
 /// all pending task work in the one enter, then returns.
 const WANT_ALL: usize = 1 << 20;
-/// Accept errors are logged at most this often.
-const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Why io_uring cannot serve the client sockets.
 #[derive(Debug, thiserror::Error)]
@@ -283,7 +281,7 @@ pub(crate) struct UringIo {
     port: Rc<RefCell<ClientPort>>,
     accepts_max: usize,
     linger: Duration,
-    last_accept_log: Option<Instant>,
+    accept_log: AcceptLog,
     handoffs: Arc<Handoffs>,
     me: u16,
 }
@@ -331,7 +329,7 @@ impl UringIo {
             port,
             accepts_max: accepts_max.max(1),
             linger: Duration::from_millis(linger_ms),
-            last_accept_log: None,
+            accept_log: AcceptLog::default(),
             handoffs,
             me,
         })
@@ -445,14 +443,7 @@ impl UringIo {
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
                 Err(err) => {
-                    // E.g. out of file descriptors: retried at the next pump.
-                    if self
-                        .last_accept_log
-                        .is_none_or(|t| now.saturating_duration_since(t) >= ACCEPT_LOG_INTERVAL)
-                    {
-                        tracing::warn!(%err, "gateway: accept failed");
-                        self.last_accept_log = Some(now);
-                    }
+                    self.accept_log.failed(&err, now);
                     return;
                 }
             };
