@@ -13,9 +13,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::core::combat::Combat;
-use crate::core::entity::{CacheHead, Entity, ReorderBuffer, SyncCache, SyncEmitter};
+use crate::core::entity::{Entity, ReorderBuffer, SyncCache, SyncEmitter};
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
+use crate::core::view::RunHead;
 
 use super::msg::{Call, Haunt, Input};
 use super::residency::{History, Residency};
@@ -150,6 +151,9 @@ pub struct EntityTable {
     /// shown entity) read a few cache lines instead of the scattered entries
     /// and caches. Valid only while `heads_fresh`.
     heads: Vec<CopyHead>,
+    /// Per slab index, the entry's id (valid with `heads`): how a hinted
+    /// lookup checks its guess without a hash probe.
+    head_ids: Vec<EntityId>,
     /// The heads match the entries: set by [`EntityTable::refresh_heads`],
     /// cleared by every `&mut` access.
     heads_fresh: bool,
@@ -161,18 +165,18 @@ pub struct EntityTable {
 pub struct CopyHead {
     /// The entry's version.
     pub version: u64,
-    /// Its cache's head.
-    pub cache: CacheHead,
+    /// Its cache's head, its newest movement quantised.
+    pub run: RunHead,
 }
 
 impl Entry {
     fn head(&self) -> CopyHead {
         CopyHead {
             version: self.version,
-            cache: match &self.part {
+            run: RunHead::of(&match &self.part {
                 Part::Real(r) => r.cache.head(),
                 Part::Ghost(g) => g.cache.head(),
-            },
+            }),
         }
     }
 }
@@ -204,7 +208,28 @@ impl EntityTable {
     pub fn refresh_heads(&mut self) {
         self.heads.clear();
         self.heads.extend(self.entries.iter().map(Entry::head));
+        self.head_ids.clear();
+        self.head_ids.extend(self.entries.iter().map(|e| e.id));
         self.heads_fresh = true;
+    }
+
+    /// [`EntityTable::head`], trying the slab index `*hint` first (fresh
+    /// heads only) and storing where the entry was found.
+    #[inline]
+    pub fn head_hinted(&self, id: EntityId, hint: &mut u32) -> Option<CopyHead> {
+        if !self.heads_fresh {
+            return self.head(id);
+        }
+        let h = *hint as usize;
+        let i = if self.head_ids.get(h) == Some(&id) {
+            h
+        } else {
+            let &i = self.index.get(&id)?;
+            *hint = u32::try_from(i).unwrap_or(u32::MAX);
+            i
+        };
+        debug_assert_eq!(self.heads[i], self.entries[i].head(), "fresh heads");
+        Some(self.heads[i])
     }
 
     /// The head of `id`'s entry: from the dense table while it is fresh,

@@ -225,7 +225,15 @@ impl ObserverHost for EntityTable {
     fn copy_head(&self, entity: EntityId) -> Option<CopyHeadRef> {
         self.head(entity).map(|h| CopyHeadRef {
             version: h.version,
-            cache: Some(h.cache),
+            run: Some(h.run),
+        })
+    }
+
+    #[inline]
+    fn copy_head_hinted(&self, entity: EntityId, hint: &mut u32) -> Option<CopyHeadRef> {
+        self.head_hinted(entity, hint).map(|h| CopyHeadRef {
+            version: h.version,
+            run: Some(h.run),
         })
     }
 

@@ -67,13 +67,32 @@ struct MoveRun {
     yaw: f32,
 }
 
+/// The versions that bound a cache's closing run of bare movements: enough
+/// to answer "is everything after `have` that run" without the cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunBounds {
+    /// The newest version the cache knows.
+    pub last_version: u64,
+    /// The oldest version it holds (`last_version + 1` when empty).
+    pub front: u64,
+    /// The run's first version.
+    pub run_from: u64,
+}
+
+impl RunBounds {
+    /// True when everything after `have` is the closing run of bare
+    /// movements (and the cache still holds `have + 1`).
+    #[inline]
+    pub fn covers_after(&self, have: u64) -> bool {
+        have < self.last_version && have >= self.run_from && have + 1 >= self.front
+    }
+}
+
 /// A copy of a [`SyncCache`]'s head: enough to answer
 /// [`SyncCache::moves_after`] without the cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CacheHead {
-    last_version: u64,
-    front: u64,
-    run_from: u64,
+    bounds: RunBounds,
     pos: Vec3,
     yaw: f32,
 }
@@ -81,13 +100,25 @@ pub struct CacheHead {
 impl CacheHead {
     /// The newest version the cache knows.
     pub fn last_version(&self) -> u64 {
-        self.last_version
+        self.bounds.last_version
+    }
+
+    /// The versions bounding the closing run.
+    pub fn bounds(&self) -> RunBounds {
+        self.bounds
     }
 
     /// As [`SyncCache::moves_after`].
     pub fn moves_after(&self, have: u64) -> Option<(Vec3, f32)> {
-        (have < self.last_version && have >= self.run_from && have + 1 >= self.front)
+        self.bounds
+            .covers_after(have)
             .then_some((self.pos, self.yaw))
+    }
+
+    /// The closing run's newest position and heading (meaningful only
+    /// where [`RunBounds::covers_after`] holds).
+    pub fn newest_move(&self) -> (Vec3, f32) {
+        (self.pos, self.yaw)
     }
 }
 
@@ -223,9 +254,11 @@ impl SyncCache {
     /// cell copies them into one dense table per tick for its observers).
     pub fn head(&self) -> CacheHead {
         CacheHead {
-            last_version: self.last_version,
-            front: self.front,
-            run_from: self.moves.from,
+            bounds: RunBounds {
+                last_version: self.last_version,
+                front: self.front,
+                run_from: self.moves.from,
+            },
             pos: self.moves.pos,
             yaw: self.moves.yaw,
         }

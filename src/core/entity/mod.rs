@@ -32,7 +32,7 @@ pub mod sync;
 pub mod tracker;
 pub mod value;
 
-pub use cache::{CacheHead, Fill, SyncCache, SyncCacheParams};
+pub use cache::{CacheHead, Fill, RunBounds, SyncCache, SyncCacheParams};
 pub use codec::DecodeError;
 pub use flags::{Audience, SyncFlags};
 pub use ops::{ArrayOp, MapOp, OpError};

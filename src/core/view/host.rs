@@ -6,7 +6,8 @@
 //! tests and the simulator. The cell implements the trait over its own
 //! entity table; nothing here mutates a copy.
 
-use crate::core::entity::{Audience, CacheHead, Entity, SyncCache, SyncCacheParams};
+use super::observer::Pending;
+use crate::core::entity::{Audience, CacheHead, Entity, RunBounds, SyncCache, SyncCacheParams};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use std::collections::BTreeMap;
@@ -60,8 +61,18 @@ pub trait ObserverHost {
     fn copy_head(&self, entity: EntityId) -> Option<CopyHeadRef> {
         Some(CopyHeadRef {
             version: self.copy_version(entity)?,
-            cache: self.copy_cache(entity).map(SyncCache::head),
+            run: self.copy_cache(entity).map(|c| RunHead::of(&c.head())),
         })
+    }
+
+    /// [`ObserverHost::copy_head`] with a guess of where the copy sits in
+    /// the host's dense table: a host that has one checks `*hint` first and
+    /// stores where it found the copy (each observer slot keeps its hint, so
+    /// the usual pull costs no hash probe).
+    #[inline]
+    fn copy_head_hinted(&self, entity: EntityId, hint: &mut u32) -> Option<CopyHeadRef> {
+        let _ = hint;
+        self.copy_head(entity)
     }
 }
 
@@ -71,7 +82,38 @@ pub struct CopyHeadRef {
     /// The copy's version (`copy_version`).
     pub version: u64,
     /// Its cache's head, if it keeps a cache.
-    pub cache: Option<CacheHead>,
+    pub run: Option<RunHead>,
+}
+
+/// A cache's head ([`CacheHead`]) with its closing run's newest movement in
+/// the wire's units: quantised once per copy (a cell does it once a tick for
+/// all its observers), not once per observer that sends it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunHead {
+    bounds: RunBounds,
+    moved: Pending,
+}
+
+impl RunHead {
+    /// `head` with its newest movement quantised.
+    pub fn of(head: &CacheHead) -> RunHead {
+        let (pos, yaw) = head.newest_move();
+        RunHead {
+            bounds: head.bounds(),
+            moved: Pending::of(pos, yaw),
+        }
+    }
+
+    /// The newest version the cache knows.
+    pub fn last_version(&self) -> u64 {
+        self.bounds.last_version
+    }
+
+    /// As [`CacheHead::moves_after`], quantised.
+    #[inline]
+    pub(super) fn moves_after(&self, have: u64) -> Option<Pending> {
+        self.bounds.covers_after(have).then_some(self.moved)
+    }
 }
 
 /// One local copy as [`ObserverHost::copy_ref`] finds it.

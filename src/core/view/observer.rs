@@ -73,7 +73,7 @@
 //!   Versions stay exact: the client's checks are the same, plus "a Detail
 //!   is at the version shown". `stale` travels in the migration blob.
 
-use super::budget::{weight, BudgetParams, Pacer};
+use super::budget::{weight, BudgetParams, Pacer, BANDS_MAX};
 use super::codec::{encode_event, quantise, read_movement, snapshot_header, yaw_byte};
 use super::event::{ClientEvent, Handle, Movement, STEP_MAX};
 use super::host::ObserverHost;
@@ -132,11 +132,25 @@ impl Default for ObserverParams {
     }
 }
 
-/// The newest movement of an entity not yet sent to the client.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// The newest movement of an entity not yet sent to the client, in the
+/// wire's units (quantised once where it is taken: a cell's heads hold it
+/// quantised per entity and tick, so the observers of a mover share that work).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Pending {
-    pub(super) pos: Vec3,
-    pub(super) yaw: f32,
+    /// The position, quantised ([`quantise`]).
+    pub(super) q: [i64; 3],
+    /// The heading byte ([`yaw_byte`]).
+    pub(super) yaw: u8,
+}
+
+impl Pending {
+    /// The movement to `pos` facing `yaw`, quantised.
+    pub(super) fn of(pos: Vec3, yaw: f32) -> Pending {
+        Pending {
+            q: quantise(pos),
+            yaw: yaw_byte(yaw),
+        }
+    }
 }
 
 /// Where one entity of the view stands.
@@ -181,6 +195,9 @@ pub(super) struct Slot {
     /// The farthest reach of the properties in `stale_for`: while the entity
     /// is farther, none of them can be due (the pull skips the check).
     stale_reach: f32,
+    /// Where the host last found the entity's copy
+    /// ([`ObserverHost::copy_head_hinted`]; a guess it checks).
+    hint: u32,
 }
 
 impl Slot {
@@ -198,14 +215,14 @@ impl Slot {
             stale: 0,
             stale_for: 0,
             stale_reach: 0.0,
+            hint: u32::MAX,
         }
     }
 
     /// Where the client will show the entity once its pending movement is
     /// sent (the newest position the observer took from the stream).
     fn pos(&self) -> Vec3 {
-        self.pending
-            .map_or_else(|| super::codec::dequantise(self.q), |p| p.pos)
+        super::codec::dequantise(self.pending.map_or(self.q, |p| p.q))
     }
 }
 
@@ -532,20 +549,25 @@ impl Observer {
                 continue;
             }
             let last = slot.last;
-            let Some(head) = host.copy_head(e) else {
+            let mut hint = slot.hint;
+            let head = host.copy_head_hinted(e, &mut hint);
+            let Some(head) = head else {
                 continue;
             };
+            if hint != slot.hint {
+                self.slots.at_mut(i).hint = hint;
+            }
             // Up to date, or a copy behind the client (held: counted once,
             // where the observer met it, not at every pull).
             if head.version > last {
-                let moved = head.cache.and_then(|c| Some((c.moves_after(last)?, c)));
-                if let Some(((pos, yaw), cache)) = moved {
+                let moved = head.run.and_then(|r| Some((r.moves_after(last)?, r)));
+                if let Some((pending, run)) = moved {
                     let slot = self.slots.at_mut(i);
-                    let taken = cache.last_version() - last;
+                    let taken = run.last_version() - last;
                     let had = u64::from(slot.pending.is_some());
                     self.stats.coalesced += taken - 1 + had;
-                    slot.last = cache.last_version();
-                    slot.pending = Some(Pending { pos, yaw });
+                    slot.last = run.last_version();
+                    slot.pending = Some(pending);
                 } else {
                     match host.copy_cache(e).map(|c| c.fill(last)) {
                         Some(Fill::Msgs(msgs)) => {
@@ -614,7 +636,7 @@ impl Observer {
         if m.version == slot.last + 1 {
             if let Some((pos, yaw)) = m.others_bare_movement() {
                 slot.last = m.version;
-                if slot.pending.replace(Pending { pos, yaw }).is_some() {
+                if slot.pending.replace(Pending::of(pos, yaw)).is_some() {
                     self.stats.coalesced += 1;
                 }
                 return true;
@@ -695,7 +717,7 @@ impl Observer {
                 let mut r = Reader::new(others);
                 if let Ok((pos, yaw)) = read_movement(&mut r).and_then(|m| r.finish().map(|()| m)) {
                     debug_assert!(slot.handle.is_some(), "live slots have handles");
-                    if slot.pending.replace(Pending { pos, yaw }).is_some() {
+                    if slot.pending.replace(Pending::of(pos, yaw)).is_some() {
                         self.stats.coalesced += 1;
                     }
                     return;
@@ -829,7 +851,7 @@ impl Observer {
         let slot = self.slots.get_mut(&entity).expect("delivered to a slot");
         let handle = slot.handle.expect("live slots have handles");
         if kind == SyncKind::Movement {
-            if slot.pending.replace(Pending { pos, yaw }).is_some() {
+            if slot.pending.replace(Pending::of(pos, yaw)).is_some() {
                 self.stats.coalesced += 1;
             }
             return;
@@ -841,10 +863,12 @@ impl Observer {
         );
         let version_low = wire_version(self.params.fault, version);
         let mv = match (kind, slot.pending.take()) {
-            (SyncKind::MovementAndProps, _) => {
-                Some(movement_to(slot, &self.params.budget, pos, yaw))
-            }
-            (_, Some(pd)) => Some(movement_to(slot, &self.params.budget, pd.pos, pd.yaw)),
+            (SyncKind::MovementAndProps, _) => Some(movement_to(
+                slot,
+                &self.params.budget,
+                Pending::of(pos, yaw),
+            )),
+            (_, Some(pd)) => Some(movement_to(slot, &self.params.budget, pd)),
             _ => None,
         };
         slot.sent = version;
@@ -933,7 +957,7 @@ impl Observer {
             "a pending movement is ahead of the client, within a step"
         );
         let version_low = wire_version(self.params.fault, slot.last);
-        let mv = movement_to(slot, &self.params.budget, pd.pos, pd.yaw);
+        let mv = movement_to(slot, &self.params.budget, pd);
         slot.sent = slot.last;
         slot.prio = 0.0;
         slot.age = 0;
@@ -1037,6 +1061,8 @@ impl Observer {
         // debt is shallow: they must not push the client into degradation
         // (which would cost the nearest band its guarantee).
         let shallow = self.pacer.tokens() > -f64::from(p.burst_bytes) / 2.0;
+        // Each band's refresh interval, worked out once per flush.
+        let intervals: [u16; BANDS_MAX] = std::array::from_fn(|b| p.interval_ticks(b));
         let mut due = std::mem::take(&mut self.scratch);
         let mut rest = std::mem::take(&mut self.by_prio);
         due.clear();
@@ -1047,7 +1073,7 @@ impl Observer {
             }
             slot.age = slot.age.saturating_add(1);
             let Some(pd) = slot.pending else { continue };
-            let dist = me.map_or(0.0, |m| m.dist_xz(pd.pos));
+            let dist = me.map_or(0.0, |m| m.dist_xz(super::codec::dequantise(pd.q)));
             let band = p.band_of(dist);
             let mut w = weight(dist);
             if self.important.iter().any(|(i, _)| *i == e) {
@@ -1058,7 +1084,7 @@ impl Observer {
             // whatever the budget (the wire's step is at most 256).
             // Degraded, even the nearest band goes by priority (it has the
             // highest), so a crowd cannot hold the client over its budget.
-            let on_time = band == 0 || (shallow && slot.age >= p.interval_ticks(band));
+            let on_time = band == 0 || (shallow && slot.age >= intervals[band]);
             let must = (!degraded && on_time) || slot.last - slot.sent >= COALESCE_VERSIONS_MAX;
             // Due ones first (in table order), then by priority.
             if must {
@@ -1171,8 +1197,8 @@ impl Observer {
                 let Some(last) = self.own_q else {
                     return false;
                 };
-                let (mv, q) =
-                    movement_from(last, &mut self.own_since_key, &self.params.budget, pos, yaw);
+                let to = Pending::of(pos, yaw);
+                let (mv, q) = movement_from(last, &mut self.own_since_key, &self.params.budget, to);
                 self.own_q = Some(q);
                 let version_low = version as u8;
                 encode_event(&mut self.batch, &ClientEvent::OwnMove { version_low, mv });
@@ -1347,8 +1373,8 @@ fn prio_key(prio: f32, i: u32) -> u64 {
 /// with room to spare.
 const STALE_REACH_MARGIN_M: f64 = 0.05;
 
-fn movement_to(slot: &mut Slot, p: &BudgetParams, pos: Vec3, yaw: f32) -> Movement {
-    let (mv, q) = movement_from(slot.q, &mut slot.since_key, p, pos, yaw);
+fn movement_to(slot: &mut Slot, p: &BudgetParams, to: Pending) -> Movement {
+    let (mv, q) = movement_from(slot.q, &mut slot.since_key, p, to);
     slot.q = q;
     mv
 }
@@ -1357,10 +1383,9 @@ fn movement_from(
     last: [i64; 3],
     since_key: &mut u16,
     p: &BudgetParams,
-    pos: Vec3,
-    yaw: f32,
+    to: Pending,
 ) -> (Movement, [i64; 3]) {
-    let q = quantise(pos);
+    let q = to.q;
     let d = [
         q[0].wrapping_sub(last[0]),
         q[1].wrapping_sub(last[1]),
@@ -1374,7 +1399,7 @@ fn movement_from(
     let mv = Movement {
         absolute,
         d: if absolute { q } else { d },
-        yaw: yaw_byte(yaw),
+        yaw: to.yaw,
     };
     (mv, q)
 }
