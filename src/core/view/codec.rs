@@ -149,6 +149,9 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 /// Pushes an update's tag byte (with its movement's flags), handle and
 /// version byte, then its movement.
 fn put_update(out: &mut Vec<u8>, ty: u8, mv: Option<&Movement>, handle: Option<Handle>, low: u8) {
+    // Built on the stack and appended once: a flush writes thousands of
+    // these, and a push per byte pays a capacity check each.
+    let mut buf = StackBuf::default();
     let mut tag = ty;
     if let Some(mv) = mv {
         if mv.absolute {
@@ -158,18 +161,67 @@ fn put_update(out: &mut Vec<u8>, ty: u8, mv: Option<&Movement>, handle: Option<H
             tag |= FLAG_Y;
         }
     }
-    out.push(tag);
+    buf.push(tag);
     if let Some(h) = handle {
-        put_uvar(out, u64::from(h));
+        buf.uvar(u64::from(h));
     }
-    out.push(low);
+    buf.push(low);
     if let Some(mv) = mv {
-        put_ivar(out, mv.d[0]);
+        buf.ivar(mv.d[0]);
         if mv.d[1] != 0 {
-            put_ivar(out, mv.d[1]);
+            buf.ivar(mv.d[1]);
         }
-        put_ivar(out, mv.d[2]);
-        out.push(mv.yaw);
+        buf.ivar(mv.d[2]);
+        buf.push(mv.yaw);
+    }
+    out.extend_from_slice(buf.bytes());
+}
+
+/// The longest update head [`put_update`] writes: tag, handle (a `u32`
+/// varint, 5 bytes), version byte, three zigzag varints (10 bytes each) and
+/// the heading byte.
+const UPDATE_HEAD_MAX: usize = 1 + 5 + 1 + 3 * 10 + 1;
+
+/// A few bytes built on the stack (see [`put_update`]).
+struct StackBuf {
+    bytes: [u8; UPDATE_HEAD_MAX],
+    len: usize,
+}
+
+impl Default for StackBuf {
+    fn default() -> Self {
+        StackBuf {
+            bytes: [0; UPDATE_HEAD_MAX],
+            len: 0,
+        }
+    }
+}
+
+impl StackBuf {
+    #[inline]
+    fn push(&mut self, b: u8) {
+        self.bytes[self.len] = b;
+        self.len += 1;
+    }
+
+    /// As `put_uvar`.
+    #[inline]
+    fn uvar(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.push(v as u8);
+    }
+
+    /// As `put_ivar`.
+    #[inline]
+    fn ivar(&mut self, v: i64) {
+        self.uvar(((v << 1) ^ (v >> 63)) as u64);
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
     }
 }
 
@@ -549,6 +601,48 @@ mod tests {
         assert_eq!(back[7].version(), Some(8));
         assert_eq!(back[3].version_low(), Some(4));
         assert_eq!(back[1].version(), None);
+    }
+
+    proptest::proptest! {
+        /// The stack-built update head is byte for byte what appending each
+        /// field to the batch writes, from the smallest to the longest.
+        #[test]
+        fn update_heads_match_the_field_by_field_encoding(
+            handle in proptest::prelude::any::<u32>(),
+            low in proptest::prelude::any::<u8>(),
+            d in proptest::prelude::any::<[i64; 3]>(),
+            absolute in proptest::prelude::any::<bool>(),
+            yaw in proptest::prelude::any::<u8>(),
+            edge in 0usize..4,
+        ) {
+            let d = match edge {
+                0 => d,
+                1 => [i64::MIN, i64::MAX, i64::MIN],
+                2 => [0, 0, 0],
+                _ => [d[0] % 200, 0, d[2] % 200],
+            };
+            let mv = Movement { absolute, d, yaw };
+            let mut got = vec![9u8];
+            encode_event(&mut got, &ClientEvent::Move { handle, version_low: low, mv });
+            let mut want = vec![9u8];
+            let mut tag = TAG_MOVE;
+            if absolute {
+                tag |= FLAG_ABS;
+            }
+            if d[1] != 0 {
+                tag |= FLAG_Y;
+            }
+            want.push(tag);
+            put_uvar(&mut want, u64::from(handle));
+            want.push(low);
+            put_ivar(&mut want, d[0]);
+            if d[1] != 0 {
+                put_ivar(&mut want, d[1]);
+            }
+            put_ivar(&mut want, d[2]);
+            want.push(yaw);
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 
     #[test]

@@ -587,10 +587,10 @@ impl Observer {
                 // Far beyond every stale property's reach: nothing is due, and
                 // the copy need not be read. The slot's position is the copy's
                 // (this version's movement, quantised: within a centimetre).
-                let far = me.map_or(0.0, |m| m.dist_xz(slot.pos()));
-                if slot.stale_for == slot.stale
-                    && far > f64::from(slot.stale_reach) + STALE_REACH_MARGIN_M
-                {
+                // Squared distances: no square root per far slot.
+                let far2 = me.map_or(0.0, |m| m.dist2_xz(slot.pos()));
+                let reach = f64::from(slot.stale_reach) + STALE_REACH_MARGIN_M;
+                if slot.stale_for == slot.stale && far2 > reach * reach {
                     debug_assert!(
                         host.copy_ref(e).is_none_or(|c| {
                             let d = me.map_or(0.0, |m| m.dist_xz(c.entity.core().pos));
