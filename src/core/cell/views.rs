@@ -230,6 +230,11 @@ impl ObserverHost for EntityTable {
     }
 
     #[inline]
+    fn prefetch_head(&self, hint: u32) {
+        self.prefetch_head(hint);
+    }
+
+    #[inline]
     fn copy_head_hinted(&self, entity: EntityId, hint: &mut u32) -> Option<CopyHeadRef> {
         self.head_hinted(entity, hint).map(|h| CopyHeadRef {
             version: h.version,

@@ -46,7 +46,7 @@
 pub use crate::core::entity::DecodeError;
 
 use super::event::{ClientEvent, Handle, Movement};
-use crate::core::entity::codec::{put_f32, put_f64, put_ivar, put_uvar, Reader};
+use crate::core::entity::codec::{put_f32, put_f64, put_uvar, Reader};
 use crate::core::entity::{EntityTypeId, SyncKind};
 use crate::core::geom::{round_i64, Vec3};
 use crate::core::ids::EntityId;
@@ -491,6 +491,7 @@ impl<'a> Iterator for BatchReader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::entity::codec::put_ivar;
 
     #[test]
     fn yaw_byte_is_the_nearest_256th_of_a_turn() {

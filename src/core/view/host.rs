@@ -65,6 +65,13 @@ pub trait ObserverHost {
         })
     }
 
+    /// A hint that the head at `hint` (see [`ObserverHost::copy_head_hinted`])
+    /// is read soon: a host with a dense table may start fetching it.
+    #[inline]
+    fn prefetch_head(&self, hint: u32) {
+        let _ = hint;
+    }
+
     /// [`ObserverHost::copy_head`] with a guess of where the copy sits in
     /// the host's dense table: a host that has one checks `*hint` first and
     /// stores where it found the copy (each observer slot keeps its hint, so

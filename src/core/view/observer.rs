@@ -197,7 +197,7 @@ pub(super) struct Slot {
     stale_reach: f32,
     /// Where the host last found the entity's copy
     /// ([`ObserverHost::copy_head_hinted`]; a guess it checks).
-    hint: u32,
+    pub(super) hint: u32,
 }
 
 impl Slot {
@@ -544,6 +544,11 @@ impl Observer {
         self.lod_due.clear();
         let me = host.copy_position(self.owner);
         for i in 0..self.slots.len() {
+            // The heads a few slots on are fetched while this one is read
+            // (shown entities sit anywhere in the cell's table).
+            if let Some(ahead) = self.slots.hint_at(i + PULL_PREFETCH_AHEAD) {
+                host.prefetch_head(ahead);
+            }
             let (e, slot) = self.slots.at(i);
             if slot.state != SlotState::Live {
                 continue;
@@ -1367,6 +1372,9 @@ fn prio_key(prio: f32, i: u32) -> u64 {
     let ordered = (bits ^ (((bits >> 31) as u32) >> 1) as i32) as u32 ^ 0x8000_0000;
     (u64::from(!ordered) << 32) | u64::from(i)
 }
+
+/// How many slots ahead the pull asks the host to prefetch a head.
+const PULL_PREFETCH_AHEAD: usize = 6;
 
 /// How far the slot's position may be from its copy's when the pull skips
 /// the stale-property check: the quantisation (half a centimetre a axis),

@@ -56,6 +56,12 @@ impl Slots {
         (*e, s)
     }
 
+    /// The host hint of the slot at table position `i`, if there is one.
+    #[inline]
+    pub(super) fn hint_at(&self, i: usize) -> Option<u32> {
+        self.entries.get(i).map(|(_, s)| s.hint)
+    }
+
     /// The slot at table position `i` (`i < len()`), mutable. Positions
     /// stay put until a slot is removed.
     pub(super) fn at_mut(&mut self, i: usize) -> &mut Slot {
