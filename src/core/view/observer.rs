@@ -1098,13 +1098,23 @@ impl Observer {
                 rest.push(prio_key(slot.prio, i as u32));
             }
         }
-        // Plain integers sort several times faster than a float comparator.
-        rest.sort_unstable();
         for &i in &due {
             let before = self.batch.len();
             self.send_pending_at(i as usize);
             self.pacer.charge(&p, self.batch.len() - before);
         }
+        // Only the first few by priority can go (each costs at least
+        // `MOVE_EVENT_BYTES_MIN` of what is left): those are selected, then
+        // sorted. Plain integers sort several times faster than a float
+        // comparator.
+        let room = self.pacer.tokens().max(0.0) / MOVE_EVENT_BYTES_MIN as f64;
+        let can_go = (room.ceil() as usize).saturating_add(1);
+        let cut = can_go < rest.len();
+        if cut {
+            rest.select_nth_unstable(can_go);
+            rest.truncate(can_go);
+        }
+        rest.sort_unstable();
         for &key in &rest {
             if self.pacer.tokens() <= 0.0 {
                 break;
@@ -1114,6 +1124,10 @@ impl Observer {
             self.send_pending_at(key as u32 as usize);
             self.pacer.charge(&p, self.batch.len() - before);
         }
+        debug_assert!(
+            !cut || self.pacer.tokens() <= 0.0,
+            "a movement the selection cut could still have gone"
+        );
         self.scratch = due;
         self.by_prio = rest;
         if !self.batch.is_empty() {
@@ -1372,6 +1386,10 @@ fn prio_key(prio: f32, i: u32) -> u64 {
     let ordered = (bits ^ (((bits >> 31) as u32) >> 1) as i32) as u32 ^ 0x8000_0000;
     (u64::from(!ordered) << 32) | u64::from(i)
 }
+
+/// The fewest bytes a movement event takes (tag, handle, version byte, two
+/// one-byte deltas, heading: `codec`'s `a_small_move_is_six_bytes`).
+const MOVE_EVENT_BYTES_MIN: usize = 6;
 
 /// How many slots ahead the pull asks the host to prefetch a head.
 const PULL_PREFETCH_AHEAD: usize = 6;
