@@ -87,11 +87,22 @@ pub fn split(body: &[u8]) -> Result<(DownKind, &[u8]), DownKindError> {
 }
 
 /// `kind`'s byte followed by `payload`, as a shared body: one allocation,
-/// one copy (an exact-size iterator collects straight into the `Arc`).
+/// one `memcpy` (an iterator collected into the `Arc` copied byte by byte).
 pub fn with_kind(kind: DownKind, payload: &[u8]) -> Arc<[u8]> {
-    std::iter::once(kind.byte())
-        .chain(payload.iter().copied())
-        .collect()
+    let mut body = Arc::<[u8]>::new_uninit_slice(1 + payload.len());
+    let dst = Arc::get_mut(&mut body).expect("a new Arc is unique");
+    dst[0].write(kind.byte());
+    // SAFETY: `dst[1..]` is `payload.len()` bytes of a fresh allocation,
+    // distinct from `payload`; `MaybeUninit<u8>` has `u8`'s layout.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            payload.as_ptr(),
+            dst[1..].as_mut_ptr().cast::<u8>(),
+            payload.len(),
+        );
+    }
+    // SAFETY: every byte was written just above.
+    unsafe { body.assume_init() }
 }
 
 #[cfg(test)]

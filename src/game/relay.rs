@@ -210,11 +210,18 @@ impl GameInput<'_> {
         }
     }
 
-    /// The encoding as a shared buffer (one allocation).
+    /// The encoding as a shared buffer (two allocations: see
+    /// [`GameInput::to_arc_in`] for one).
     pub fn to_arc(&self) -> Arc<[u8]> {
-        let mut v = Vec::with_capacity(40);
-        self.encode(&mut v);
-        Arc::from(v)
+        self.to_arc_in(&mut Vec::with_capacity(40))
+    }
+
+    /// The encoding as a shared buffer, encoded in `scratch` first (cleared;
+    /// kept for the next input): one allocation, the `Arc`'s.
+    pub fn to_arc_in(&self, scratch: &mut Vec<u8>) -> Arc<[u8]> {
+        scratch.clear();
+        self.encode(scratch);
+        Arc::from(&scratch[..])
     }
 }
 

@@ -38,6 +38,7 @@
 //! Must not touch sockets (only the port) or cells (only through the
 //! host's routing and spawn).
 
+use rustc_hash::FxHashMap; // tidy: allow(HashMap): no random seed; by_entity is looked up, iterated only by an order-free check
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -49,6 +50,7 @@ use crate::core::time::Time;
 use crate::shard::{ClientPort, CloseReason, ConnId, MetricSink, PortError, PortEvent};
 use crate::wire::client::{ErrorCode, ServerMsg};
 
+use super::conn_table::ConnTable;
 use super::door::{Claim, Door, Seat};
 use super::gateway::{
     refused_metric, Closing, Disconnect, GatewayParams, LoginRefusal, Session, SessionPhase, Step,
@@ -165,7 +167,6 @@ pub struct Auth {
 #[derive(Debug)]
 enum Action {
     Login(String, Option<Vec<u8>>),
-    Input(Arc<[u8]>),
     EnterSpace(u32, u32),
     Close(Closing),
 }
@@ -177,8 +178,9 @@ pub struct Clients {
     avatar: Arc<EntityType>,
     spawn: SpawnRule,
     next_player: u64,
-    pub(super) conns: BTreeMap<ConnId, Conn>,
-    pub(super) by_entity: BTreeMap<EntityId, ConnId>,
+    /// By port slot (a lookup per message; iterated in id order).
+    pub(super) conns: ConnTable<Conn>,
+    pub(super) by_entity: FxHashMap<EntityId, ConnId>, // tidy: allow(HashMap): no random seed; lookups, order-free checks
     /// The node's accounts and used tickets (shared by every shard).
     pub(super) door: Arc<Door>,
     /// At most `connections_max` (a dropped avatar past it is removed).
@@ -188,6 +190,8 @@ pub struct Clients {
     scratch_conns: Vec<ConnId>,
     scratch_outs: Vec<(EntityId, Outgoing)>,
     actions: Vec<Action>,
+    /// Where an input is encoded before its shared copy is made.
+    scratch_input: Vec<u8>,
     pub(super) counters: ClientCounters,
 }
 
@@ -208,8 +212,8 @@ impl Clients {
             avatar,
             spawn,
             next_player: first_player,
-            conns: BTreeMap::new(),
-            by_entity: BTreeMap::new(),
+            conns: ConnTable::default(),
+            by_entity: FxHashMap::default(), // tidy: allow(HashMap): see the field
             door,
             detached: BTreeMap::new(),
             detached_max,
@@ -217,6 +221,7 @@ impl Clients {
             scratch_conns: Vec::new(),
             scratch_outs: Vec::new(),
             actions: Vec::new(),
+            scratch_input: Vec::new(),
             counters: ClientCounters::default(),
         }
     }
@@ -338,40 +343,62 @@ impl CellHost {
         }
     }
 
-    /// Step 2: frames from every readable connection.
+    /// Step 2: frames from every readable connection. Inputs go to the
+    /// proxy as the session passes them (its entity and proxy are looked up
+    /// once per connection); the other steps are taken after the frames,
+    /// in order (a Login or a close ends the frames read this tick).
     pub(super) fn read_clients(&mut self, now: Time, port: &mut ClientPort) {
         let mut ids = std::mem::take(&mut self.clients.scratch_conns);
         ids.clear();
         ids.extend(port.readable());
         for &id in &ids {
-            let Clients { conns, actions, .. } = &mut self.clients;
+            let CellHost {
+                clients:
+                    Clients {
+                        conns,
+                        actions,
+                        scratch_input,
+                        ..
+                    },
+                proxies,
+                busy_proxies,
+                ..
+            } = self;
             let Some(conn) = conns.get_mut(&id) else {
                 continue;
             };
+            let e = conn.entity;
+            let mut proxy = e.and_then(|e| proxies.get_mut(&e));
+            let mut sent = false;
             let used = conn.session.handle_input(now, port.input(id), |_, step| {
                 actions.push(match step {
                     Step::None => return,
+                    Step::Input(i) => {
+                        if let Some(p) = proxy.as_deref_mut() {
+                            p.send_input(now, i.to_arc_in(scratch_input));
+                            sent = true;
+                        }
+                        return;
+                    }
                     Step::Login { name, token } => {
                         Action::Login(name.to_owned(), token.map(<[u8]>::to_vec))
                     }
-                    Step::Input(i) => Action::Input(i.to_arc()),
                     Step::EnterSpace { space, type_id } => Action::EnterSpace(space, type_id),
                     Step::Close(c) => Action::Close(c),
                 })
             });
+            if let (true, Some(e)) = (sent, e) {
+                busy_proxies.push(e);
+            }
             port.consume(id, used);
+            if self.clients.actions.is_empty() {
+                continue;
+            }
             let mut actions = std::mem::take(&mut self.clients.actions);
             for a in actions.drain(..) {
                 match a {
                     Action::Login(name, token) => {
                         self.login(now, port, id, &name, token.as_deref())
-                    }
-                    Action::Input(data) => {
-                        let e = self.clients.conns.get(&id).and_then(|c| c.entity);
-                        if let Some((e, p)) = e.and_then(|e| Some((e, self.proxies.get_mut(&e)?))) {
-                            p.send_input(now, data);
-                            self.busy_proxies.push(e);
-                        }
                     }
                     Action::EnterSpace(space, type_id) => {
                         if let Some(e) = self.clients.conns.get(&id).and_then(|c| c.entity) {
@@ -734,7 +761,7 @@ impl CellHost {
         self.expire_detached(now);
         let mut ended = std::mem::take(&mut self.clients.scratch_conns);
         ended.clear();
-        for (&id, c) in &mut self.clients.conns {
+        for (id, c) in self.clients.conns.iter_mut() {
             let _ = c.session.check_timeouts(now);
             c.session.end_tick();
             if c.session.phase() == SessionPhase::Closed {
@@ -744,11 +771,11 @@ impl CellHost {
             if !c.session.output_due() {
                 continue;
             }
-            match port.send(id, c.session.output()) {
+            // Swapped into the port's queue when it is empty (no copy).
+            match c.session.write_output(|out| port.send_buf(id, out)) {
                 // A full queue: the port closes it (SlowReader follows).
                 Ok(()) | Err(PortError::SendQueueFull { .. }) | Err(PortError::Unknown(_)) => {}
             }
-            c.session.clear_output();
         }
         for &id in &ended {
             let closing = self
@@ -774,7 +801,7 @@ impl CellHost {
 
     /// Shutdown: every client gets Kick(shutdown) before the port closes.
     pub(super) fn kick_all(&mut self, port: &mut ClientPort) {
-        for (&id, c) in &mut self.clients.conns {
+        for (id, c) in self.clients.conns.iter_mut() {
             c.session.kick(ErrorCode::Shutdown, "the server stops");
             let _ = port.send(id, c.session.output());
             c.session.clear_output();

@@ -48,6 +48,7 @@ use crate::core::space::SpaceTree;
 use crate::core::time::Time;
 use crate::shard::{ClientPort, Inbox, MetricSink, Outbox, ShardApp, ShardContext, ViewSink};
 use crate::wire::Body;
+use rustc_hash::FxHashMap; // tidy: allow(HashMap): no random seed; proxies are looked up, iterated only by an order-free check
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
@@ -190,7 +191,8 @@ pub struct CellHost {
     pub(super) ctx: ShardContext,
     pub(super) tree: SpaceTree,
     pub(super) cells: BTreeMap<CellId, Cell>,
-    pub(super) proxies: BTreeMap<EntityId, Proxy>,
+    /// Looked up per routed message (never iterated in an order that shows).
+    pub(super) proxies: FxHashMap<EntityId, Proxy>, // tidy: allow(HashMap): no random seed; lookups, order-free checks
     /// Proxies given work since their outputs and client data were last
     /// taken (`drain_proxies`, `downstream`): only these are visited, not
     /// every proxy every tick. Every call that can give a proxy output or
@@ -288,7 +290,7 @@ impl CellHost {
             ctx,
             tree,
             cells,
-            proxies: BTreeMap::new(),
+            proxies: FxHashMap::default(), // tidy: allow(HashMap): see the field
             busy_proxies: Vec::new(),
             proxy_at: BTreeMap::new(),
             npcs: Vec::new(),
@@ -399,8 +401,14 @@ impl CellHost {
     /// The shard of `e`'s proxy as this shard knows it: here, where the
     /// newest notice says, or the id's shard.
     fn proxy_shard(&self, e: EntityId) -> u16 {
+        let me = self.ctx.shard.index;
+        // The usual case, without a look at the proxies: no notice names
+        // `e` and its id names this shard, so it is here either way.
+        if entity_shard(e) == me && !self.proxy_at.contains_key(&e) {
+            return me;
+        }
         if self.proxies.contains_key(&e) {
-            return self.ctx.shard.index;
+            return me;
         }
         match self.proxy_at.get(&e) {
             Some(&(s, _)) => s,

@@ -11,6 +11,7 @@
 pub mod balance;
 pub mod cell_factory;
 pub mod clients;
+mod conn_table;
 pub mod door;
 pub mod embedded;
 mod follow;

@@ -278,10 +278,12 @@ impl Cell {
                     };
                     self.out.push_back(Outgoing::cell(h.cell, sync));
                 }
-                r.cache.push(now, SyncMsg::clone(&msg));
+                let copy = SyncMsg::clone(&msg);
+                r.cache.push_keep(now, copy, r.emitter.spare());
             } else {
-                // No ghost to share with (a lone cell): no shared copy.
-                r.cache.push(now, cs.msg);
+                // No ghost to share with (a lone cell): no shared copy. The
+                // cache hands back a spent buffer for the next message.
+                r.cache.push_keep(now, cs.msg, r.emitter.spare());
             }
             let high = &mut self.counters.sync_cache_len_max;
             *high = (*high).max(r.cache.len() as u64);

@@ -80,6 +80,17 @@ impl<T> SeqBuffer<T> {
         SeqPush::Held
     }
 
+    /// Releases `seq` at once if it is the next one and nothing is held
+    /// (what [`Self::push`] then [`Self::pop_ready`] would do, without
+    /// holding the item); false otherwise (push it).
+    pub fn pass_next(&mut self, seq: u64) -> bool {
+        if seq != self.next || !self.early.is_empty() {
+            return false;
+        }
+        self.next += 1;
+        true
+    }
+
     /// The held item numbered `next`, if any (released).
     pub fn pop_ready(&mut self) -> Option<(u64, T)> {
         if self.early.front()?.0 != self.next {
@@ -130,6 +141,22 @@ mod tests {
         assert_eq!(out, vec![1, 2, 3, 4, 5]);
         assert!(b.is_empty());
         assert_eq!(b.next(), 6);
+    }
+
+    #[test]
+    fn pass_next_releases_only_the_next_with_nothing_held() {
+        let mut b = SeqBuffer::new(1);
+        assert!(!b.pass_next(2), "not the next");
+        assert!(b.pass_next(1));
+        assert_eq!(b.next(), 2);
+        assert!(!b.pass_next(1), "a duplicate");
+        assert_eq!(b.push(3, 3, 3), SeqPush::Held);
+        assert!(!b.pass_next(2), "something is held: push it");
+        assert_eq!(b.push(2, 2, 3), SeqPush::Held);
+        assert_eq!(b.pop_ready(), Some((2, 2)));
+        assert_eq!(b.pop_ready(), Some((3, 3)));
+        assert!(b.pass_next(4));
+        assert_eq!(b.next(), 5);
     }
 
     #[test]

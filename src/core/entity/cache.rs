@@ -21,6 +21,11 @@ use crate::core::time::Time;
 use std::collections::VecDeque;
 use std::time::Duration;
 
+/// Expired payload buffers larger than this are not kept for the next
+/// message ([`SyncCache::push_keep`]): a rare large change would otherwise
+/// stay allocated per entity.
+const SPARE_PAYLOAD_BYTES_MAX: usize = 256;
+
 /// Bounds of a [`SyncCache`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[rkyv(derive(Debug))]
@@ -194,6 +199,14 @@ impl SyncCache {
     /// `cache_msgs_max`, `cache_bytes_max`, `cache_age_max_ms` (the newest
     /// message is kept even if alone it is over the byte bound, until it ages out).
     pub fn push(&mut self, now: Time, msg: SyncMsg) {
+        self.push_keep(now, msg, &mut Vec::new());
+    }
+
+    /// As [`SyncCache::push`]; if `spare` has no allocation, it gets the
+    /// payload buffer of a message this push expired (a small one), for
+    /// the next message ([`SyncEmitter`](super::SyncEmitter) builds in it):
+    /// in steady state each push expires one, so no allocation per message.
+    pub fn push_keep(&mut self, now: Time, msg: SyncMsg, spare: &mut Vec<u8>) {
         if msg.kind == SyncKind::Snapshot {
             self.reset(msg.version);
             return;
@@ -217,11 +230,17 @@ impl SyncCache {
             self.front = msg.version;
         }
         self.msgs.push_back(msg);
-        self.expire(now);
+        self.expire_keep(now, spare);
     }
 
     /// Drops messages past any bound.
     pub fn expire(&mut self, now: Time) {
+        self.expire_keep(now, &mut Vec::new());
+    }
+
+    /// As [`SyncCache::expire`], keeping a payload buffer as
+    /// [`SyncCache::push_keep`] does.
+    fn expire_keep(&mut self, now: Time, spare: &mut Vec<u8>) {
         let age = Duration::from_millis(self.params.cache_age_max_ms);
         while self.msgs.len() > 1 {
             let front = &self.msgs[0];
@@ -232,7 +251,12 @@ impl SyncCache {
                 break;
             }
             self.bytes -= front.payload_len();
-            self.msgs.pop_front();
+            if let Some(m) = self.msgs.pop_front() {
+                let p = m.into_payload();
+                if spare.capacity() == 0 && p.capacity() <= SPARE_PAYLOAD_BYTES_MAX {
+                    *spare = p;
+                }
+            }
             self.front += 1;
         }
         if self.msgs.len() == 1 && now.saturating_since(self.msgs[0].timestamp) > age {

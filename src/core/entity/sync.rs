@@ -94,7 +94,26 @@ impl SyncMsg {
         ghost: &[u8],
         others: &[u8],
     ) -> Self {
-        let mut payload = Vec::with_capacity(ghost.len() + others.len());
+        let payload = Vec::with_capacity(ghost.len() + others.len());
+        SyncMsg::new_in(payload, entity, version, kind, timestamp, ghost, others)
+    }
+
+    /// As [`SyncMsg::new`], its payload written in `payload` (cleared
+    /// first; it grows only if it is too small).
+    ///
+    /// # Panics
+    /// If the ghost payload is 4 GiB or more.
+    pub fn new_in(
+        mut payload: Vec<u8>,
+        entity: EntityId,
+        version: u64,
+        kind: SyncKind,
+        timestamp: Time,
+        ghost: &[u8],
+        others: &[u8],
+    ) -> Self {
+        payload.clear();
+        payload.reserve_exact(ghost.len() + others.len());
         payload.extend_from_slice(ghost);
         payload.extend_from_slice(others);
         SyncMsg {
@@ -105,6 +124,11 @@ impl SyncMsg {
             payload,
             others_at: u32::try_from(ghost.len()).expect("payload under 4 GiB"),
         }
+    }
+
+    /// The payload buffer (to build another message in, [`SyncMsg::new_in`]).
+    pub fn into_payload(self) -> Vec<u8> {
+        self.payload
     }
 
     /// What ghosts apply.
@@ -171,6 +195,9 @@ pub struct SyncEmitter {
     ghost: Vec<u8>,
     others: Vec<u8>,
     own: Vec<u8>,
+    /// A payload buffer for the next message (handed back by the cache,
+    /// [`SyncEmitter::spare`]); empty: a new one is allocated.
+    spare: Vec<u8>,
 }
 
 impl SyncEmitter {
@@ -204,7 +231,9 @@ impl SyncEmitter {
         entity.encode_change(kind, Audience::OwnClient, &mut self.own);
         entity.clear_dirty();
         self.version += 1;
-        let msg = SyncMsg::new(
+        let spare = std::mem::take(&mut self.spare);
+        let msg = SyncMsg::new_in(
+            spare,
             entity.core().id,
             self.version,
             kind,
@@ -216,6 +245,12 @@ impl SyncEmitter {
             msg,
             own: &self.own,
         })
+    }
+
+    /// Where the cache leaves a spent payload buffer for the next message
+    /// ([`SyncCache::push_keep`](super::SyncCache::push_keep)).
+    pub fn spare(&mut self) -> &mut Vec<u8> {
+        &mut self.spare
     }
 
     /// A ghost snapshot at the current version (ghost creation or resync).

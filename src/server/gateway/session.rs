@@ -278,6 +278,15 @@ impl Session {
         &self.out
     }
 
+    /// Hands the output buffer to `write` (which may take its bytes, or
+    /// swap in another empty buffer: `ClientPort::send_buf`), then marks
+    /// the output written (whatever `write` left is dropped).
+    pub fn write_output<R>(&mut self, write: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+        let r = write(&mut self.out);
+        self.clear_output();
+        r
+    }
+
     /// Marks the output written.
     pub fn clear_output(&mut self) {
         self.out.clear();

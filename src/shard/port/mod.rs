@@ -209,25 +209,57 @@ impl ClientPort {
     /// if the queue would pass `send_queue_bytes_max` (the connection is then
     /// closed as [`CloseReason::SlowReader`]).
     pub fn send(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), PortError> {
-        let max = self.p.send_queue_bytes_max;
-        let slot = match self.slot_mut(conn) {
-            Some(s) if s.state == SlotState::Open => s,
-            _ => return Err(PortError::Unknown(conn)),
-        };
-        let queued = slot.outbound.len();
-        if queued + bytes.len() > max {
-            self.shut(conn, CloseReason::SlowReader);
-            return Err(PortError::SendQueueFull { conn, queued });
-        }
+        let queued = self.send_room(conn, bytes.len())?;
         if bytes.is_empty() {
             return Ok(());
         }
+        let slot = self.slot_mut(conn).expect("checked by send_room");
         slot.outbound.push(bytes);
-        self.outbound_held += bytes.len();
+        self.sent(conn, queued, bytes.len());
+        Ok(())
+    }
+
+    /// As [`ClientPort::send`] with the bytes of `buf`, which is left empty
+    /// on success: a buffer sent to an empty queue becomes the queue (no
+    /// copy) and `buf` gets the queue's spare allocation back. On an error
+    /// `buf` is left as it was.
+    ///
+    /// # Errors
+    /// As [`ClientPort::send`].
+    pub fn send_buf(&mut self, conn: ConnId, buf: &mut Vec<u8>) -> Result<(), PortError> {
+        let n = buf.len();
+        let queued = self.send_room(conn, n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let slot = self.slot_mut(conn).expect("checked by send_room");
+        slot.outbound.push_from(buf);
+        debug_assert!(buf.is_empty());
+        self.sent(conn, queued, n);
+        Ok(())
+    }
+
+    /// The bytes queued for open `conn` if `n` more fit; else the error
+    /// (a full queue closes it as a slow reader).
+    fn send_room(&mut self, conn: ConnId, n: usize) -> Result<usize, PortError> {
+        let max = self.p.send_queue_bytes_max;
+        let queued = match self.slot(conn) {
+            Some(s) if s.state == SlotState::Open => s.outbound.len(),
+            _ => return Err(PortError::Unknown(conn)),
+        };
+        if queued + n > max {
+            self.shut(conn, CloseReason::SlowReader);
+            return Err(PortError::SendQueueFull { conn, queued });
+        }
+        Ok(queued)
+    }
+
+    /// Counts `n` bytes queued for `conn` (which held `queued`).
+    fn sent(&mut self, conn: ConnId, queued: usize, n: usize) {
+        self.outbound_held += n;
         if queued == 0 {
             self.mark_due(conn.slot());
         }
-        Ok(())
     }
 
     /// Bytes queued and not yet written.

@@ -1,5 +1,6 @@
 //! [`ByteQueue`]: one connection's inbound or outbound bytes, compacted in
-//! place (no allocation per message once warm).
+//! place (no allocation per message once warm; a whole buffer handed over
+//! to an empty queue is swapped in, not copied).
 //!
 //! Owns the bytes only; the bounds are enforced by the port.
 
@@ -28,6 +29,20 @@ impl ByteQueue {
             self.start = 0;
         }
         self.data.extend_from_slice(bytes);
+    }
+
+    /// Takes `bytes`' contents, leaving it empty: an empty queue swaps
+    /// buffers with it (no copy; `bytes` gets the queue's spare
+    /// allocation back), else they are appended.
+    pub(super) fn push_from(&mut self, bytes: &mut Vec<u8>) {
+        if self.len() == 0 {
+            self.data.clear();
+            self.start = 0;
+            std::mem::swap(&mut self.data, bytes);
+        } else {
+            self.push(bytes);
+            bytes.clear();
+        }
     }
 
     pub(super) fn advance(&mut self, n: usize) {

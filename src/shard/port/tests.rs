@@ -104,6 +104,33 @@ fn send_queue_full_closes_as_slow_reader() {
 }
 
 #[test]
+fn send_buf_swaps_into_an_empty_queue_and_appends_to_a_busy_one() {
+    let mut port = ClientPort::detached(params());
+    let a = port.inject_open(peer(1));
+    let mut buf = b"abc".to_vec();
+    port.send_buf(a, &mut buf).expect("room");
+    assert!(buf.is_empty(), "taken");
+    buf.extend_from_slice(b"de");
+    port.send_buf(a, &mut buf).expect("room");
+    assert!(buf.is_empty());
+    port.send(a, b"f").expect("room");
+    assert_eq!(port.queued(a), 6);
+    assert_eq!(port.take_output(a), b"abcdef");
+    buf.extend_from_slice(b"gh");
+    port.send_buf(a, &mut buf).expect("room");
+    assert_eq!(port.take_output(a), b"gh");
+    port.verify();
+    buf.extend_from_slice(&[1; 33]);
+    assert!(matches!(
+        port.send_buf(a, &mut buf),
+        Err(PortError::SendQueueFull { queued: 0, .. })
+    ));
+    assert_eq!(buf.len(), 33, "left as it was");
+    assert_eq!(port.send_buf(a, &mut buf), Err(PortError::Unknown(a)));
+    port.verify();
+}
+
+#[test]
 fn oversized_single_send_is_refused_too() {
     let mut port = ClientPort::detached(params());
     let a = port.inject_open(peer(1));
