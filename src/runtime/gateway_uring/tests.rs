@@ -323,6 +323,57 @@ fn every_goodbye_is_answered_when_the_queues_overflow() {
 }
 
 #[test]
+fn the_last_input_of_busy_clients_is_read_when_buffers_run_short() {
+    // Clients writing all the time from another thread while the loop
+    // pumps, far more of them than provided buffers (ENOBUFS every pump),
+    // then each one's last byte (`B`, a goodbye) and silence: that last
+    // byte must be read, though no more data comes to wake its receive.
+    let (pp, mut io) = params();
+    io.uring_buffers = 8;
+    let (mut gw, port, addr) = setup_with(pp, &io);
+    let n = 64;
+    let mut clients = Vec::new();
+    let mut conns = Vec::new();
+    for _ in 0..n {
+        let (c, conn) = open_one(&mut gw, &port, addr);
+        clients.push(c);
+        conns.push(conn);
+    }
+    let writer = std::thread::spawn(move || {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(500) {
+            for c in &mut clients {
+                c.write_all(&[b'm'; 30]).expect("write");
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        for c in &mut clients {
+            c.write_all(b"B").expect("goodbye");
+        }
+        clients
+    });
+    let mut said_bye = vec![false; n];
+    let t0 = Instant::now();
+    while said_bye.iter().any(|b| !b) && t0.elapsed() < Duration::from_secs(5) {
+        gw.pump(Instant::now());
+        let mut p = port.borrow_mut();
+        for (i, &conn) in conns.iter().enumerate() {
+            let input = p.input(conn);
+            if input.contains(&b'B') {
+                said_bye[i] = true;
+            }
+            let len = input.len();
+            p.consume(conn, len);
+        }
+        drop(p);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let _clients = writer.join().expect("writer");
+    let left = said_bye.iter().filter(|b| !**b).count();
+    assert_eq!(left, 0, "goodbyes never read");
+}
+
+#[test]
 fn dropping_the_loop_with_receives_armed_is_safe() {
     let (mut gw, port, addr) = setup();
     let _c = TcpStream::connect(addr).expect("connect");
