@@ -160,7 +160,8 @@ pub fn run(thread: usize, mut ctx: ThreadCtx, tx: Sender<Report>) -> Result<(), 
             }
             if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                 if let Some(c) = bots.slots[slot].as_mut() {
-                    drain(c, &mut ctx, now, &mut scratch);
+                    let closed = ev.is_read_closed() || ev.is_error();
+                    drain(c, &mut ctx, now, &mut scratch, closed);
                 }
             }
             bots.after(slot);
@@ -271,34 +272,67 @@ fn writable(c: &mut Conn, ctx: &mut ThreadCtx) {
     c.blocked = false;
 }
 
-/// Reads everything the socket holds into the bot's session.
-fn drain(c: &mut Conn, ctx: &mut ThreadCtx, now: Time, scratch: &mut [u8]) {
+/// Reads everything the socket holds into the bot's session; `closed`: the
+/// event said the peer closed (or the socket failed).
+fn drain(c: &mut Conn, ctx: &mut ThreadCtx, now: Time, scratch: &mut [u8], closed: bool) {
+    if c.bot.phase() == Phase::Done {
+        return;
+    }
+    let Conn {
+        stream,
+        bot,
+        connected,
+        ..
+    } = c;
+    let end = read_burst(stream, scratch, closed, |bytes| {
+        *connected = true;
+        bot.on_bytes(ctx, now, bytes);
+        bot.phase() != Phase::Done
+    });
+    match (end, c.connected) {
+        (Burst::Drained, _) => {}
+        (Burst::Eof, true) => c.bot.on_eof(ctx, now),
+        (Burst::Failed, true) => c.bot.io_error(ctx, now),
+        (Burst::Eof | Burst::Failed, false) => c.bot.connect_failed(ctx),
+    }
+}
+
+/// How a [`read_burst`] ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Burst {
+    /// Nothing more to read until the next edge (or the caller stopped).
+    Drained,
+    /// End of stream.
+    Eof,
+    /// The read failed.
+    Failed,
+}
+
+/// Reads `stream` into `scratch` until it is drained, passing each read's
+/// bytes to `bytes` (which returns false to stop). A read short of the
+/// buffer emptied the receive queue, and epoll reports the next bytes as
+/// a new edge: that saves the read that would only say WouldBlock. Not so
+/// once the peer closed (`closed`, the event's RDHUP): its FIN may have
+/// come in with the last bytes, and then the short read returns them and
+/// consumes the FIN, no edge follows, and only a further read says EOF;
+/// so then it reads on until EOF or WouldBlock.
+fn read_burst(
+    stream: &mut impl Read,
+    scratch: &mut [u8],
+    closed: bool,
+    mut bytes: impl FnMut(&[u8]) -> bool,
+) -> Burst {
     loop {
-        if c.bot.phase() == Phase::Done {
-            return;
-        }
-        match c.stream.read(scratch) {
-            Ok(0) => {
-                if c.connected {
-                    c.bot.on_eof(ctx, now);
-                } else {
-                    c.bot.connect_failed(ctx);
-                }
-                return;
-            }
+        match stream.read(scratch) {
+            Ok(0) => return Burst::Eof,
             Ok(got) => {
-                c.connected = true;
-                c.bot.on_bytes(ctx, now, &scratch[..got]);
-                if got < scratch.len() {
-                    // The receive queue is empty: epoll reports the next
-                    // bytes that arrive as a new edge.
-                    return;
+                if !bytes(&scratch[..got]) || (got < scratch.len() && !closed) {
+                    return Burst::Drained;
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Burst::Drained,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) if !c.connected => return c.bot.connect_failed(ctx),
-            Err(_) => return c.bot.io_error(ctx, now),
+            Err(_) => return Burst::Failed,
         }
     }
 }
@@ -324,5 +358,72 @@ fn send(c: &mut Conn, ctx: &mut ThreadCtx, now: Time) {
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => c.blocked = true,
         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
         Err(_) => c.bot.io_error(ctx, now),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Shutdown;
+
+    /// The server's last bytes and its FIN both queued before the bot's
+    /// poll (a server that sends its goodbye's answer, then shuts its write
+    /// side, while the bot thread is busy): one edge, with RDHUP. The burst
+    /// must reach the EOF; stopping at the short read that returned the
+    /// bytes (it consumed the FIN) left the bot waiting for an edge that
+    /// never comes (`bye-unanswered` at the end of saturated runs).
+    #[test]
+    fn a_fin_queued_behind_the_last_bytes_is_read_as_eof() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let std_client = std::net::TcpStream::connect(addr).expect("connect");
+        std_client.set_nonblocking(true).expect("nonblocking");
+        let mut client = TcpStream::from_std(std_client);
+        let (mut server, _) = listener.accept().expect("accept");
+        let mut poll = Poll::new().expect("poll");
+        poll.registry()
+            .register(&mut client, Token(0), Interest::READABLE)
+            .expect("register");
+        let mut events = Events::with_capacity(4);
+        server.write_all(b"answer").expect("write");
+        server.shutdown(Shutdown::Write).expect("FIN");
+        std::thread::sleep(Duration::from_millis(50));
+        poll.poll(&mut events, Some(Duration::from_secs(5)))
+            .expect("poll");
+        let ev = events.iter().next().expect("one edge");
+        assert!(ev.is_readable() && ev.is_read_closed(), "{ev:?}");
+        let mut scratch = [0u8; 4096];
+        let mut got = Vec::new();
+        let end = read_burst(&mut client, &mut scratch, ev.is_read_closed(), |b| {
+            got.extend_from_slice(b);
+            true
+        });
+        assert_eq!(got, b"answer");
+        assert_eq!(end, Burst::Eof, "the FIN is read as EOF in the same burst");
+        // No edge follows: had the burst stopped at the short read, the bot
+        // would never have learnt of the EOF.
+        poll.poll(&mut events, Some(Duration::from_millis(100)))
+            .expect("poll");
+        assert!(events.is_empty(), "no further edge");
+    }
+
+    #[test]
+    fn a_short_read_of_an_open_socket_ends_the_burst_without_another_read() {
+        struct Once(Vec<u8>, usize);
+        impl Read for Once {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                self.1 += 1;
+                assert_eq!(self.1, 1, "one read only");
+                let n = self.0.len().min(buf.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                Ok(n)
+            }
+        }
+        let mut s = Once(b"abc".to_vec(), 0);
+        let mut scratch = [0u8; 16];
+        assert_eq!(
+            read_burst(&mut s, &mut scratch, false, |_| true),
+            Burst::Drained
+        );
     }
 }

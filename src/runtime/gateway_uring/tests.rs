@@ -4,7 +4,7 @@
 //! back-pressure through the spill, and a drop with operations in flight.
 
 use super::*;
-use crate::shard::port::{PortEvent, PortParams};
+use crate::shard::port::{ConnId, PortEvent, PortParams};
 use std::io::{Read, Write};
 
 fn params() -> (PortParams, IoParams) {
@@ -24,11 +24,15 @@ fn params() -> (PortParams, IoParams) {
 
 fn setup() -> (UringIo, Rc<RefCell<ClientPort>>, SocketAddr) {
     let (pp, io) = params();
+    setup_with(pp, &io)
+}
+
+fn setup_with(pp: PortParams, io: &IoParams) -> (UringIo, Rc<RefCell<ClientPort>>, SocketAddr) {
     let (listener, addr) =
         crate::runtime::gateway_io::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
     let port = Rc::new(RefCell::new(ClientPort::attached(pp)));
     let handoffs = Arc::new(Handoffs::new(1, 4));
-    let gw = UringIo::start(listener, port.clone(), (handoffs, 0), &io).expect("io_uring here");
+    let gw = UringIo::start(listener, port.clone(), (handoffs, 0), io).expect("io_uring here");
     (gw, port, addr)
 }
 
@@ -127,6 +131,246 @@ fn a_full_port_spills_and_pauses_then_resumes_in_order() {
     });
     assert_eq!(got, sent, "every byte, in order");
     port.borrow().verify();
+}
+
+/// Opens one connection; returns its client socket and port id.
+fn open_one(
+    gw: &mut UringIo,
+    port: &Rc<RefCell<ClientPort>>,
+    addr: SocketAddr,
+) -> (TcpStream, ConnId) {
+    let c = TcpStream::connect(addr).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut conn = None;
+    pump_until(gw, |_| {
+        while let Some(ev) = port.borrow_mut().poll_event() {
+            if let PortEvent::Opened { conn: id, .. } = ev {
+                conn = Some(id);
+            }
+        }
+        conn.is_some()
+    });
+    (c, conn.expect("opened"))
+}
+
+/// Pumps (taking the port's events) until `conn` is closed and its socket
+/// released.
+fn pump_until_released(gw: &mut UringIo, port: &Rc<RefCell<ClientPort>>, conn: ConnId) {
+    pump_until(gw, |gw| {
+        while port.borrow_mut().poll_event().is_some() {}
+        let p = port.borrow();
+        !p.is_open(conn) && p.io_live() == 0 && gw.conns.iter().flatten().count() == 0
+    });
+}
+
+#[test]
+fn the_receives_that_end_connections_give_their_buffers_back() {
+    // Four provided buffers, and four times as many connections ending by
+    // the peer's EOF (a client that closes; a Bye answered by an app
+    // close, the client closing after the server's FIN): the receive
+    // completion that reports the EOF carries a buffer too. Kept, each
+    // ending would take one buffer from the ring for good, and once it is
+    // empty no connection's input is read any more (multishot receives end
+    // in ENOBUFS at once, every pump).
+    let (pp, mut io) = params();
+    io.uring_buffers = 4;
+    let (mut gw, port, addr) = setup_with(pp, &io);
+    for round in 0..16u8 {
+        let (mut c, conn) = open_one(&mut gw, &port, addr);
+        c.write_all(&[round; 8]).expect("write");
+        pump_until(&mut gw, |_| port.borrow().input(conn).len() == 8);
+        port.borrow_mut().consume(conn, 8);
+        if round % 2 == 0 {
+            drop(c); // the peer closes first
+        } else {
+            // The app answers and closes (lingering: FIN, then drain
+            // until the peer's EOF).
+            port.borrow_mut().send(conn, b"bye").expect("open");
+            port.borrow_mut().close(conn);
+            let mut back = Vec::new();
+            pump_until(&mut gw, |_| {
+                let mut buf = [0u8; 16];
+                c.set_nonblocking(true).expect("nonblocking");
+                match c.read(&mut buf) {
+                    Ok(0) => true,
+                    Ok(n) => {
+                        back.extend_from_slice(&buf[..n]);
+                        false
+                    }
+                    Err(_) => false,
+                }
+            });
+            assert_eq!(back, b"bye");
+            drop(c);
+        }
+        pump_until_released(&mut gw, &port, conn);
+    }
+    // A client after all of them: its input is read.
+    let (mut c, conn) = open_one(&mut gw, &port, addr);
+    c.write_all(b"still read").expect("write");
+    pump_until(&mut gw, |_| port.borrow().input(conn) == b"still read");
+    port.borrow().verify();
+}
+
+#[test]
+fn more_connections_with_input_than_buffers_are_all_read() {
+    // Four provided buffers and 32 connections whose input arrives at once:
+    // most receives find the ring empty (ENOBUFS ends a multishot receive);
+    // each must be armed again until every byte is read.
+    let (pp, mut io) = params();
+    io.uring_buffers = 4;
+    let (mut gw, port, addr) = setup_with(pp, &io);
+    let mut clients = Vec::new();
+    for _ in 0..32 {
+        clients.push(open_one(&mut gw, &port, addr));
+    }
+    for round in 0..20u8 {
+        for (c, _) in &mut clients {
+            c.write_all(&[round; 600]).expect("write");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        let mut got = vec![0usize; clients.len()];
+        pump_until(&mut gw, |_| {
+            let mut p = port.borrow_mut();
+            for (i, (_, conn)) in clients.iter().enumerate() {
+                let n = p.input(*conn).len();
+                p.consume(*conn, n);
+                got[i] += n;
+            }
+            got.iter().all(|&n| n == 600)
+        });
+    }
+    port.borrow().verify();
+}
+
+/// Reads what a non-blocking client socket holds; true at EOF or an error.
+fn drain_client(c: &mut TcpStream, got: &mut usize) -> bool {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(n) => *got += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return true,
+        }
+    }
+}
+
+#[test]
+fn every_goodbye_is_answered_when_the_queues_overflow() {
+    // Many clients on a ring far too small for them (64 entries, a 128
+    // entry completion queue, 64 buffers): input and output every round,
+    // then every client says goodbye (`B`) and waits for the server's
+    // answer and FIN.
+    let (pp, mut io) = params();
+    io.uring_entries = 64;
+    let (mut gw, port, addr) = setup_with(pp, &io);
+    let n = 300;
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        let c = TcpStream::connect(addr).expect("connect");
+        c.set_nonblocking(true).expect("nonblocking");
+        clients.push(c);
+    }
+    pump_until(&mut gw, |_| port.borrow().open_connections() == n);
+    while port.borrow_mut().poll_event().is_some() {}
+    let app = |port: &Rc<RefCell<ClientPort>>| {
+        let mut p = port.borrow_mut();
+        while p.poll_event().is_some() {}
+        let ids: Vec<ConnId> = p.readable().collect();
+        for id in ids {
+            let input = p.input(id).to_vec();
+            p.consume(id, input.len());
+            let _ = p.send(id, &[b'v'; 700]);
+            if input.contains(&b'B') {
+                let _ = p.send(id, b"bye");
+                p.close(id);
+            }
+        }
+    };
+    let mut got = vec![0usize; n];
+    for _ in 0..50 {
+        for c in &mut clients {
+            let _ = c.write(&[b'm'; 40]);
+        }
+        gw.pump(Instant::now());
+        app(&port);
+        gw.pump(Instant::now());
+        for (c, g) in clients.iter_mut().zip(&mut got) {
+            drain_client(c, g);
+        }
+    }
+    for c in &mut clients {
+        c.write_all(b"B").expect("goodbye");
+    }
+    let mut ended = vec![false; n];
+    let t0 = Instant::now();
+    while ended.iter().any(|e| !e) && t0.elapsed() < Duration::from_secs(5) {
+        gw.pump(Instant::now());
+        app(&port);
+        gw.pump(Instant::now());
+        for ((c, g), e) in clients.iter_mut().zip(&mut got).zip(&mut ended) {
+            if !*e {
+                *e = drain_client(c, g);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let left = ended.iter().filter(|e| !**e).count();
+    assert_eq!(left, 0, "goodbyes unanswered");
+}
+
+#[test]
+fn the_last_input_of_busy_clients_is_read_when_buffers_run_short() {
+    // Clients writing all the time from another thread while the loop
+    // pumps, far more of them than provided buffers (ENOBUFS every pump),
+    // then each one's last byte (`B`, a goodbye) and silence: that last
+    // byte must be read, though no more data comes to wake its receive.
+    let (pp, mut io) = params();
+    io.uring_buffers = 8;
+    let (mut gw, port, addr) = setup_with(pp, &io);
+    let n = 64;
+    let mut clients = Vec::new();
+    let mut conns = Vec::new();
+    for _ in 0..n {
+        let (c, conn) = open_one(&mut gw, &port, addr);
+        clients.push(c);
+        conns.push(conn);
+    }
+    let writer = std::thread::spawn(move || {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(500) {
+            for c in &mut clients {
+                c.write_all(&[b'm'; 30]).expect("write");
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        for c in &mut clients {
+            c.write_all(b"B").expect("goodbye");
+        }
+        clients
+    });
+    let mut said_bye = vec![false; n];
+    let t0 = Instant::now();
+    while said_bye.iter().any(|b| !b) && t0.elapsed() < Duration::from_secs(5) {
+        gw.pump(Instant::now());
+        let mut p = port.borrow_mut();
+        for (i, &conn) in conns.iter().enumerate() {
+            let input = p.input(conn);
+            if input.contains(&b'B') {
+                said_bye[i] = true;
+            }
+            let len = input.len();
+            p.consume(conn, len);
+        }
+        drop(p);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let _clients = writer.join().expect("writer");
+    let left = said_bye.iter().filter(|b| !**b).count();
+    assert_eq!(left, 0, "goodbyes never read");
 }
 
 #[test]
