@@ -20,9 +20,9 @@
 //! of a socket and its unread bytes to another shard (`runtime::handoff`).
 //! The loopback tests (`tests/runtime_port.rs`) run every case on both.
 //!
-//! # Why epoll is still the default
-//! The clients bench (`bench/src/clients`, rows `tessera` and
-//! `tessera-uring`, interleaved in one run) measured tessera at 2,000
+//! # Why io_uring is the default
+//! The clients bench (`bench/src/clients`, rows `tessera-epoll` and
+//! `tessera` (then `tessera-uring`), interleaved in one run) measured tessera at 2,000
 //! clients, one write per client per 100 ms: 198 µs CPU per client-second
 //! on io_uring against 228 on epoll (0.86-0.89 in each of five
 //! interleaved rounds; 0.94 in a later run). The sends of a pump cost one

@@ -35,8 +35,8 @@ pub struct Cli {
     /// Longest wait for all clients to connect and move, seconds.
     #[arg(long, default_value_t = 90.0)]
     pub ramp_timeout_s: f64,
-    /// Servers to run (default the three; `tessera-uring` is tessera on
-    /// its io_uring socket loop).
+    /// Servers to run (default the three; `tessera` runs its default
+    /// socket loop, io_uring; `tessera-epoll` is tessera on its epoll loop).
     #[arg(long, value_delimiter = ',', default_value = "epoll,io-uring,tessera")]
     pub servers: Vec<ServerArg>,
     /// The servers' CPU.
@@ -77,10 +77,10 @@ pub enum ServerArg {
     Epoll,
     /// The bare io_uring loop.
     IoUring,
-    /// tessera (its default socket loop, epoll).
+    /// tessera (its default socket loop, io_uring).
     Tessera,
-    /// tessera with `gateway.io_backend = "io_uring"`.
-    TesseraUring,
+    /// tessera with `gateway.io_backend = "epoll"`.
+    TesseraEpoll,
 }
 
 /// The roles (hidden).
@@ -103,11 +103,11 @@ pub enum Role {
     /// The bare io_uring server.
     #[command(name = "io_uring")]
     Uring(BareArgs),
-    /// tessera, one shard.
+    /// tessera, one shard (its default socket loop, io_uring).
     Tessera(TesseraArgs),
-    /// tessera, one shard, on the io_uring socket loop.
-    #[command(name = "tessera_uring")]
-    TesseraUring(TesseraArgs),
+    /// tessera, one shard, on the epoll socket loop.
+    #[command(name = "tessera_epoll")]
+    TesseraEpoll(TesseraArgs),
     /// The load.
     Load(LoadArgs),
 }
@@ -196,11 +196,11 @@ fn child(role: Role) -> anyhow::Result<()> {
         }
         Role::Tessera(a) => {
             sys::pin(a.cpu)?;
-            tessera_server::run(a.clients, a.cpu, a.tick_ms, "epoll")
-        }
-        Role::TesseraUring(a) => {
-            sys::pin(a.cpu)?;
             tessera_server::run(a.clients, a.cpu, a.tick_ms, "io_uring")
+        }
+        Role::TesseraEpoll(a) => {
+            sys::pin(a.cpu)?;
+            tessera_server::run(a.clients, a.cpu, a.tick_ms, "epoll")
         }
         Role::Load(a) => {
             sys::pin(a.cpu)?;
@@ -265,7 +265,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             ServerArg::Epoll => Kind::Epoll,
             ServerArg::IoUring => Kind::Uring,
             ServerArg::Tessera => Kind::Tessera,
-            ServerArg::TesseraUring => Kind::TesseraUring,
+            ServerArg::TesseraEpoll => Kind::TesseraEpoll,
         })
         .collect();
     eprintln!(

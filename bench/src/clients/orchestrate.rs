@@ -24,10 +24,10 @@ pub enum Kind {
     Epoll,
     /// The bare io_uring tick loop.
     Uring,
-    /// tessera, one shard (its default socket loop, epoll).
+    /// tessera, one shard (its default socket loop, io_uring).
     Tessera,
-    /// tessera, one shard, `gateway.io_backend = "io_uring"`.
-    TesseraUring,
+    /// tessera, one shard, `gateway.io_backend = "epoll"`.
+    TesseraEpoll,
 }
 
 impl Kind {
@@ -37,13 +37,13 @@ impl Kind {
             Kind::Epoll => "epoll",
             Kind::Uring => "io_uring",
             Kind::Tessera => "tessera",
-            Kind::TesseraUring => "tessera_uring",
+            Kind::TesseraEpoll => "tessera_epoll",
         }
     }
 
     /// tessera (either socket loop), not a bare server.
     pub fn is_tessera(self) -> bool {
-        matches!(self, Kind::Tessera | Kind::TesseraUring)
+        matches!(self, Kind::Tessera | Kind::TesseraEpoll)
     }
 }
 
@@ -352,8 +352,8 @@ pub fn row(clients: usize, samples: &[(Kind, Sample)]) -> Value {
         .clone()
         .filter(|(k, _)| !k.is_tessera())
         .all(|(_, s)| s.ticks_lost == 0);
-    let tessera_uring = med(Kind::TesseraUring);
-    let uring_over_epoll = match (tessera_uring, tessera) {
+    let tessera_epoll = med(Kind::TesseraEpoll);
+    let uring_over_epoll = match (tessera, tessera_epoll) {
         (Some(u), Some(e)) if e > 0.0 => Some(u / e),
         _ => None,
     };
@@ -375,7 +375,7 @@ pub fn row(clients: usize, samples: &[(Kind, Sample)]) -> Value {
         "floor": floor_kind,
         "epoll_us_per_client_s": epoll.map(round1),
         "io_uring_us_per_client_s": uring.map(round1),
-        "tessera_uring_us_per_client_s": tessera_uring.map(round1),
+        "tessera_epoll_us_per_client_s": tessera_epoll.map(round1),
         "tessera_uring_over_epoll": uring_over_epoll.map(round2),
         "tessera_core_pct": tmed(|s| s.server_core_pct).map(round1),
         "tessera_moves_per_client_s": tmed(|s| s.moves_per_client_s).map(round2),
