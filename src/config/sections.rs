@@ -566,7 +566,8 @@ pub struct GatewayConfig {
     pub io_poll_ms: u64,
     /// Readiness events taken per epoll wait of the client socket loop.
     pub io_events_max: u32,
-    /// The client socket loop's kernel interface: `"epoll"` or
+    /// The client socket loop's kernel interface: `"auto"` (io_uring if the
+    /// start probe passes, else epoll with a warning), `"epoll"` or
     /// `"io_uring"` (Linux >= 6.1, checked at start).
     pub io_backend: String,
     /// io_uring: submission queue entries (the completion queue has twice
@@ -610,11 +611,11 @@ pub struct GatewayConfig {
 impl GatewayConfig {
     /// `io_backend` and the io_uring bounds.
     fn validate_io_uring(&self) -> Result<(), ConfigError> {
-        if !matches!(self.io_backend.as_str(), "epoll" | "io_uring") {
+        if !matches!(self.io_backend.as_str(), "auto" | "epoll" | "io_uring") {
             return Err(invalid(
                 "gateway.io_backend",
                 &self.io_backend,
-                "must be \"epoll\" or \"io_uring\"",
+                "must be \"auto\", \"epoll\" or \"io_uring\"",
             ));
         }
         let within = |key: &'static str, v: u32, (lo, hi): (u32, u32)| {

@@ -3,14 +3,15 @@
 //! every `gateway.io_poll_ms` between ticks), over one of two backends
 //! chosen by `gateway.io_backend`:
 //!
-//! - `"io_uring"` (`gateway_uring`, opt-in): one ring per shard
-//!   (SINGLE_ISSUER, DEFER_TASKRUN), a multishot receive per connection into
-//!   a provided buffer ring, and one `io_uring_enter` a pump that issues
-//!   every send of the pump and reaps every completion. Needs Linux >= 6.1
-//!   with io_uring allowed (seccomp); [`probe`] checks it at start.
-//! - `"epoll"` (`gateway_epoll`, the default): one `epoll_wait` a pump, a
-//!   `recv` per readable socket until drained, one `send` per client with
-//!   queued output.
+//! - `"io_uring"` (`gateway_uring`): one ring per shard (SINGLE_ISSUER,
+//!   DEFER_TASKRUN), a multishot receive per connection into a provided
+//!   buffer ring, and one `io_uring_enter` a pump that issues every send of
+//!   the pump and reaps every completion. Needs Linux >= 6.1 with io_uring
+//!   allowed (seccomp); [`probe`] checks it at start.
+//! - `"epoll"` (`gateway_epoll`): one `epoll_wait` a pump, a `recv` per
+//!   readable socket until drained, one `send` per client with queued output.
+//! - `"auto"` (the default): io_uring if the start probe passes, else epoll
+//!   with a warning ([`IoParams::resolve`]).
 //!
 //! Both keep the same behaviour towards the port: bounded input with TCP
 //! back-pressure, slow readers cut off by the port, peer EOF/reset as
@@ -20,18 +21,16 @@
 //! of a socket and its unread bytes to another shard (`runtime::handoff`).
 //! The loopback tests (`tests/runtime_port.rs`) run every case on both.
 //!
-//! # Why io_uring is the default
-//! The clients bench (`bench/src/clients`, rows `tessera-epoll` and
-//! `tessera` (then `tessera-uring`), interleaved in one run) measured tessera at 2,000
+//! # Why io_uring where the kernel has it
+//! The clients bench (`bench/src/clients`, rows `tessera` and
+//! `tessera-epoll`, interleaved in one run) measured tessera at 2,000
 //! clients, one write per client per 100 ms: 198 µs CPU per client-second
-//! on io_uring against 228 on epoll (0.86-0.89 in each of five
-//! interleaved rounds; 0.94 in a later run). The sends of a pump cost one
-//! submission instead of a syscall each, and receives are reaped in the
-//! same enter. But pinned, saturated 30 s loadgen runs (5,000 bots, 10 Hz)
-//! on io_uring ended with 511 and 1,002 bots' goodbyes unanswered within
-//! loadgen's 2 s wait, against none on epoll in the same session (15 s
-//! runs showed none on either): until that is understood, io_uring is
-//! opt-in.
+//! on io_uring against 228 on epoll (0.86-0.89 in each of five interleaved
+//! rounds; 0.94 in a later run, 0.96-0.97 at 2,000 and 5,000 once the
+//! per-message paths got cheaper). The sends of a pump cost one submission
+//! instead of a syscall each, and receives are reaped in the same enter.
+//! Saturated loadgen runs on io_uring once ended with goodbyes unanswered;
+//! that was loadgen's read loop (a FIN behind a short read), fixed there.
 //!
 //! Owns the choice of backend, the listener's bind and the shared error
 //! mapping; it must not call the application.
@@ -49,6 +48,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub(crate) use super::gateway_uring::probe;
+use super::gateway_uring::UringError;
 
 /// Which kernel interface serves the client sockets (`gateway.io_backend`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +57,9 @@ pub(crate) enum IoBackend {
     Epoll,
     /// io_uring (Linux >= 6.1).
     IoUring,
+    /// io_uring if the start probe finds what it needs, else epoll (the
+    /// default; [`IoParams::resolve`] decides once, at start).
+    Auto,
 }
 
 /// The socket loop's own settings (the port's bounds are in `PortParams`).
@@ -78,7 +81,8 @@ impl IoParams {
         IoParams {
             backend: match g.io_backend.as_str() {
                 "io_uring" => IoBackend::IoUring,
-                _ => IoBackend::Epoll,
+                "epoll" => IoBackend::Epoll,
+                _ => IoBackend::Auto,
             },
             uring_entries: g.io_uring_entries,
             uring_buffers: u16::try_from(g.io_uring_buffers).unwrap_or(1 << 15),
@@ -87,13 +91,44 @@ impl IoParams {
     }
 }
 
+impl IoParams {
+    /// Settles `Auto` (with a client listener: `serving`) by probing the
+    /// kernel once: io_uring if it has everything the loop needs, else epoll,
+    /// with a warning naming what is missing. An explicit `"io_uring"` is
+    /// probed too and fails start with that reason instead.
+    ///
+    /// # Errors
+    /// [`UringError`] if `io_uring` was asked for and the kernel lacks it.
+    pub(crate) fn resolve(mut self, serving: bool) -> Result<IoParams, UringError> {
+        match self.backend {
+            IoBackend::IoUring if serving => probe(&self)?,
+            IoBackend::Auto => {
+                self.backend = match probe(&self) {
+                    Ok(()) => IoBackend::IoUring,
+                    Err(e) => {
+                        tracing::warn!(
+                            reason = %e,
+                            "gateway: io_uring is unavailable, the client sockets run on epoll \
+                             (gateway.io_backend = \"auto\")"
+                        );
+                        IoBackend::Epoll
+                    }
+                };
+            }
+            _ => {}
+        }
+        Ok(self)
+    }
+}
+
 impl Default for IoParams {
-    /// The `[gateway]` defaults of `defaults.toml`.
+    /// The `[gateway]` defaults of `defaults.toml` (before
+    /// [`IoParams::resolve`]).
     fn default() -> IoParams {
         IoParams {
-            backend: IoBackend::Epoll,
+            backend: IoBackend::Auto,
             uring_entries: 4096,
-            uring_buffers: 4096,
+            uring_buffers: 8192,
             uring_buffer_bytes: 2048,
         }
     }
@@ -122,7 +157,9 @@ impl GatewayIo {
             IoBackend::Epoll => {
                 GatewayIo::Epoll(Box::new(EpollIo::start(listener, port, handoffs)?))
             }
-            IoBackend::IoUring => GatewayIo::Uring(Box::new(
+            // `Auto` is settled at start (`IoParams::resolve`); unsettled
+            // (a shard started on its own, as in tests) it is io_uring.
+            IoBackend::IoUring | IoBackend::Auto => GatewayIo::Uring(Box::new(
                 UringIo::start(listener, port, handoffs, io).map_err(io::Error::other)?,
             )),
         })
@@ -221,6 +258,47 @@ pub(crate) fn bind(addr: SocketAddr) -> io::Result<(std::net::TcpListener, Socke
 mod tests {
     use super::*;
     use std::io::Read;
+
+    /// A ring the kernel refuses (more entries than its 32,768): how a
+    /// kernel or sandbox without io_uring looks to the probe.
+    fn refused() -> IoParams {
+        IoParams {
+            uring_entries: 1 << 20,
+            ..IoParams::default()
+        }
+    }
+
+    #[test]
+    fn auto_takes_io_uring_where_the_probe_passes_and_falls_back_to_epoll() {
+        assert_eq!(IoParams::default().backend, IoBackend::Auto);
+        let auto = IoParams::default().resolve(true).expect("auto never fails");
+        assert_eq!(auto.backend, IoBackend::IoUring, "this kernel has io_uring");
+        let fallback = refused().resolve(true).expect("auto never fails");
+        assert_eq!(fallback.backend, IoBackend::Epoll);
+    }
+
+    #[test]
+    fn an_explicit_io_uring_the_kernel_refuses_fails_start_naming_the_key() {
+        let asked = IoParams {
+            backend: IoBackend::IoUring,
+            ..refused()
+        };
+        let err = asked.clone().resolve(true).expect_err("refused ring");
+        assert!(err.to_string().contains("gateway.io_backend"), "{err}");
+        // Without a client listener there is nothing to serve: no probe.
+        assert_eq!(
+            asked.resolve(false).expect("no probe").backend,
+            IoBackend::IoUring
+        );
+        let epoll = IoParams {
+            backend: IoBackend::Epoll,
+            ..refused()
+        };
+        assert_eq!(
+            epoll.resolve(true).expect("no probe").backend,
+            IoBackend::Epoll
+        );
+    }
 
     #[test]
     fn a_restarted_listener_binds_over_time_wait() {

@@ -251,10 +251,7 @@ impl Runtime {
             signals: Vec::new(),
         };
         let gateway = gateway_addr(config)?;
-        let io = gateway_io::IoParams::from_config(config);
-        if gateway.is_some() && io.backend == gateway_io::IoBackend::IoUring {
-            gateway_io::probe(&io)?;
-        }
+        let io = gateway_io::IoParams::from_config(config).resolve(gateway.is_some())?;
         let unix_at_start_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -277,6 +274,7 @@ impl Runtime {
                 Placement::Unbound
             };
             let mut p = shard_params(config, ctx);
+            p.io = io.clone();
             p.viewer = board.clone().map(|b| (b, a.viewer_publish_ticks));
             let bind = bind_to;
             let launch = Launch {

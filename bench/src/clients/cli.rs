@@ -36,7 +36,8 @@ pub struct Cli {
     #[arg(long, default_value_t = 90.0)]
     pub ramp_timeout_s: f64,
     /// Servers to run (default the three; `tessera` runs its default
-    /// socket loop, io_uring; `tessera-epoll` is tessera on its epoll loop).
+    /// socket loop, `auto`: io_uring where the kernel has it; `tessera-epoll`
+    /// is tessera on its epoll loop).
     #[arg(long, value_delimiter = ',', default_value = "epoll,io-uring,tessera")]
     pub servers: Vec<ServerArg>,
     /// The servers' CPU.
@@ -196,7 +197,7 @@ fn child(role: Role) -> anyhow::Result<()> {
         }
         Role::Tessera(a) => {
             sys::pin(a.cpu)?;
-            tessera_server::run(a.clients, a.cpu, a.tick_ms, "io_uring")
+            tessera_server::run(a.clients, a.cpu, a.tick_ms, "auto")
         }
         Role::TesseraEpoll(a) => {
             sys::pin(a.cpu)?;
