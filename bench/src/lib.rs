@@ -383,13 +383,19 @@ pub fn clock_ticks_per_s() -> f64 {
 /// CPU seconds (`utime + stime`) in a `/proc/.../stat` line whose ticks come
 /// at `hz` a second; `None` if the line is not one.
 pub fn stat_cpu_s(stat: &str, hz: f64) -> Option<f64> {
+    stat_user_sys_s(stat, hz).map(|(u, s)| u + s)
+}
+
+/// User and system CPU seconds from a `/proc/PID/stat` line (see
+/// [`stat_cpu_s`]).
+pub fn stat_user_sys_s(stat: &str, hz: f64) -> Option<(f64, f64)> {
     // Fields 14 and 15 (utime, stime) are 11 and 12 after the comm, which
     // may hold spaces and parentheses: split after its last ')'.
     let (_, after) = stat.rsplit_once(')')?;
     let mut f = after.split_whitespace().skip(11);
     let utime: u64 = f.next()?.parse().ok()?;
     let stime: u64 = f.next()?.parse().ok()?;
-    Some((utime + stime) as f64 / hz)
+    Some((utime as f64 / hz, stime as f64 / hz))
 }
 
 /// How many times faster the measured runs are than the baseline's: the
@@ -477,6 +483,7 @@ mod tests {
         let line = "42 (my (odd) comm) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1";
         assert_eq!(stat_cpu_s(line, 100.0), Some(3.0));
         assert_eq!(stat_cpu_s(line, 250.0), Some(1.2));
+        assert_eq!(stat_user_sys_s(line, 100.0), Some((2.5, 0.5)));
         assert_eq!(stat_cpu_s("garbage", 100.0), None);
         assert_eq!(stat_cpu_s("1 (x) S 1 2", 100.0), None);
         assert!(clock_ticks_per_s() > 0.0);

@@ -86,6 +86,11 @@ pub struct Sample {
     pub us_per_client_s: f64,
     /// Share of a core the server used, percent.
     pub server_core_pct: f64,
+    /// The server's user CPU over its system CPU in the window. The
+    /// kernel's part is fixed by the traffic (the same sends and receives
+    /// for every server), so for one server this is the before/after figure
+    /// of its own code that a machine running faster or slower cancels out.
+    pub server_user_over_sys: f64,
     /// Share of a core the load used, percent.
     pub load_core_pct: f64,
     /// Share of the window the server's threads were runnable but waited
@@ -169,7 +174,11 @@ impl Proc {
     }
 
     fn cpu_s(&self) -> anyhow::Result<f64> {
-        sys::process_cpu_s(self.pid())
+        self.user_sys_s().map(|(u, s)| u + s)
+    }
+
+    fn user_sys_s(&self) -> anyhow::Result<(f64, f64)> {
+        sys::process_user_sys_s(self.pid())
             .ok_or_else(|| anyhow::anyhow!("process {} is gone", self.pid()))
     }
 }
@@ -273,9 +282,11 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
     let (s0, l0) = (server.stat(), load.stat());
     let w0 = sys::process_sched_ns(server.pid()).map_or(0, |s| s.1);
     let lw0 = sys::process_sched_ns(load.pid()).map_or(0, |s| s.1);
-    let (c0, d0, t0) = (server.cpu_s()?, load.cpu_s()?, Instant::now());
+    let (us0, d0, t0) = (server.user_sys_s()?, load.cpu_s()?, Instant::now());
     std::thread::sleep(Duration::from_secs_f64(o.window_s));
-    let (c1, d1, t1) = (server.cpu_s()?, load.cpu_s()?, Instant::now());
+    let (us1, d1, t1) = (server.user_sys_s()?, load.cpu_s()?, Instant::now());
+    let (c0, c1) = (us0.0 + us0.1, us1.0 + us1.1);
+    let sys_s = us1.1 - us0.1;
     let w1 = sys::process_sched_ns(server.pid()).map_or(0, |s| s.1);
     let lw1 = sys::process_sched_ns(load.pid()).map_or(0, |s| s.1);
     let (s1, l1) = (server.stat(), load.stat());
@@ -296,6 +307,11 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         moving,
         us_per_client_s: (c1 - c0) * 1e6 * per(1),
         server_core_pct: (c1 - c0) / wall * 100.0,
+        server_user_over_sys: if sys_s > 0.0 {
+            (us1.0 - us0.0) / sys_s
+        } else {
+            0.0
+        },
         load_core_pct: (d1 - d0) / wall * 100.0,
         server_wait_pct: w1.saturating_sub(w0) as f64 / 1e9 / wall * 100.0,
         load_wait_pct: lw1.saturating_sub(lw0) as f64 / 1e9 / wall * 100.0,
@@ -378,6 +394,7 @@ pub fn row(clients: usize, samples: &[(Kind, Sample)]) -> Value {
         "tessera_epoll_us_per_client_s": tessera_epoll.map(round1),
         "tessera_uring_over_epoll": uring_over_epoll.map(round2),
         "tessera_core_pct": tmed(|s| s.server_core_pct).map(round1),
+        "tessera_user_over_sys": tmed(|s| s.server_user_over_sys).map(round2),
         "tessera_moves_per_client_s": tmed(|s| s.moves_per_client_s).map(round2),
         "tessera_in_bytes_per_client_s": tmed(|s| s.server_in_per_client_s).map(round1),
         "tessera_out_bytes_per_client_s": tmed(|s| s.server_out_per_client_s).map(round1),
@@ -413,12 +430,13 @@ pub fn kept_up(s: &Sample, move_hz: f64) -> bool {
 
 fn report(k: Kind, rep: usize, s: &Sample) {
     eprintln!(
-        "clients: {:>6} {:<8} run {}: {:>7.1} µs/client/s, server {:>5.1} % core (waited {:.1} %, in {:.0} B/client/s, out {:.0}), load {:>5.1} % (waited {:.1} %), moving {}, {:.2} moves/client/s, lost {}, refused {}",
+        "clients: {:>6} {:<8} run {}: {:>7.1} µs/client/s, server {:>5.1} % core (user/sys {:.3}, waited {:.1} %, in {:.0} B/client/s, out {:.0}), load {:>5.1} % (waited {:.1} %), moving {}, {:.2} moves/client/s, lost {}, refused {}",
         s.clients,
         k.role(),
         rep + 1,
         s.us_per_client_s,
         s.server_core_pct,
+        s.server_user_over_sys,
         s.server_wait_pct,
         s.server_in_per_client_s,
         s.server_out_per_client_s,
@@ -512,6 +530,7 @@ mod tests {
             moving,
             us_per_client_s: us,
             server_core_pct: 10.0,
+            server_user_over_sys: 1.0,
             load_core_pct: 20.0,
             server_wait_pct: 1.0,
             load_wait_pct: 1.0,

@@ -6,7 +6,7 @@
 
 use std::io::Write;
 
-use crate::{clock_ticks_per_s, stat_cpu_s};
+use crate::{clock_ticks_per_s, stat_user_sys_s};
 
 /// Why a process could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -89,8 +89,14 @@ pub fn pin(cpu: usize) -> Result<(), SysError> {
 /// CPU seconds (user + system) process `pid` has used so far, all its
 /// threads; `None` if it is gone.
 pub fn process_cpu_s(pid: u32) -> Option<f64> {
+    process_user_sys_s(pid).map(|(u, s)| u + s)
+}
+
+/// User and system CPU seconds process `pid` has used so far, all its
+/// threads; `None` if it is gone.
+pub fn process_user_sys_s(pid: u32) -> Option<(f64, f64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat_cpu_s(&stat, clock_ticks_per_s())
+    stat_user_sys_s(&stat, clock_ticks_per_s())
 }
 
 /// Nanoseconds process `pid`'s threads have run and have waited on a run
