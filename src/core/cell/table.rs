@@ -160,8 +160,10 @@ pub struct EntityTable {
 }
 
 /// The words of an entry an observer's pull reads first (see
-/// [`EntityTable::head`]).
+/// [`EntityTable::head`]): one cache line, aligned (the pull prefetches it
+/// whole).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C, align(64))]
 pub struct CopyHead {
     /// The entry's version.
     pub version: u64,
@@ -230,16 +232,26 @@ impl EntityTable {
                 );
             }
         }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(id) = self.head_ids.get(hint as usize) {
+            // SAFETY: as above; the id the hint is checked against.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    (id as *const EntityId).cast::<i8>(),
+                );
+            }
+        }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = hint;
     }
 
-    /// [`EntityTable::head`], trying the slab index `*hint` first (fresh
-    /// heads only) and storing where the entry was found.
+    /// [`EntityTable::head`] from the dense table, in place, trying the slab
+    /// index `*hint` first and storing where the entry was found. `None`
+    /// also while the heads are not fresh (read [`EntityTable::head`] then).
     #[inline]
-    pub fn head_hinted(&self, id: EntityId, hint: &mut u32) -> Option<CopyHead> {
+    pub fn fresh_head_hinted(&self, id: EntityId, hint: &mut u32) -> Option<&CopyHead> {
         if !self.heads_fresh {
-            return self.head(id);
+            return None;
         }
         let h = *hint as usize;
         let i = if self.head_ids.get(h) == Some(&id) {
@@ -250,7 +262,14 @@ impl EntityTable {
             i
         };
         debug_assert_eq!(self.heads[i], self.entries[i].head(), "fresh heads");
-        Some(self.heads[i])
+        Some(&self.heads[i])
+    }
+
+    /// True while the dense heads match the entries (see
+    /// [`EntityTable::refresh_heads`]).
+    #[inline]
+    pub fn heads_fresh(&self) -> bool {
+        self.heads_fresh
     }
 
     /// The head of `id`'s entry: from the dense table while it is fresh,

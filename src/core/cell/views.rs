@@ -50,7 +50,9 @@ use crate::core::down::{with_kind, DownKind};
 use crate::core::entity::{Audience, Entity, SyncCache};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
-use crate::core::view::{CopyHeadRef, CopyRef, Observer, ObserverHost, ObserverStats};
+use crate::core::view::{
+    CopyHeadRef, CopyRef, HeadRef, Observer, ObserverHost, ObserverStats, RunHead,
+};
 
 use super::machine::Cell;
 use super::params::CellParamsError;
@@ -235,10 +237,24 @@ impl ObserverHost for EntityTable {
     }
 
     #[inline]
-    fn copy_head_hinted(&self, entity: EntityId, hint: &mut u32) -> Option<CopyHeadRef> {
-        self.head_hinted(entity, hint).map(|h| CopyHeadRef {
+    fn copy_head_hinted<'a>(
+        &'a self,
+        entity: EntityId,
+        hint: &mut u32,
+        scratch: &'a mut RunHead,
+    ) -> Option<HeadRef<'a>> {
+        if self.heads_fresh() {
+            let h = self.fresh_head_hinted(entity, hint)?;
+            return Some(HeadRef {
+                version: h.version,
+                run: Some(&h.run),
+            });
+        }
+        let h = self.head(entity)?;
+        *scratch = h.run;
+        Some(HeadRef {
             version: h.version,
-            run: Some(h.run),
+            run: Some(&*scratch),
         })
     }
 

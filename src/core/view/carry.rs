@@ -103,12 +103,12 @@ impl Observer {
                 _ => STATE_LIVE,
             });
             put_uvar(out, u64::from(s.handle.expect("shown")));
-            debug_assert!(s.pending.is_none(), "flushed before the blob");
+            debug_assert!(!s.has_pending(), "flushed before the blob");
             put_uvar(out, s.sent);
-            for c in s.q {
+            for c in s.q() {
                 put_ivar(out, c);
             }
-            put_uvar(out, s.stale);
+            put_uvar(out, s.stale());
         }
     }
 
@@ -179,8 +179,8 @@ fn read_slot(r: &mut Reader<'_>, o: &mut Observer, used: &mut [bool]) -> Result<
     }
     let last = r.uvar()?;
     let mut slot = Slot::new(Some(handle), state, last);
-    slot.q = [r.ivar()?, r.ivar()?, r.ivar()?];
-    slot.stale = r.uvar()?;
+    slot.set_q([r.ivar()?, r.ivar()?, r.ivar()?]);
+    slot.set_stale(r.uvar()?);
     o.slots.insert(e, slot);
     if state == SlotState::ResyncPending {
         o.queue.push_back(e);

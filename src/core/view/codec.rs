@@ -63,7 +63,7 @@ pub use crate::core::entity::MOVEMENT_BYTES;
 pub const POSITION_RESOLUTION_M: f64 = 0.01;
 
 /// Quantised units per metre.
-const UNITS_PER_M: f64 = 100.0;
+pub(super) const UNITS_PER_M: f64 = 100.0;
 
 /// Heading steps per turn (one byte).
 const YAW_STEPS: f64 = 256.0;

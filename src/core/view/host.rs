@@ -76,11 +76,35 @@ pub trait ObserverHost {
     /// the host's dense table: a host that has one checks `*hint` first and
     /// stores where it found the copy (each observer slot keeps its hint, so
     /// the usual pull costs no hash probe).
+    ///
+    /// The head is read in place where the host keeps one (`scratch` holds
+    /// it otherwise): the pull's hot loop copies nothing but what it uses.
     #[inline]
-    fn copy_head_hinted(&self, entity: EntityId, hint: &mut u32) -> Option<CopyHeadRef> {
+    fn copy_head_hinted<'a>(
+        &'a self,
+        entity: EntityId,
+        hint: &mut u32,
+        scratch: &'a mut RunHead,
+    ) -> Option<HeadRef<'a>> {
         let _ = hint;
-        self.copy_head(entity)
+        let h = self.copy_head(entity)?;
+        Some(HeadRef {
+            version: h.version,
+            run: h.run.map(|r| {
+                *scratch = r;
+                &*scratch
+            }),
+        })
     }
+}
+
+/// A copy's head where the host keeps it ([`ObserverHost::copy_head_hinted`]).
+#[derive(Clone, Copy, Debug)]
+pub struct HeadRef<'a> {
+    /// The copy's version (`copy_version`).
+    pub version: u64,
+    /// Its cache's head, if it keeps a cache.
+    pub run: Option<&'a RunHead>,
 }
 
 /// What a pull reads first of a copy ([`ObserverHost::copy_head`]).

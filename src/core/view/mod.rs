@@ -85,7 +85,7 @@ pub use carry::BlobError;
 pub use client::{ClientView, ClientViewParams, Rule, Shown, Violation};
 pub use codec::{decode_event, encode_event, BatchReader, DecodeError, POSITION_RESOLUTION_M};
 pub use event::{step_from, ClientEvent, Handle, Movement};
-pub use host::{CopyHeadRef, CopyRef, LocalCopy, ObserverHost, RunHead};
+pub use host::{CopyHeadRef, CopyRef, HeadRef, LocalCopy, ObserverHost, RunHead};
 pub use observer::{Observer, ObserverParams, ObserverStats};
 pub use shown::ShownMap;
 
