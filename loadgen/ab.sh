@@ -9,7 +9,8 @@
 #   bash loadgen/ab.sh /tmp/base-target/release/tessera target/release/tessera
 #
 # BOTS (1000), SHARDS ("2 1"), ROUNDS (2), DURATION (20s), EXTRA (fixed
-# layout: "--set balance.enabled=false"). PIN=1: clients per core, the
+# layout: "--set balance.enabled=false"; given to both sides), LG_EXTRA
+# (loadgen's own options, e.g. "--check-fraction 0.1"). PIN=1: clients per core, the
 # way issue 21 measures them: the server's shards all pinned to CPU 0,
 # loadgen one thread on CPU 1 (taskset). One JSON report per run in $OUT
 # (target/ab) and one line each. Opt-in; not part of CI.
@@ -22,6 +23,7 @@ SHARDS=${SHARDS:-"2 1"}
 ROUNDS=${ROUNDS:-2}
 DURATION=${DURATION:-20s}
 EXTRA=${EXTRA:-"--set balance.enabled=false"}
+LG_EXTRA=${LG_EXTRA:-}
 OUT=${OUT:-target/ab}
 LG=./target/release/loadgen
 PIN=${PIN:-0}
@@ -54,17 +56,19 @@ for shards in $SHARDS; do
       fi
       eval "$LG_PIN $LG --bots $BOTS --threads $LG_THREADS --duration $DURATION --ramp 5s \
         --server 127.0.0.1:$port --server-admin 127.0.0.1:$((port + 1000)) \
-        --server-pid $pid $sets $EXTRA --json $OUT/$name.json" >"$OUT/$name.log" 2>&1 || true
+        --server-pid $pid $sets $EXTRA $LG_EXTRA --json $OUT/$name.json" >"$OUT/$name.log" 2>&1 || true
       kill -TERM "$pid" 2>/dev/null || true
       wait "$pid" || true
       python3 - "$OUT/$name.json" "$name" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 u, a, cpu = r["update_latency_ms"], r["ack_rtt_ms"], r.get("cpu_pct") or {}
+t = r.get("hottest_shard_tick") or {}
 print(f"{sys.argv[2]:<10} update p50 {u['p50']:6.1f} p99 {u['p99']:6.1f}  ack p50 {a['p50']:6.1f} "
       f"p99 {a['p99']:6.1f} ms  updates/bot/s {r['updates_per_bot_per_s']:6.1f}  "
       f"server CPU {cpu.get('server', 0):5.1f} %  loadgen CPU {cpu.get('loadgen', 0):5.1f} %  "
-      f"connected {r.get('connected_max', '?')}  violations {r['violations']}")
+      f"connected {r.get('bots_connected', '?')}  violations {r['violations']}  "
+      f"seconds over tick budget {t.get('seconds_over_budget', '?')}/{t.get('seconds', '?')}")
 PY
     done
   done

@@ -1185,6 +1185,7 @@ impl Observer {
             };
         self.pacer.charge(&p, fixed);
         let me = host.copy_position(self.owner);
+        let me_u = me.map(|m| [m.x * UNITS_PER_M, m.z * UNITS_PER_M]);
         let degraded = self.pacer.degraded();
         // Band minimum rates beyond the nearest band hold only while the
         // debt is shallow: they must not push the client into degradation
@@ -1201,8 +1202,11 @@ impl Observer {
                 continue;
             }
             slot.age = slot.age.saturating_add(1);
-            let Some(pd) = slot.pending() else { continue };
-            let dist = me.map_or(0.0, |m| m.dist_xz(super::codec::dequantise(pd.q)));
+            if !slot.has_pending() {
+                continue;
+            }
+            // In the wire's units, one division (not one per axis).
+            let dist = me_u.map_or(0.0, |m| slot.dist2_xz_units(m).sqrt() / UNITS_PER_M);
             let band = p.band_of(dist);
             let mut w = weight(dist);
             if self.important.iter().any(|(i, _)| *i == e) {
