@@ -237,8 +237,16 @@ impl UringIo {
                 }
                 self.bufs.give_back(bid);
             }
-        } else if res == 0 {
-            conn.read_eof = true;
+        } else {
+            if res == 0 {
+                conn.read_eof = true;
+            }
+            // A kernel that picked a buffer for an empty or failed receive
+            // (current ones recycle it themselves and set no flag): back in
+            // the ring, or the ring would shrink by one per such completion.
+            if let Some(bid) = bid {
+                self.bufs.give_back(bid);
+            }
         }
         let (armed, spilled, ending) = (conn.recv_armed, !conn.spill.is_empty(), conn.ending);
         if ending {
