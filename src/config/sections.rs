@@ -551,8 +551,10 @@ pub struct GatewayConfig {
     /// A live client's connection and proxy follow its real to the shard
     /// of the real's cell (ARCHITECTURE.md, "The proxy follows its real").
     pub proxy_follow: bool,
-    /// How long the real must stay on one other shard before its proxy
-    /// follows it there, ms (hysteresis against a real on a shard border).
+    /// The least time between two hand-overs of one client's connection,
+    /// ms: a proxy follows its real at once, unless its connection moved
+    /// less than this long ago (then when that long has passed since);
+    /// hysteresis against a real on a shard border.
     pub proxy_follow_ms: u64,
     /// Client connections one shard holds at once; more are refused.
     pub connections_max: u32,

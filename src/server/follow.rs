@@ -8,9 +8,17 @@
 //! host looks at the proxies whose real moved since the last tick: one
 //! whose real's cell is on another shard of this node is *roaming* since
 //! now (again since now if it went on to a third shard); one whose real is
-//! back here is not. A proxy roaming on one shard for
-//! `gateway.proxy_follow_ms` is handed there (hysteresis: a real dancing on
-//! a shard border does not bounce its connection), at the first tick its
+//! back here is not. A roaming proxy is handed there at once, unless its
+//! connection was handed over less than `gateway.proxy_follow_ms` ago: then
+//! once that long has passed since that hand-over (hysteresis: a real
+//! dancing on a shard border moves its connection at most once per
+//! `proxy_follow_ms`). At once matters: the tick the proxy hears where its
+//! real went (the new real's `RealMoved`, half a tick after the `Onload`
+//! left) comes before the client's next move, so that move is read on the
+//! real's shard and answered in the tick it is read; a proxy left behind
+//! sends it across the mesh and gets the own update back a tick later
+//! (issue 21's migration stall: a crossing to another shard's cell cost one
+//! own-update gap a whole tick). The hand-over waits for the first tick the
 //! connection is live, welcomed and not resyncing, no space change is under
 //! way, and the port holds no unsent bytes for it (the hand-off would drop
 //! them). A dropped connection (in its reconnect window) does not move.
@@ -88,6 +96,9 @@ pub(crate) struct Follow {
     pub(crate) moved: Vec<EntityId>,
     /// Proxies whose real is on another shard: which, and since when.
     roaming: BTreeMap<EntityId, (u16, Time)>,
+    /// When the proxies adopted here were handed over (their connection's
+    /// last move): the next hand-over waits until `proxy_follow_ms` after.
+    handed_at: BTreeMap<EntityId, Time>,
     due: Vec<(EntityId, u16)>,
     /// Messages for proxies on their way here, held until they arrive.
     parked: Vec<Routed>,
@@ -189,11 +200,16 @@ impl CellHost {
         }
         self.follow.moved = moved;
         let mut due = std::mem::take(&mut self.follow.due);
+        let handed_at = &self.follow.handed_at;
         due.extend(
             self.follow
                 .roaming
                 .iter()
-                .filter(|(_, (_, since))| now.saturating_since(*since) >= after)
+                .filter(|(e, _)| {
+                    handed_at
+                        .get(e)
+                        .is_none_or(|&at| now.saturating_since(at) >= after)
+                })
                 .map(|(&e, &(s, _))| (e, s)),
         );
         for (e, to) in due.drain(..) {
@@ -228,6 +244,7 @@ impl CellHost {
         let conn = self.clients.conns.remove(&id).expect("listed");
         self.clients.by_entity.remove(&e);
         self.follow.roaming.remove(&e);
+        self.follow.handed_at.remove(&e);
         let mut proxy = self.proxies.remove(&e).expect("listed");
         while let Some(o) = proxy.poll_output() {
             self.route(WireSource::Proxy(e), o);
@@ -266,6 +283,7 @@ impl CellHost {
             return;
         };
         debug_assert_eq!(p.to, self.ctx.shard.index);
+        self.follow.handed_at.insert(e, p.sent_at);
         self.install_proxy(e, p.proxy, p.moves);
         let c = Conn {
             session: p.session,
@@ -343,6 +361,7 @@ impl CellHost {
     /// forget where it was.
     pub(super) fn proxy_gone(&mut self, e: EntityId) {
         self.follow.roaming.remove(&e);
+        self.follow.handed_at.remove(&e);
         if entity_shard(e) != self.ctx.shard.index {
             self.announce_proxy(ProxyAt {
                 entity: e,

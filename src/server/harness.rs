@@ -6,6 +6,12 @@
 //! client library's [`ClientSession`]. Deterministic: no threads, no
 //! sockets, time advanced by hand.
 //!
+//! [`Harness::attached`] gives the hosts ports as the runtime's socket loop
+//! drives them, so a connection the app hands to another shard
+//! (`ClientPort::hand_off`: a proxy following its real) moves there with its
+//! unread input, taken up before that shard's next tick (the runtime's
+//! pump between ticks), and its client carries on over it.
+//!
 //! Owns only test scaffolding; compiled for tests only.
 
 use std::net::SocketAddr; // tidy: allow(std::net): an address value, no socket
@@ -20,6 +26,7 @@ use crate::core::time::Time;
 use crate::runtime::mesh::{self, Queue};
 use crate::runtime::tick_offset;
 use crate::shard::inbox::InboxBuf;
+use crate::shard::port::SlotState;
 use crate::shard::{ClientPort, ConnId, Inbox, Outbox, PortParams, ShardApp, ShardContext};
 use crossbeam_queue::ArrayQueue; // tidy: allow(crossbeam): the harness stands in for the runtime's mesh
 
@@ -65,6 +72,8 @@ pub struct Harness {
     pub offsets: Vec<std::time::Duration>,
     tick: std::time::Duration,
     registry: Arc<TypeRegistry>,
+    /// Ports as the runtime's (hand-offs move connections), not detached.
+    attached: bool,
 }
 
 /// The small two-shard world of the gateway tests: 240 x 120 m, two cells
@@ -96,8 +105,20 @@ pub fn test_config(extra: &[&str]) -> Config {
 impl Harness {
     /// Hosts for `config` (its `runtime.shards` shards, at least 1).
     pub fn new(config: &Config) -> Harness {
+        Harness::build(config, false)
+    }
+
+    /// Hosts for `config` whose ports are attached as the runtime's: a
+    /// hand-off moves the connection to its shard (see the module doc).
+    /// Closed connections keep their slots (no socket loop releases them).
+    pub fn attached(config: &Config) -> Harness {
+        Harness::build(config, true)
+    }
+
+    fn build(config: &Config, attached: bool) -> Harness {
         let shards = config.runtime.shards.max(1);
         let tick = std::time::Duration::from_millis(config.runtime.tick_ms);
+        let door = attached.then(|| Arc::new(super::door::Door::from_config(config)));
         let mut h = Harness {
             hosts: Vec::new(),
             ports: Vec::new(),
@@ -110,6 +131,7 @@ impl Harness {
             offsets: Vec::new(),
             tick,
             registry: Arc::new(TypeRegistry::with_builtins()),
+            attached,
         };
         for index in 0..shards {
             let ctx = ShardContext {
@@ -118,11 +140,21 @@ impl Harness {
                 tick,
                 unix_at_start_s: HARNESS_UNIX_AT_START_S,
             };
-            let mut host = CellHost::new(config, ctx).expect("host");
+            // Attached, the hosts share one door as the embedded server's
+            // do (a hand-over's parcel waits there for its new shard).
+            let mut host = match &door {
+                Some(d) => CellHost::with_door(config, ctx, d.clone()),
+                None => CellHost::new(config, ctx),
+            }
+            .expect("host");
             host.set_cost_clock(Box::new(crate::runtime::MonotonicClock::new()));
             h.hosts.push(host);
-            h.ports
-                .push(ClientPort::detached(PortParams::from_config(config)));
+            let params = PortParams::from_config(config);
+            h.ports.push(if attached {
+                ClientPort::attached(params)
+            } else {
+                ClientPort::detached(params)
+            });
             h.inboxes.push(InboxBuf::default());
             h.outboxes
                 .push(Outbox::new(ShardId::local(index), shards, 4096, 65536));
@@ -142,7 +174,13 @@ impl Harness {
     /// `token`.
     pub fn connect_with(&mut self, shard: usize, name: &str, token: Option<&[u8]>) -> usize {
         let peer: SocketAddr = "127.0.0.1:5000".parse().expect("addr");
-        let conn = self.ports[shard].inject_open(peer);
+        let conn = if self.attached {
+            self.ports[shard]
+                .io_open(peer)
+                .expect("room for a connection")
+        } else {
+            self.ports[shard].inject_open(peer)
+        };
         let mut session = ClientSession::new(ClientSessionParams::default(), self.registry.clone());
         session.connect(name, token).expect("connect");
         self.clients.push(TestClient {
@@ -177,6 +215,9 @@ impl Harness {
                 let inbox = Inbox::new(&mut self.inboxes[i]);
                 self.hosts[i].on_tick(self.now, inbox, &mut self.outboxes[i], &mut self.ports[i]);
                 mesh::flush(&mut self.outboxes[i], &self.queues, &self.dead);
+                if self.attached {
+                    self.carry_handoffs(i);
+                }
             }
         }
         for c in &mut self.clients {
@@ -191,6 +232,45 @@ impl Harness {
             }
         }
         self.now = self.now + self.tick;
+    }
+
+    /// The socket loop's part of a hand-off after shard `i`'s tick: each
+    /// connection it handed over is adopted by its destination's port with
+    /// its unread input, and its client now talks to that shard.
+    fn carry_handoffs(&mut self, i: usize) {
+        let mut due = Vec::new();
+        self.ports[i].io_take_due(&mut due);
+        for index in due {
+            if self.ports[i].io_state(index) != SlotState::HandingOff {
+                continue;
+            }
+            let Some((to, note, input)) = self.ports[i].io_take_handoff(index) else {
+                continue;
+            };
+            self.ports[i].io_handed_off(true);
+            self.ports[i].io_release(index);
+            let peer: SocketAddr = "127.0.0.1:5000".parse().expect("addr");
+            let to = usize::from(to);
+            let conn = self.ports[to]
+                .io_adopt(peer, &input, note)
+                .expect("room for the adopted connection");
+            let client = self
+                .clients
+                .iter_mut()
+                .find(|c| c.shard == i && c.conn.slot() == index && !c.closed);
+            if let Some(c) = client {
+                c.shard = to;
+                c.conn = conn;
+            }
+        }
+    }
+
+    /// The time shard `i`'s tick of the step that just ran happened at
+    /// (the step's time plus its offset): when its clients got what it
+    /// wrote in that tick.
+    pub fn tick_time(&self, i: usize) -> Time {
+        let step = self.now.0.saturating_sub(self.tick.as_micros() as u64);
+        Time(step + self.offsets[i].as_micros() as u64)
     }
 
     fn take_inbound(&mut self, i: usize) {

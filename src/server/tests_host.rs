@@ -5,6 +5,7 @@
 use crate::client::{CallKind, SessionEvent, SessionState};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
+use crate::core::time::Time;
 use crate::wire::client::{CallOutcome, RefuseReason};
 
 use super::gateway::Disconnect;
@@ -353,6 +354,10 @@ fn a_merge_drops_a_cell_and_the_host_counters_keep_its_counts() {
 struct OwnGaps {
     /// Ticks between consecutive ticks that brought own updates.
     gaps: Vec<u64>,
+    /// The same gaps in time, ms: each update at the tick of the shard
+    /// that wrote it (its offset counts: a connection that followed its
+    /// real to another shard is served on that shard's grid).
+    gaps_ms: Vec<u64>,
     /// Moves sent.
     moves: u64,
     /// Own updates received.
@@ -371,6 +376,7 @@ fn walk_every_other_tick(h: &mut Harness, c: usize, to_x: f64) -> OwnGaps {
     let first = h.clients[c].session.counters().own_updates;
     let mut own = first;
     let mut since: Option<u64> = None;
+    let mut since_at: Option<Time> = None;
     let mut tick = 0u64;
     let mut tail = 4;
     while tail > 0 {
@@ -389,10 +395,13 @@ fn walk_every_other_tick(h: &mut Harness, c: usize, to_x: f64) -> OwnGaps {
         tick += 1;
         let n = h.clients[c].session.counters().own_updates;
         if n > own {
-            if let Some(s) = since {
+            let at = h.tick_time(h.clients[c].shard);
+            if let (Some(s), Some(a)) = (since, since_at) {
                 m.gaps.push(tick - s);
+                m.gaps_ms.push(at.saturating_since(a).as_millis() as u64);
             }
             since = Some(tick);
+            since_at = Some(at);
             own = n;
         }
     }
@@ -437,4 +446,45 @@ fn own_updates_keep_their_spacing_across_a_migration_between_shards() {
     // The old grid: one tick per hop each way.
     let (away, _) = walk(true);
     assert_eq!(away.gaps.iter().max(), Some(&4), "{away:?}");
+}
+
+/// Issue 21, "the migration stall", with the proxy following its real
+/// (the runtime's ports: a hand-off moves the connection). The walker's
+/// proxy is on shard 1 with its real; the real migrates to cell 0 on shard
+/// 0 and back. Its own updates must keep their spacing (a move every 100
+/// ms, so 100 ms apart) within less than one tick: the connection follows
+/// the real as soon as the proxy hears where it went (its first hand-over
+/// is not held back by `gateway.proxy_follow_ms`), so no move takes the
+/// cross-shard round trip that cost a whole tick (150 ms gaps); what is
+/// left is the change of grid (the shards tick half a tick apart).
+#[test]
+fn own_updates_keep_their_spacing_when_the_proxy_follows_its_real() {
+    let mut h = Harness::attached(&test_config(&["balance.enabled=false"]));
+    let walker = h.connect(1, "walker");
+    h.run(10);
+    let e = entity(&h, walker);
+    assert!(h.hosts[1].has_proxy(e));
+    let away = walk_every_other_tick(&mut h, walker, 100.0);
+    assert!(h.hosts[0].cells().any(|c| c.reals().contains(&e)));
+    assert!(h.hosts[0].has_proxy(e), "the proxy followed its real");
+    assert_eq!(h.clients[walker].shard, 0, "and so did the connection");
+    let back = walk_every_other_tick(&mut h, walker, 140.0);
+    assert!(h.hosts[1].cells().any(|c| c.reals().contains(&e)));
+    assert!(h.hosts[1].has_proxy(e), "and back");
+    assert_eq!(violations(&h), 0);
+    let s = &h.clients[walker].session;
+    assert_eq!(s.last_acked(), s.next_seq() - 1, "every move acknowledged");
+    let applied: u64 = h.hosts.iter().map(|h| h.game_counters().inputs).sum();
+    assert_eq!(applied, s.next_seq() - 1, "every move applied once");
+    for m in [&away, &back] {
+        assert_eq!(m.updates, m.moves, "one own update per move: {m:?}");
+        // 100 ms apart, +-25 ms where the connection changed grids.
+        assert!(m.gaps_ms.iter().all(|&g| (75..=125).contains(&g)), "{m:?}");
+    }
+    let handed: u64 = h
+        .hosts
+        .iter()
+        .map(|h| h.client_counters().proxy_handoffs)
+        .sum();
+    assert_eq!(handed, 2, "one hand-over each way");
 }

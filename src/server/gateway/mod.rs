@@ -57,9 +57,9 @@ pub struct GatewayParams {
     /// Random spawns prefer a cell of the accepting shard
     /// (`gateway.spawn_local`). Default true.
     pub spawn_local: bool,
-    /// A live client's proxy follows its real to the real's shard after the
-    /// real stayed there this long (`gateway.proxy_follow_ms`); `None` if
-    /// `gateway.proxy_follow` is off. Default 1 s.
+    /// A live client's proxy follows its real to the real's shard at once,
+    /// but at most once per this long (`gateway.proxy_follow_ms`); `None`
+    /// if `gateway.proxy_follow` is off. Default 1 s.
     pub proxy_follow: Option<Duration>,
     /// Connections handed to one shard and not yet taken up there
     /// (`gateway.handoffs_max`). Default 256.
