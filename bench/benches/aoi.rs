@@ -19,7 +19,7 @@
 //! updates/s with every entity moving 1.2 m in a random direction every
 //! other update (10 moves/s). It reports the CPU time of the update calls
 //! alone (the moves excluded) and a digest of every event, to compare
-//! builds (`AOI_BENCH_SRV_TICKS`, default 400).
+//! builds (`AOI_BENCH_SRV_TICKS`, default 400; `AOI_BENCH_CELL` applies).
 
 use tessera::core::aoi::{AoiEvent, AoiIndex, AoiParams, AreaSpec, BruteAoi, GridAoi};
 use tessera::core::geom::{Rect, Vec3};
@@ -237,9 +237,11 @@ fn srv_run<A: AoiIndex>(aoi: &mut A, ticks: u32) -> SrvStats {
 fn srv_params() -> AoiParams {
     let side =
         (SRV_N as f64 * std::f64::consts::PI * SRV_RADIUS_M * SRV_RADIUS_M / SRV_IN_VIEW).sqrt();
+    let d = AoiParams::default();
     AoiParams {
         world: Rect::new(0.0, 0.0, side, side),
-        ..AoiParams::default()
+        grid_cell_m: env_f64("AOI_BENCH_CELL").unwrap_or(d.grid_cell_m),
+        ..d
     }
 }
 
