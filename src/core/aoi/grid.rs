@@ -257,7 +257,7 @@ impl GridAoi {
         params.validate()?;
         let (cols, rows) = params.grid_dims();
         // Narrower columns when the cell budget allows (see `COL_SPLIT`).
-        let split = if cols * rows * COL_SPLIT <= params.grid_cells_max {
+        let split = if (cols * rows).saturating_mul(COL_SPLIT) <= params.grid_cells_max {
             COL_SPLIT
         } else {
             1
