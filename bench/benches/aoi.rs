@@ -11,10 +11,22 @@
 //! (default `AoiParams::skin_m`); `AOI_BENCH_SWEEP` overrides
 //! `AoiParams::sweep_min_interest` (0 always sweeps, a huge value never); `AOI_BENCH_ONLY=a,c` picks configurations.
 //! The last line of output is one JSON object.
+//!
+//! A fourth case, `srv` (`AOI_BENCH_ONLY=srv`), mirrors the server's view
+//! workload at 2,000 clients (`loadgen --print-server-sets`, the default
+//! `[aoi]` and `[runtime]` config): one area per entity of radius 45 m,
+//! leave 48 m, cap 100, a world sized for ~58 entities in each view, 20
+//! updates/s with every entity moving 1.2 m in a random direction every
+//! other update (10 moves/s). It reports the CPU time of the update calls
+//! alone (the moves excluded) and a digest of every event, to compare
+//! builds (`AOI_BENCH_SRV_TICKS`, default 400; `AOI_BENCH_CELL` applies).
 
-use tessera::core::aoi::{BruteAoi, GridAoi};
+use tessera::core::aoi::{AoiEvent, AoiIndex, AoiParams, AreaSpec, BruteAoi, GridAoi};
+use tessera::core::geom::{Rect, Vec3};
+use tessera::core::ids::EntityId;
 use tessera_bench::{
-    close, drive, params_for, setup, walk_only, RunStats, Walkers, Workload, CONFIGS, REFERENCES,
+    close, drive, params_for, setup, thread_cpu_secs, walk_only, RunStats, SplitMix64, Walkers,
+    Workload, CONFIGS, REFERENCES, TAU,
 };
 
 fn env_f64(name: &str) -> Option<f64> {
@@ -135,6 +147,144 @@ fn profile(ticks: u32, only: &str) {
     }
 }
 
+/// The `srv` case's entities, view radius, leave radius and cap.
+const SRV_N: usize = 2000;
+const SRV_RADIUS_M: f64 = 45.0;
+const SRV_LEAVE_M: f64 = 48.0;
+const SRV_CAP: u32 = 100;
+/// Entities in one view on average.
+const SRV_IN_VIEW: f64 = 58.0;
+/// One move of a client, metres (12 m/s at 10 moves/s).
+const SRV_STEP_M: f64 = 1.2;
+
+/// What one `srv` run measured.
+struct SrvStats {
+    /// CPU seconds in the update calls.
+    update_cpu: f64,
+    /// Update calls.
+    updates: u32,
+    /// FNV-1a over every event (area, owner, entity, kind), in order.
+    digest: u64,
+    events: u64,
+    /// Interest pairs after the last update.
+    pairs: i64,
+}
+
+/// The `srv` case (see the file doc) on `aoi` for `ticks` updates.
+fn srv_run<A: AoiIndex>(aoi: &mut A, ticks: u32) -> SrvStats {
+    let side =
+        (SRV_N as f64 * std::f64::consts::PI * SRV_RADIUS_M * SRV_RADIUS_M / SRV_IN_VIEW).sqrt();
+    let mut rng = SplitMix64::new(7);
+    let mut pos: Vec<(f64, f64)> = (0..SRV_N)
+        .map(|_| (rng.u01() * side, rng.u01() * side))
+        .collect();
+    let spec = AreaSpec {
+        leave_radius_m: Some(SRV_LEAVE_M),
+        max_interest: Some(SRV_CAP),
+        ..AreaSpec::circle(SRV_RADIUS_M)
+    };
+    for (i, &(x, z)) in pos.iter().enumerate() {
+        let id = EntityId(i as u64);
+        aoi.add_entity(id, Vec3::ground(x, z), 1).expect("add");
+        aoi.add_area(id, spec).expect("area");
+    }
+    let mut ev: Vec<AoiEvent> = Vec::new();
+    aoi.update(&mut ev);
+    let mut pairs = ev.len() as i64;
+    let (mut digest, mut events, mut cpu) = (0xcbf2_9ce4_8422_2325u64, 0u64, 0.0);
+    for t in 0..ticks {
+        for (i, p) in pos.iter_mut().enumerate() {
+            if (i as u32 + t) % 2 != 0 {
+                continue;
+            }
+            let theta = rng.u01() * TAU;
+            let (mut x, mut z) = (
+                p.0 + SRV_STEP_M * theta.cos(),
+                p.1 + SRV_STEP_M * theta.sin(),
+            );
+            if !(0.0..=side).contains(&x) {
+                x = p.0 - SRV_STEP_M * theta.cos();
+            }
+            if !(0.0..=side).contains(&z) {
+                z = p.1 - SRV_STEP_M * theta.sin();
+            }
+            *p = (x, z);
+            aoi.set_position(EntityId(i as u64), Vec3::ground(x, z))
+                .expect("finite");
+        }
+        let c0 = thread_cpu_secs();
+        aoi.update(&mut ev);
+        cpu += thread_cpu_secs() - c0;
+        for e in &ev {
+            let enter = e.kind == tessera::core::aoi::EventKind::Enter;
+            pairs += if enter { 1 } else { -1 };
+            for v in [e.area.0, e.owner.0, e.entity.0, enter as u64] {
+                digest = (digest ^ v).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+        events += ev.len() as u64;
+    }
+    SrvStats {
+        update_cpu: cpu,
+        updates: ticks,
+        digest,
+        events,
+        pairs,
+    }
+}
+
+/// Params of the `srv` case (the defaults over its world).
+fn srv_params() -> AoiParams {
+    let side =
+        (SRV_N as f64 * std::f64::consts::PI * SRV_RADIUS_M * SRV_RADIUS_M / SRV_IN_VIEW).sqrt();
+    let d = AoiParams::default();
+    AoiParams {
+        world: Rect::new(0.0, 0.0, side, side),
+        grid_cell_m: env_f64("AOI_BENCH_CELL").unwrap_or(d.grid_cell_m),
+        ..d
+    }
+}
+
+/// Runs the `srv` case `reps` times on the grid (and, when
+/// `AOI_BENCH_SRV_CHECK` is set, once on the brute force, which must
+/// give the same digest); prints one line; returns its JSON object.
+fn srv(reps: usize) -> String {
+    let ticks = env_f64("AOI_BENCH_SRV_TICKS").map_or(400, |v| v as u32);
+    let runs: Vec<SrvStats> = (0..reps.max(1))
+        .map(|_| srv_run(&mut GridAoi::new(srv_params()).expect("params"), ticks))
+        .collect();
+    let best = runs
+        .iter()
+        .map(|r| r.update_cpu)
+        .fold(f64::INFINITY, f64::min);
+    let worst = runs.iter().map(|r| r.update_cpu).fold(0.0, f64::max);
+    let r = &runs[0];
+    assert!(
+        runs.iter().all(|x| x.digest == r.digest),
+        "srv: runs differ"
+    );
+    if std::env::var_os("AOI_BENCH_SRV_CHECK").is_some() {
+        let b = srv_run(&mut BruteAoi::new(srv_params()).expect("params"), ticks);
+        assert_eq!(b.digest, r.digest, "srv: the brute force differs");
+        println!("srv: brute force agrees");
+    }
+    let us = best / f64::from(r.updates) * 1e6;
+    println!(
+        "aoi srv: N={SRV_N} r={SRV_RADIUS_M}/{SRV_LEAVE_M} cap={SRV_CAP} T={ticks} | \
+         update {us:.1} us CPU per update (best of {}, worst {:.1}) | {:.1} events/update | \
+         mean interest {:.1} | digest {:016x}",
+        runs.len(),
+        worst / f64::from(r.updates) * 1e6,
+        r.events as f64 / f64::from(r.updates),
+        r.pairs as f64 / SRV_N as f64,
+        r.digest
+    );
+    format!(
+        "{{\"name\":\"srv\",\"update_us\":{us:.2},\"digest\":\"{:016x}\"}}",
+        r.digest
+    )
+}
+
 fn main() {
     if let Some(t) = env_f64("AOI_BENCH_PROFILE_TICKS") {
         profile(
@@ -146,6 +296,9 @@ fn main() {
     let reps = env_f64("AOI_BENCH_REPS").map_or(3, |v| v.max(1.0) as usize);
     let only = std::env::var("AOI_BENCH_ONLY").unwrap_or_default();
     let mut json = Vec::new();
+    if only.is_empty() || only.split(',').any(|o| o == "srv") {
+        json.push(srv(reps));
+    }
     for w in CONFIGS
         .iter()
         .filter(|w| only.is_empty() || only.split(',').any(|o| o == w.name))

@@ -1,4 +1,4 @@
-//! [`GridAoi`]: the production AOI index. A uniform grid over the world
+//! [`GridAoi`]: the production AOI index. A grid over the world
 //! rectangle; the entities sit sorted by grid cell in one contiguous layout
 //! (`sx`, `sz`, `sflags`, `sslot`, patched in place on moves within a cell,
 //! re-sorted by a counting sort at the next update when anything changed
@@ -85,6 +85,15 @@ impl Relocated {
 }
 
 pub(super) const NONE: u32 = u32::MAX;
+
+/// Grid columns per `grid_cell_m` of width (rows are `grid_cell_m` tall)
+/// when `grid_cells_max` allows, else 1. A rescan reads a run of
+/// whole cells per row (narrowed to the circle's chord over the row, see
+/// `row_span`); narrow columns trim that run to the chord plus at most a
+/// quarter cell per side instead of a whole cell: on the server's view
+/// workload (radius 48 m, 50 m cells) about a third fewer candidates per
+/// rescan, at the same number of rows.
+pub(super) const COL_SPLIT: usize = 4;
 
 /// One area ("radius entity").
 #[derive(Clone, Debug)]
@@ -177,7 +186,10 @@ pub struct GridAoi {
     pub(super) params: AoiParams,
     pub(super) cols: usize,
     pub(super) rows: usize,
+    /// `1 / grid_cell_m` (rows).
     pub(super) inv_cell: f64,
+    /// Columns per grid cell's width (see [`COL_SPLIT`]) over `grid_cell_m`.
+    pub(super) inv_col: f64,
     /// Tick at which the cell last changed.
     pub(super) cell_stamp: Vec<u64>,
     /// The layout: entities sorted by grid cell, cell `c` at
@@ -244,11 +256,19 @@ impl GridAoi {
     pub fn new(params: AoiParams) -> Result<Self, AoiError> {
         params.validate()?;
         let (cols, rows) = params.grid_dims();
+        // Narrower columns when the cell budget allows (see `COL_SPLIT`).
+        let split = if (cols * rows).saturating_mul(COL_SPLIT) <= params.grid_cells_max {
+            COL_SPLIT
+        } else {
+            1
+        };
+        let cols = cols * split;
         Ok(GridAoi {
             params,
             cols,
             rows,
             inv_cell: 1.0 / params.grid_cell_m,
+            inv_col: split as f64 / params.grid_cell_m,
             cell_stamp: vec![0; cols * rows],
             layout: Layout {
                 cell_start: vec![0; cols * rows + 1],
@@ -298,7 +318,7 @@ impl GridAoi {
     pub(super) fn col(&self, x: f64) -> usize {
         // Truncation is floor for t >= 0 (and cheaper than a libm call);
         // negatives clamp to 0, huge values saturate then clamp.
-        let t = (x - self.params.world.min_x) * self.inv_cell;
+        let t = (x - self.params.world.min_x) * self.inv_col;
         if t > 0.0 {
             (t as usize).min(self.cols - 1)
         } else {

@@ -7,8 +7,12 @@
 //! plus the skin, computes a deadline (a square root) per watched entity,
 //! and the deadlines fall due within a few ticks anyway. A sweep rescan
 //! reads only the layout rows within the leave radius (narrowed to the
-//! circle's chord), keeps the entries inside in one branch-free pass, and
-//! diffs them against the old set through the per-slot `mark`.
+//! circle's chord), keeps the entries inside that pass the flag filter in
+//! one branch-free pass, and diffs them against the old set through the
+//! per-slot `mark`. Height bands are judged on the kept entries; a capped
+//! area lists its qualifying entities with their distances (for the
+//! nearest-first selection) only when more qualify than the cap, which a
+//! view rarely does.
 //!
 //! Only areas holding at least [`AoiParams::sweep_min_interest`] entities
 //! sweep (sparse areas stay kinetic: most of their watch lists have nothing
@@ -22,13 +26,22 @@
 //! kinetic pass is branchy (unpredictable due checks) and takes a square
 //! root per due pair, the sweep's per-candidate loop is straight-line work,
 //! so it retires far more instructions per cycle. Per area and tick it reads
-//! about `(2r + cell) * 2r` of the layout (c: ~135 candidates for ~56
-//! members); that scan, the `mark` diff and the per-mover bookkeeping are
-//! what limit it now.
+//! about `(2r + cell / 4) * 2r` of the layout (see `COL_SPLIT`); that scan,
+//! the `mark` diff and the per-mover bookkeeping are what limit it now.
+//!
+//! Capped and height-banded areas (every client view: cap 100) used to
+//! rescan through the kinetic path's full recompute (out to the leave
+//! radius plus the skin, every candidate listed for a watch list the sweep
+//! then distrusts). On the server's view workload (`AOI_BENCH_ONLY=srv`:
+//! 2,000 views of radius 45/48 m, cap 100, ~57 members, half the entities
+//! moving per update) sweeping them here, with the narrow columns and the
+//! prefetch of the next member list (`grid_update.rs`), takes the update
+//! from ~2.1 to ~1.0 ms of CPU (x2.1, same run, alternated); the reference
+//! configurations gain x1.2 (a, c) to x1.35 (b) per CPU-second.
 //!
 //! [`AoiParams::sweep_min_interest`]: super::AoiParams::sweep_min_interest
 //!
-//! This file owns the choice of mode and the plain-area rescan; it must not
+//! This file owns the choice of mode and the sweep rescan; it must not
 //! touch the layout or the id maps.
 
 use super::grid::GridAoi;
@@ -60,44 +73,46 @@ impl GridAoi {
     /// changed; always leaves its watch list untrusted.
     pub(super) fn sweep_area(&mut self, a: usize, out: &mut Vec<AoiEvent>) {
         if self.needs_sweep(a) {
+            let base = self.next_mark_base();
+            self.mark_members(a, base);
+            let newly_forced = self.scratch.enters.len();
+            let (kept, n) = self.sweep_scan(a, base);
             let area = &self.areas[a];
-            if area.has_height || area.cap != usize::MAX {
-                self.recompute_set(a, out);
+            let qualifying = area.forced.len() + kept + self.scratch.enters.len() - newly_forced;
+            let kept = if qualifying > area.cap {
+                self.sweep_qual(a, base, n);
+                self.select_capped(a, base, newly_forced)
             } else {
-                let base = self.next_mark_base();
-                self.mark_members(a, base);
-                let newly_forced = self.scratch.enters.len();
-                let kept = self.sweep_scan(a, base);
-                self.emit_changes(a, base, kept, newly_forced, out);
-            }
+                kept
+            };
+            self.emit_changes(a, base, kept, newly_forced, out);
         }
         let area = &mut self.areas[a];
         area.kinetic_ok = false;
         area.dirty = false;
     }
 
-    /// The rescan of an area with neither height band nor cap: marks kept
-    /// old members `base + 2`, appends newcomers to `scratch.enters`;
-    /// returns the kept count.
-    fn sweep_scan(&mut self, a: usize, base: u32) -> usize {
+    /// The rescan: marks kept old members `base + 2`, appends newcomers to
+    /// `scratch.enters`; returns the kept count and the number of hits
+    /// (left in `scratch.hits` / `hit_d2` for `sweep_qual`). The flag
+    /// filter and the owner are judged in the gather, the height band here.
+    fn sweep_scan(&mut self, a: usize, base: u32) -> (usize, usize) {
         let area = &self.areas[a];
         let owner = area.owner;
-        let (re2, rl2, filter) = (area.re2, area.rl2, area.spec.filter);
+        let (re2, rl2, filter, band) = (area.re2, area.rl2, area.spec.filter, area.spec.height);
         let p = self.pos[owner as usize];
         let hysteresis = re2 < rl2;
-        let n = if hysteresis {
-            self.gather_hits::<true>(p, area.rl, rl2)
+        let capped = area.cap != usize::MAX;
+        let n = if hysteresis || capped {
+            self.gather_hits::<true>(p, area.rl, rl2, owner, filter)
         } else {
-            self.gather_hits::<false>(p, area.rl, rl2)
+            self.gather_hits::<false>(p, area.rl, rl2, owner, filter)
         };
-        let (l, sc, mark) = (&self.layout, &mut self.scratch, &mut self.mark);
-        let all = filter == FlagFilter::ACCEPT_ALL;
+        let (sc, mark, pos) = (&mut self.scratch, &mut self.mark, &self.pos);
         let mut kept = 0;
-        for (i, &k) in sc.hits[..n].iter().enumerate() {
-            let k = k as usize;
-            let (j, f) = (l.sslot[k], l.sflags[k]);
-            let passes = if all { f != 0 } else { filter.accepts(f) };
-            if j == owner || !passes {
+        for i in 0..n {
+            let j = sc.hits[i];
+            if band.is_some_and(|b| !b.accepts(p.y, pos[j as usize].y)) {
                 continue;
             }
             let m = &mut mark[j as usize];
@@ -108,16 +123,50 @@ impl GridAoi {
                 sc.enters.push(j);
             }
         }
-        kept
+        (kept, n)
     }
 
-    /// The layout entries within `r` of `p` (`d2 <= r2`), into
-    /// `scratch.hits` (and their `d2` into `scratch.hit_d2` when `D2`),
-    /// in one branch-free pass per row; returns the count.
+    /// After `sweep_scan` found more qualifying than the cap: lists every
+    /// qualifying non-forced entity with its `d2` in `scratch.qual` (what
+    /// `select_capped` needs) from the `n` hits, by the scan's own rule
+    /// (kept members are marked `base + 2`; the scan's band check failed
+    /// for members still marked `base`).
+    fn sweep_qual(&mut self, a: usize, base: u32, n: usize) {
+        let area = &self.areas[a];
+        let (re2, band) = (area.re2, area.spec.height);
+        let hysteresis = re2 < area.rl2;
+        let p = self.pos[area.owner as usize];
+        let (sc, mark, pos) = (&mut self.scratch, &self.mark, &self.pos);
+        sc.qual.clear();
+        for i in 0..n {
+            let (j, d2) = (sc.hits[i], sc.hit_d2[i]);
+            if band.is_some_and(|b| !b.accepts(p.y, pos[j as usize].y)) {
+                continue;
+            }
+            let m = mark[j as usize];
+            let newcomer = m != base && m != base + 1 && m != base + 2;
+            if m == base + 2 || (newcomer && !(hysteresis && d2 > re2)) {
+                sc.qual.push((d2, j));
+            }
+        }
+    }
+
+    /// The entity slots within `r` of `p` (`d2 <= r2`) other than `owner`
+    /// whose flags pass `filter`, into `scratch.hits` (and their `d2` into
+    /// `scratch.hit_d2` when `D2`), in one branch-free pass per row;
+    /// returns the count.
     // Indexed loops over pre-cut slices vectorise where iterator zips did not.
     #[allow(clippy::needless_range_loop)]
-    fn gather_hits<const D2: bool>(&mut self, p: Vec3, r: f64, r2: f64) -> usize {
+    fn gather_hits<const D2: bool>(
+        &mut self,
+        p: Vec3,
+        r: f64,
+        r2: f64,
+        owner: u32,
+        filter: FlagFilter,
+    ) -> usize {
         let ((_, _, r0, r1), pad) = self.cell_range(p, r);
+        let all = filter == FlagFilter::ACCEPT_ALL;
         let mut hits = std::mem::take(&mut self.scratch.hits);
         let mut hit_d2 = std::mem::take(&mut self.scratch.hit_d2);
         let mut row_d2 = std::mem::take(&mut self.scratch.row_d2);
@@ -127,7 +176,9 @@ impl GridAoi {
                 continue;
             };
             let len = k1 - k0;
-            let (sx, sz) = (&self.layout.sx[k0..k1], &self.layout.sz[k0..k1]);
+            let l = &self.layout;
+            let (sx, sz) = (&l.sx[k0..k1], &l.sz[k0..k1]);
+            let (ss, sf) = (&l.sslot[k0..len + k0], &l.sflags[k0..len + k0]);
             // Dense distances first (indexed loop over equal lengths: it
             // vectorises), then a branch-free compaction.
             let d2s = &mut row_d2[..len];
@@ -140,14 +191,23 @@ impl GridAoi {
             let out_d2 = &mut hit_d2[if D2 { n..n + len } else { 0..0 }];
             let mut c = 0;
             for i in 0..len {
-                let d2 = d2s[i];
+                let (d2, j, f) = (d2s[i], ss[i], sf[i]);
                 // `c <= i` always; the `min` lets the compiler drop the
                 // bounds check.
-                out[c.min(i)] = (k0 + i) as u32;
+                out[c.min(i)] = j;
                 if D2 {
                     out_d2[c.min(i)] = d2;
                 }
-                c += (d2 <= r2) as usize;
+                // `FlagFilter::accepts` without its branches (`f != 0`
+                // for `ACCEPT_ALL`).
+                let pass = if all {
+                    f != 0
+                } else {
+                    (f & filter.forbid == 0)
+                        & (f & filter.need == filter.need)
+                        & (f & filter.any != 0)
+                };
+                c += ((d2 <= r2) & (j != owner) & pass) as usize;
             }
             n += c;
         }

@@ -43,16 +43,18 @@
 //!
 //! - Height bands are relative to the owner's height (`y`).
 //!
-//! [`GridAoi`] is the production index: a uniform grid with the entities
-//! sorted by cell in contiguous arrays, incremental (areas whose
+//! [`GridAoi`] is the production index: a grid (rows `grid_cell_m` tall,
+//! columns a quarter of that wide) with the entities sorted by cell in
+//! contiguous arrays, incremental (areas whose
 //! neighbourhood did not change are skipped) and kinetic (each area keeps a
 //! watch list of the entities within its leave radius plus a skin and
 //! re-checks a pair only once the movement seen since could have carried it
 //! across a rim; see [`AoiParams::skin_m`]). In an update where at least a
 //! quarter of the entities moved, dense areas (at least
-//! [`AoiParams::sweep_min_interest`] members) instead *sweep*: they rescan
-//! the layout rows within their leave radius in a branch-free pass and diff
-//! the hits against their set (`grid_sweep.rs`). On the reference workload
+//! [`AoiParams::sweep_min_interest`] members, capped and banded ones
+//! included) instead *sweep*: they rescan the layout rows within their leave
+//! radius in a branch-free pass and diff the hits against their set
+//! (`grid_sweep.rs`). On the reference workload
 //! (per CPU-second, noisy 2-core machine) this lifts config c from ~0.6 to
 //! ~1.0 M moves/s and b from ~0.9 to ~1.1; a (sparse, ~10 members, stays
 //! kinetic) is unchanged at ~3-4 M. [`BruteAoi`] recomputes
