@@ -1226,51 +1226,7 @@ impl Observer {
                 rest.push(prio_key(slot.prio, i as u32));
             }
         }
-        // The due ones' cold lines (the client's base, the handle) are
-        // fetched together, not one miss after another.
-        for &i in &due {
-            self.slots.prefetch_cold(i as usize);
-        }
-        for &i in &due {
-            let before = self.batch.len();
-            self.send_pending_at(i as usize);
-            self.pacer.charge(&p, self.batch.len() - before);
-        }
-        // Only the first few by priority can go (each costs at least
-        // `MOVE_EVENT_BYTES_MIN` of what is left): those are selected, then
-        // sorted. Plain integers sort several times faster than a float
-        // comparator.
-        let room = self.pacer.tokens().max(0.0) / MOVE_EVENT_BYTES_MIN as f64;
-        let can_go = (room.ceil() as usize).saturating_add(1);
-        let cut = can_go < rest.len();
-        if cut {
-            rest.select_nth_unstable(can_go);
-            rest.truncate(can_go);
-        }
-        rest.sort_unstable();
-        // What goes: its cold lines (the client's base, the handle) are
-        // fetched together, not one miss after another.
-        let mut room = self.pacer.tokens();
-        for &key in &rest {
-            if room <= 0.0 {
-                break;
-            }
-            self.slots.prefetch_cold(key as u32 as usize);
-            room -= MOVE_EVENT_BYTES_MIN as f64;
-        }
-        for &key in &rest {
-            if self.pacer.tokens() <= 0.0 {
-                break;
-            }
-            let before = self.batch.len();
-            // The low half is the slot position.
-            self.send_pending_at(key as u32 as usize);
-            self.pacer.charge(&p, self.batch.len() - before);
-        }
-        debug_assert!(
-            !cut || self.pacer.tokens() <= 0.0,
-            "a movement the selection cut could still have gone"
-        );
+        self.send_paced(&p, &due, &mut rest);
         self.scratch = due;
         self.by_prio = rest;
         if !self.batch.is_empty() {
@@ -1287,6 +1243,57 @@ impl Observer {
             *t > 0
         });
         self.end_flush()
+    }
+
+    /// Sends the pending movements of a paced flush: every due one (slot
+    /// positions in `due`), then those in `rest` (priority keys, see
+    /// `prio_key`) by priority while the budget lasts.
+    fn send_paced(&mut self, p: &BudgetParams, due: &[u32], rest: &mut Vec<u64>) {
+        // The due ones' cold lines (the client's base, the handle) are
+        // fetched together, not one miss after another.
+        for &i in due {
+            self.slots.prefetch_cold(i as usize);
+        }
+        for &i in due {
+            let before = self.batch.len();
+            self.send_pending_at(i as usize);
+            self.pacer.charge(p, self.batch.len() - before);
+        }
+        // Only the first few by priority can go (each costs at least
+        // `MOVE_EVENT_BYTES_MIN` of what is left): those are selected, then
+        // sorted. Plain integers sort several times faster than a float
+        // comparator.
+        let room = self.pacer.tokens().max(0.0) / MOVE_EVENT_BYTES_MIN as f64;
+        let can_go = (room.ceil() as usize).saturating_add(1);
+        let cut = can_go < rest.len();
+        if cut {
+            rest.select_nth_unstable(can_go);
+            rest.truncate(can_go);
+        }
+        rest.sort_unstable();
+        // What goes: its cold lines (the client's base, the handle) are
+        // fetched together, not one miss after another.
+        let mut room = self.pacer.tokens();
+        for &key in rest.iter() {
+            if room <= 0.0 {
+                break;
+            }
+            self.slots.prefetch_cold(key as u32 as usize);
+            room -= MOVE_EVENT_BYTES_MIN as f64;
+        }
+        for &key in rest.iter() {
+            if self.pacer.tokens() <= 0.0 {
+                break;
+            }
+            let before = self.batch.len();
+            // The low half is the slot position.
+            self.send_pending_at(key as u32 as usize);
+            self.pacer.charge(p, self.batch.len() - before);
+        }
+        debug_assert!(
+            !cut || self.pacer.tokens() <= 0.0,
+            "a movement the selection cut could still have gone"
+        );
     }
 
     /// True while the client is told it is degraded.
