@@ -250,12 +250,7 @@ impl ObserverHost for EntityTable {
                 run: Some(&h.run),
             });
         }
-        let h = self.head(entity)?;
-        *scratch = h.run;
-        Some(HeadRef {
-            version: h.version,
-            run: Some(&*scratch),
-        })
+        Some(HeadRef::kept_in(self.copy_head(entity)?, scratch))
     }
 
     fn copy_ref(&self, entity: EntityId) -> Option<CopyRef<'_>> {

@@ -87,14 +87,7 @@ pub trait ObserverHost {
         scratch: &'a mut RunHead,
     ) -> Option<HeadRef<'a>> {
         let _ = hint;
-        let h = self.copy_head(entity)?;
-        Some(HeadRef {
-            version: h.version,
-            run: h.run.map(|r| {
-                *scratch = r;
-                &*scratch
-            }),
-        })
+        Some(HeadRef::kept_in(self.copy_head(entity)?, scratch))
     }
 }
 
@@ -105,6 +98,20 @@ pub struct HeadRef<'a> {
     pub version: u64,
     /// Its cache's head, if it keeps a cache.
     pub run: Option<&'a RunHead>,
+}
+
+impl<'a> HeadRef<'a> {
+    /// `head`, its cache's head kept in `scratch` (a host that builds heads
+    /// on the fly rather than keeping them).
+    pub fn kept_in(head: CopyHeadRef, scratch: &'a mut RunHead) -> HeadRef<'a> {
+        HeadRef {
+            version: head.version,
+            run: head.run.map(|r| {
+                *scratch = r;
+                &*scratch
+            }),
+        }
+    }
 }
 
 /// What a pull reads first of a copy ([`ObserverHost::copy_head`]).
