@@ -13,6 +13,7 @@
 //! and event counts. The `aoi` bench and this crate's tests share them.
 
 pub mod clients;
+pub mod cost;
 
 use std::time::Instant;
 use tessera::core::aoi::{AoiEvent, AoiIndex, AoiParams, AreaSpec, EventKind};

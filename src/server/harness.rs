@@ -12,7 +12,8 @@
 //! unread input, taken up before that shard's next tick (the runtime's
 //! pump between ticks), and its client carries on over it.
 //!
-//! Owns only test scaffolding; compiled for tests only.
+//! Owns only test scaffolding; compiled for tests, and with the `harness`
+//! feature for the bench crate's cost probe (`bench/src/cost.rs`).
 
 use std::net::SocketAddr; // tidy: allow(std::net): an address value, no socket
 use std::sync::atomic::AtomicBool;
@@ -22,6 +23,7 @@ use crate::client::{ClientSession, ClientSessionParams};
 use crate::config::Config;
 use crate::core::entity::TypeRegistry;
 use crate::core::ids::ShardId;
+use crate::core::load::CostClock;
 use crate::core::time::Time;
 use crate::runtime::mesh::{self, Queue};
 use crate::runtime::tick_offset;
@@ -74,6 +76,12 @@ pub struct Harness {
     registry: Arc<TypeRegistry>,
     /// Ports as the runtime's (hand-offs move connections), not detached.
     attached: bool,
+    /// Wall time spent in the hosts' ticks (and their mesh flushes) since
+    /// the harness was built: what the server's game path costs, without
+    /// the test clients (`tests_cost`).
+    pub host_busy: std::time::Duration,
+    /// The runtime's clock, for `host_busy` only (game time is `now`).
+    stopwatch: crate::runtime::MonotonicClock,
 }
 
 /// The small two-shard world of the gateway tests: 240 x 120 m, two cells
@@ -132,6 +140,8 @@ impl Harness {
             tick,
             registry: Arc::new(TypeRegistry::with_builtins()),
             attached,
+            host_busy: std::time::Duration::ZERO,
+            stopwatch: crate::runtime::MonotonicClock::new(),
         };
         for index in 0..shards {
             let ctx = ShardContext {
@@ -212,9 +222,12 @@ impl Harness {
         for group in order.chunk_by(|&a, &b| offsets[a] == offsets[b]) {
             group.iter().for_each(|&i| self.take_inbound(i));
             for &i in group {
+                let started = self.stopwatch.stamp();
                 let inbox = Inbox::new(&mut self.inboxes[i]);
                 self.hosts[i].on_tick(self.now, inbox, &mut self.outboxes[i], &mut self.ports[i]);
                 mesh::flush(&mut self.outboxes[i], &self.queues, &self.dead);
+                let ns = self.stopwatch.stamp().saturating_sub(started);
+                self.host_busy += std::time::Duration::from_nanos(ns);
                 if self.attached {
                     self.carry_handoffs(i);
                 }

@@ -16,8 +16,8 @@ pub mod door;
 pub mod embedded;
 mod follow;
 pub mod gateway;
-#[cfg(test)]
-mod harness;
+#[cfg(any(test, feature = "harness"))]
+pub mod harness;
 pub mod host;
 mod npcs;
 pub mod spaces;

@@ -220,7 +220,61 @@ impl BudgetParams {
 /// Priority an entity `dist_m` away gains per tick: 1 at 0-5 m, falling as
 /// 5 / distance (so a 45 m entity gains a ninth of a near one's).
 pub fn weight(dist_m: f64) -> f32 {
-    (5.0 / dist_m.max(5.0)) as f32
+    (WEIGHT_FULL_M / dist_m.max(WEIGHT_FULL_M)) as f32
+}
+
+/// Within this distance an entity gains the full weight, 1 a tick.
+const WEIGHT_FULL_M: f64 = 5.0;
+
+/// [`BudgetParams::band_of`] and [`weight`] for a squared ground distance
+/// in some unit (`per_m` units to the metre), worked out once per flush so
+/// the per-entity step needs no division and at most one `f32` square root
+/// (the paced flush runs it for every pending movement of every client).
+#[derive(Clone, Copy, Debug)]
+pub struct Ranks {
+    /// Each band's `to_m`, squared, in units².
+    band_to2: [f64; BANDS_MAX],
+    bands: usize,
+    /// `WEIGHT_FULL_M`, in units.
+    full: f32,
+    full2: f64,
+}
+
+impl Ranks {
+    /// The ranks of `p`'s bands for distances in units of `1 / per_m` metres.
+    pub fn new(p: &BudgetParams, per_m: f64) -> Self {
+        let bands = usize::from(p.band_count.clamp(1, BANDS_MAX as u8));
+        let full = WEIGHT_FULL_M * per_m;
+        Self {
+            band_to2: std::array::from_fn(|b| {
+                let to = f64::from(p.bands[b].to_m) * per_m;
+                to * to
+            }),
+            bands,
+            full: full as f32,
+            full2: full * full,
+        }
+    }
+
+    /// The band of an entity `d2` (squared units) away: as `band_of`.
+    #[inline]
+    pub fn band(&self, d2: f64) -> usize {
+        self.band_to2[..self.bands]
+            .iter()
+            .position(|&to2| d2 <= to2)
+            .unwrap_or(self.bands - 1)
+    }
+
+    /// The weight of an entity `d2` (squared units) away: as `weight`,
+    /// within an `f32` rounding.
+    #[inline]
+    pub fn weight(&self, d2: f64) -> f32 {
+        if d2 <= self.full2 {
+            1.0
+        } else {
+            self.full / (d2 as f32).sqrt()
+        }
+    }
 }
 
 /// One client's token bucket (see the module doc).
@@ -293,6 +347,48 @@ mod tests {
         assert_eq!(p.interval_ticks(2), 10, "2 Hz");
         assert!(weight(1.0) > weight(20.0));
         p.validate().expect("defaults validate");
+    }
+
+    proptest::proptest! {
+        /// The flush's squared-distance ranks pick the band `band_of` picks
+        /// and a weight within an `f32` rounding of `weight`'s, for any
+        /// distance in wire units (centimetres) and any band count.
+        #[test]
+        fn ranks_agree_with_band_of_and_weight(
+            units in 0u32..2_000_000,
+            count in 1u8..=BANDS_MAX as u8,
+        ) {
+            let p = BudgetParams { band_count: count, ..BudgetParams::default() };
+            let ranks = Ranks::new(&p, 100.0);
+            let d = f64::from(units);
+            let dist_m = d / 100.0;
+            proptest::prop_assert_eq!(ranks.band(d * d), p.band_of(dist_m));
+            let (fast, slow) = (ranks.weight(d * d), weight(dist_m));
+            proptest::prop_assert!((fast - slow).abs() <= 2.0 * f32::EPSILON * slow);
+        }
+    }
+
+    #[test]
+    fn ranks_meet_band_edges_exactly() {
+        let p = BudgetParams::default();
+        let ranks = Ranks::new(&p, 100.0);
+        for (m, band) in [
+            (0.0, 0),
+            (15.0, 0),
+            (15.01, 1),
+            (30.0, 1),
+            (30.01, 2),
+            (1.0e6, 2),
+        ] {
+            let u: f64 = m * 100.0;
+            assert_eq!(ranks.band(u * u), band, "{m} m");
+        }
+        assert_eq!(ranks.weight(0.0), 1.0);
+        assert_eq!(ranks.weight(500.0 * 500.0), 1.0, "5 m: the full weight");
+        assert!(
+            (ranks.weight(4500.0 * 4500.0) - 1.0 / 9.0).abs() < 1e-6,
+            "45 m: a ninth"
+        );
     }
 
     #[test]

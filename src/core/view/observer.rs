@@ -73,7 +73,7 @@
 //!   Versions stay exact: the client's checks are the same, plus "a Detail
 //!   is at the version shown". `stale` travels in the migration blob.
 
-use super::budget::{weight, BudgetParams, Pacer, BANDS_MAX};
+use super::budget::{BudgetParams, Pacer, Ranks, BANDS_MAX};
 use super::codec::{encode_event, quantise, read_movement, snapshot_header, yaw_byte, UNITS_PER_M};
 use super::event::{ClientEvent, Handle, Movement, STEP_MAX};
 use super::host::ObserverHost;
@@ -1193,6 +1193,7 @@ impl Observer {
         let shallow = self.pacer.tokens() > -f64::from(p.burst_bytes) / 2.0;
         // Each band's refresh interval, worked out once per flush.
         let intervals: [u16; BANDS_MAX] = std::array::from_fn(|b| p.interval_ticks(b));
+        let ranks = Ranks::new(&p, UNITS_PER_M);
         let mut due = std::mem::take(&mut self.scratch);
         let mut rest = std::mem::take(&mut self.by_prio);
         due.clear();
@@ -1205,10 +1206,10 @@ impl Observer {
             if !slot.has_pending() {
                 continue;
             }
-            // In the wire's units, one division (not one per axis).
-            let dist = me_u.map_or(0.0, |m| slot.dist2_xz_units(m).sqrt() / UNITS_PER_M);
-            let band = p.band_of(dist);
-            let mut w = weight(dist);
+            // In the wire's units, squared: no division, one `f32` root.
+            let d2 = me_u.map_or(0.0, |m| slot.dist2_xz_units(m));
+            let band = ranks.band(d2);
+            let mut w = ranks.weight(d2);
             if self.important.iter().any(|(i, _)| *i == e) {
                 w *= p.important_factor;
             }

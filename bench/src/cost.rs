@@ -1,0 +1,190 @@
+//! The cost probe: the server's own game path (gateway sessions, cells, AOI,
+//! views, proxies) for a crowd of clients walking at random, on one shard of
+//! the sans-IO host harness (`tessera::server::harness`), timed in-process.
+//! No sockets, no kernel, no load process: the user-space part of what the
+//! clients bench measures, with a fraction of its noise, so a change to the
+//! game path can be weighed in seconds (`cargo bench --bench cost`).
+//!
+//! Only the hosts' ticks are timed (the harness's `host_busy`), not the test
+//! clients that decode what they receive. A probe of a broken server
+//! measures nothing: [`run`] fails if the crowd did not log in, saw a
+//! violation or saw no one move.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use tessera::config::Config;
+use tessera::core::geom::Vec3;
+use tessera::server::harness::Harness;
+
+use crate::SplitMix64;
+
+/// The clients bench's write period at 2,000 clients (10 Hz).
+const WRITE_MS: u64 = 100;
+/// Moves a second of each walker.
+const MOVE_HZ: usize = 10;
+/// Seconds of walking before the measured span (every view filled).
+const WARM_UP_S: usize = 5;
+/// A walker's step: 5 m/s at `MOVE_HZ` moves a second.
+const STEP_M: f64 = 0.5;
+
+/// What one probe measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Probe {
+    /// Clients in the crowd.
+    pub clients: usize,
+    /// Seconds of game time measured.
+    pub seconds: usize,
+    /// Wall time of the hosts' ticks per client-second, µs.
+    pub host_us_per_client_s: f64,
+    /// View updates each client received a second.
+    pub updates_per_client_s: f64,
+}
+
+/// Why a probe measured nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The probe's config did not load.
+    #[error("the probe's config: {0}")]
+    Config(String),
+    /// A client was not welcomed.
+    #[error("client {0} was not welcomed")]
+    NotWelcomed(usize),
+    /// The clients saw protocol violations.
+    #[error("{0} violations: the server is broken, its cost means nothing")]
+    Violations(u64),
+    /// The server refused frames or reported errors to the clients.
+    #[error("{0} errors reported to the clients: the walk is refused, its cost means nothing")]
+    Errors(u64),
+    /// Fewer than half the moves were acknowledged.
+    #[error("{acked} of {sent} moves acknowledged")]
+    Unacked {
+        /// Moves acknowledged.
+        acked: u64,
+        /// Moves sent.
+        sent: u64,
+    },
+    /// Hardly anyone saw anyone move.
+    #[error("{0:.1} updates per client-second: the crowd did not see itself move")]
+    NoUpdates(f64),
+}
+
+/// The clients bench's tessera config for `clients` (loadgen's world for
+/// that many bots: for 2,000, 480 x 442 m and about 60 in view; one shard;
+/// one view update per client every 100 ms), so the probe weighs the game
+/// path the clients bench runs.
+///
+/// # Errors
+/// [`ProbeError::Config`] if loadgen's settings do not make a config.
+pub fn config(clients: usize) -> Result<Config, ProbeError> {
+    crate::clients::tessera_server::config(clients, 0, WRITE_MS, "epoll")
+        .map_err(|e| ProbeError::Config(format!("{e:#}")))
+}
+
+/// A walker: where it is and where it is going.
+struct Walker {
+    pos: Vec3,
+    to: Vec3,
+}
+
+fn unit(rng: &mut SplitMix64) -> f64 {
+    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Each walker's move on its tick of every `every` (`MOVE_HZ`), a new
+/// random goal when it arrives.
+fn walk(
+    h: &mut Harness,
+    walkers: &mut [Walker],
+    (step, every, step_m): (usize, usize, f64),
+    rng: &mut SplitMix64,
+    max: (f64, f64),
+) {
+    let now = h.now;
+    for (i, w) in walkers.iter_mut().enumerate() {
+        if (i + step) % every != 0 {
+            continue;
+        }
+        let (dx, dz) = (w.to.x - w.pos.x, w.to.z - w.pos.z);
+        let d = (dx * dx + dz * dz).sqrt();
+        if d < step_m {
+            w.to = Vec3::ground(unit(rng) * max.0, unit(rng) * max.1);
+        } else {
+            w.pos = Vec3::ground(w.pos.x + dx / d * step_m, w.pos.z + dz / d * step_m);
+        }
+        // A refused move (none expected) comes back as an Error frame: the
+        // run fails (`ProbeError::Errors`).
+        let _ = h.clients[i].session.send_move(now, w.pos, 0.0);
+    }
+}
+
+fn updates(h: &Harness) -> u64 {
+    h.clients.iter().map(|c| c.session.counters().updates).sum()
+}
+
+/// Runs `clients` walkers for the warm-up and then `seconds` measured.
+///
+/// # Errors
+/// See [`ProbeError`].
+pub fn run(clients: usize, seconds: usize) -> Result<Probe, ProbeError> {
+    run_with(clients, seconds, STEP_M)
+}
+
+/// As [`run`] with walkers stepping `step_m` a move (the server refuses
+/// moves faster than `gateway.move_speed_max_mps`: the probe's checks).
+///
+/// # Errors
+/// See [`ProbeError`].
+pub fn run_with(clients: usize, seconds: usize, step_m: f64) -> Result<Probe, ProbeError> {
+    let config = config(clients)?;
+    let max = (config.world.max_x_m, config.world.max_z_m);
+    let ticks_per_s = (1000 / config.runtime.tick_ms.max(1)) as usize;
+    let every = (ticks_per_s / MOVE_HZ).max(1);
+    let mut h = Harness::new(&config);
+    for i in 0..clients {
+        h.connect(0, &format!("bot{i}"));
+    }
+    h.run(4);
+    let mut walkers = Vec::with_capacity(clients);
+    for (i, c) in h.clients.iter().enumerate() {
+        let pos = c.session.welcome().ok_or(ProbeError::NotWelcomed(i))?.pos;
+        walkers.push(Walker { pos, to: pos });
+    }
+    let mut rng = SplitMix64::new(0x7e55_e7a0);
+    for step in 0..WARM_UP_S * ticks_per_s {
+        walk(&mut h, &mut walkers, (step, every, step_m), &mut rng, max);
+        h.step();
+    }
+    let (busy0, updates0) = (h.host_busy, updates(&h));
+    for step in 0..seconds * ticks_per_s {
+        walk(&mut h, &mut walkers, (step, every, step_m), &mut rng, max);
+        h.step();
+    }
+    let busy: Duration = h.host_busy - busy0;
+    let client_s = (clients * seconds).max(1) as f64;
+    let per_client_s = (updates(&h) - updates0) as f64 / client_s;
+    let violations: u64 = h.clients.iter().map(|c| c.session.violation_count()).sum();
+    if violations > 0 {
+        return Err(ProbeError::Violations(violations));
+    }
+    let sum = |f: fn(&tessera::client::SessionCounters) -> u64| -> u64 {
+        h.clients.iter().map(|c| f(c.session.counters())).sum()
+    };
+    let errors = sum(|c| c.errors);
+    if errors > 0 {
+        return Err(ProbeError::Errors(errors));
+    }
+    let (sent, acked) = (sum(|c| c.inputs_sent), sum(|c| c.inputs_acked));
+    if acked * 2 < sent {
+        return Err(ProbeError::Unacked { acked, sent });
+    }
+    if per_client_s < 1.0 {
+        return Err(ProbeError::NoUpdates(per_client_s));
+    }
+    Ok(Probe {
+        clients,
+        seconds,
+        host_us_per_client_s: busy.as_secs_f64() * 1e6 / client_s,
+        updates_per_client_s: per_client_s,
+    })
+}
