@@ -6,8 +6,9 @@
 //! - `"io_uring"` (`gateway_uring`): one ring per shard (SINGLE_ISSUER,
 //!   DEFER_TASKRUN), a multishot receive per connection into a provided
 //!   buffer ring, and one `io_uring_enter` a pump that issues every send of
-//!   the pump and reaps every completion. Needs Linux >= 6.1 with io_uring
-//!   allowed (seccomp); [`probe`] checks it at start.
+//!   the pump and reaps every completion; from Linux 6.13 the sockets are
+//!   registered files. Needs Linux >= 6.1 with io_uring allowed (seccomp);
+//!   [`probe`] checks it at start.
 //! - `"epoll"` (`gateway_epoll`): one `epoll_wait` a pump, a `recv` per
 //!   readable socket until drained, one `send` per client with queued output.
 //! - `"auto"` (the default): io_uring if the start probe passes, else epoll
@@ -72,6 +73,10 @@ pub(crate) struct IoParams {
     pub(crate) uring_buffers: u16,
     /// io_uring: bytes per provided buffer.
     pub(crate) uring_buffer_bytes: u32,
+    /// io_uring: entries of the registered file table the start probe
+    /// checks (`gateway.connections_max`; a shard sizes its own from its
+    /// port's bound).
+    pub(crate) uring_files: u32,
 }
 
 impl IoParams {
@@ -87,6 +92,7 @@ impl IoParams {
             uring_entries: g.io_uring_entries,
             uring_buffers: u16::try_from(g.io_uring_buffers).unwrap_or(1 << 15),
             uring_buffer_bytes: g.io_uring_buffer_bytes,
+            uring_files: g.connections_max,
         }
     }
 }
@@ -130,6 +136,7 @@ impl Default for IoParams {
             uring_entries: 4096,
             uring_buffers: 8192,
             uring_buffer_bytes: 2048,
+            uring_files: 10_000,
         }
     }
 }

@@ -30,12 +30,30 @@
 //!    a send's bytes are marked written (a short send, or one that could
 //!    not go, leaves the rest queued for the next pump).
 //!
+//! # Registered files
+//! Where the kernel lets go of a file removed from the table at once
+//! (Linux >= 6.13), the ring has a sparse registered file table of one
+//! entry per port slot (the port's `connections_max`), and each socket is
+//! installed at its slot when it is taken up: receives and sends name it as
+//! `Fixed(slot)`, so the kernel looks the file up in the table instead of
+//! paying `fget`/`fput` for every operation. The socket stays a
+//! `TcpStream` owned here (the table holds a second reference). Before
+//! 6.13 a removed file was put only once every request issued before the
+//! removal had ended, and a connection's multishot receive lives as long as
+//! it does: a closed socket would stay open (no FIN) behind any older
+//! connection, so there the operations name the plain fd.
+//!
 //! # Ending a connection
 //! A connection's socket is closed, and its slot released, only once no
 //! operation of it is in flight: its receive (and a blocked send) are
 //! cancelled and the final completions awaited (the next pump submits the
 //! cancels if a completion decided it). A hand-over does the same, then
 //! moves the socket with the port's unread bytes and the spill after them.
+//! The table's entry is cleared (-1) right before the socket closes or
+//! moves: no operation names the slot any more then (cancels name an
+//! operation's user data, not the file), and none does again until the
+//! slot's next connection is installed; so a reused slot never sends to, or
+//! hears from, the socket it held before.
 //! Lingering is the epoll loop's: write the queue, shut the write side,
 //! read and discard until EOF, all within `gateway.linger_ms`.
 //!
@@ -45,13 +63,13 @@
 use super::gateway_io::{failure, AcceptLog, IoParams};
 use super::handoff::{Handoff, Handoffs};
 use crate::shard::port::{ClientPort, CloseReason};
-use io_uring::types::{BufRingEntry, Fd, SubmitArgs, Timespec};
+use io_uring::types::{BufRingEntry, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring, Probe};
 use std::cell::RefCell;
 use std::io;
 use std::mem::ManuallyDrop;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
@@ -102,9 +120,61 @@ fn ring(p: &IoParams) -> Result<IoUring, UringError> {
         ))
 }
 
+/// Whether the kernel puts a file removed from the registered table at once
+/// (Linux >= 6.13; see the module doc).
+fn fixed_files_release_at_once() -> bool {
+    // SAFETY: `uname` fills the zeroed struct it is given; its fields are
+    // NUL-terminated strings.
+    let release = unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return false;
+        }
+        std::ffi::CStr::from_ptr(u.release.as_ptr())
+            .to_string_lossy()
+            .into_owned()
+    };
+    release_at_least(&release, (6, 13))
+}
+
+/// Whether a kernel release string ("6.18.44-generic") is at least
+/// `(major, minor)`.
+fn release_at_least(release: &str, want: (u32, u32)) -> bool {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let mut next = || parts.next().and_then(|n| n.parse::<u32>().ok());
+    matches!((next(), next()), (Some(major), Some(minor)) if (major, minor) >= want)
+}
+
+/// Registers a sparse file table of `entries` with `ring`, first raising
+/// the soft RLIMIT_NOFILE to `entries` where it is lower (up to the hard
+/// limit): the kernel refuses a larger table than that limit.
+fn files_table(ring: &IoUring, entries: u32) -> Result<(), UringError> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit for getrlimit to fill and setrlimit to
+    // read; a refused setrlimit changes nothing (the registration says).
+    unsafe {
+        let want = libc::rlim_t::from(entries);
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < want {
+            lim.rlim_cur = want.min(lim.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+    ring.submitter()
+        .register_files_sparse(entries.max(1))
+        .map_err(unavailable(
+            "a registered file table of gateway.connections_max entries \
+             (register_files_sparse; RLIMIT_NOFILE must allow as many files)",
+        ))
+}
+
 /// Checks at start, on the calling thread, that this kernel gives the
 /// io_uring backend what it needs: the ring with its flags, the opcodes
-/// (probe), a provided buffer ring of the configured size.
+/// (probe), a provided buffer ring of the configured size, and (where it
+/// is used, see the module doc) a registered file table of
+/// `gateway.connections_max` entries that takes a socket in and lets it go.
 ///
 /// # Errors
 /// [`UringError`] naming `gateway.io_backend` and the missing feature.
@@ -127,6 +197,18 @@ pub(crate) fn probe(p: &IoParams) -> Result<(), UringError> {
         }
     }
     let bufs = BufRing::new(&ring, p)?;
+    if fixed_files_release_at_once() {
+        files_table(&ring, p.uring_files)?;
+        let sock = std::os::unix::net::UnixDatagram::unbound()
+            .map_err(unavailable("a socket to install in the file table"))?;
+        for fd in [sock.as_raw_fd(), -1] {
+            ring.submitter()
+                .register_files_update(0, &[fd])
+                .map_err(unavailable(
+                    "updating the registered file table (register_files_update)",
+                ))?;
+        }
+    }
     drop(ring);
     drop(bufs);
     Ok(())
@@ -270,6 +352,9 @@ pub(crate) struct UringIo {
     listener: Option<TcpListener>,
     /// Indexed by port slot.
     conns: Vec<Option<Conn>>,
+    /// The sockets are in the ring's registered file table, each at its
+    /// port slot (see the module doc).
+    fixed: bool,
     /// Slots to drive in the next pump (a slot may appear twice: harmless).
     work: Vec<u32>,
     /// The port's due slots, taken each pump (kept for its capacity).
@@ -308,20 +393,26 @@ impl UringIo {
         (handoffs, me): (Arc<Handoffs>, u16),
         io: &IoParams,
     ) -> Result<UringIo, UringError> {
-        let (linger_ms, accepts_max) = {
+        let (linger_ms, accepts_max, slots) = {
             let p = port.borrow();
-            (p.params().linger_ms, p.params().io_events_max)
+            let q = p.params();
+            (q.linger_ms, q.io_events_max, q.connections_max)
         };
         listener
             .set_nonblocking(true)
             .map_err(unavailable("a non-blocking listener"))?;
         let ring = ring(io)?;
         let bufs = BufRing::new(&ring, io)?;
+        let fixed = fixed_files_release_at_once();
+        if fixed {
+            files_table(&ring, u32::try_from(slots).unwrap_or(u32::MAX))?;
+        }
         Ok(UringIo {
             ring: ManuallyDrop::new(ring),
             bufs: ManuallyDrop::new(bufs),
             listener: Some(listener),
             conns: Vec::new(),
+            fixed,
             work: Vec::new(),
             due: Vec::new(),
             lingering: Vec::new(),
@@ -454,12 +545,23 @@ impl UringIo {
             if let Err(err) = stream.set_nodelay(true) {
                 tracing::debug!(%err, %peer, "gateway: cannot set TCP_NODELAY");
             }
-            self.register(conn.slot(), stream);
+            self.register(port, conn.slot(), stream);
         }
     }
 
-    /// Takes a socket under port slot `index`; it is driven in this pump.
-    fn register(&mut self, index: u32, stream: TcpStream) {
+    /// Takes a socket under port slot `index` (installed in the file table
+    /// at `index`); it is driven in this pump. A socket the table refuses
+    /// is closed (IoError).
+    fn register(&mut self, port: &mut ClientPort, index: u32, stream: TcpStream) {
+        if self.fixed {
+            let fd = stream.as_raw_fd();
+            if let Err(err) = self.ring.submitter().register_files_update(index, &[fd]) {
+                tracing::warn!(%err, index, "gateway: io_uring refused a socket in its file table");
+                port.io_failed(index, failure(&err));
+                port.io_release(index);
+                return;
+            }
+        }
         let i = index as usize;
         if self.conns.len() <= i {
             self.conns.resize_with(i + 1, || None);
@@ -490,7 +592,7 @@ impl UringIo {
             note,
         } = h;
         if let Some(conn) = port.io_adopt(peer, &input, note) {
-            self.register(conn.slot(), TcpStream::from(stream));
+            self.register(port, conn.slot(), TcpStream::from(stream));
         }
     }
 }
@@ -503,6 +605,14 @@ mod tests;
 impl Drop for UringIo {
     fn drop(&mut self) {
         let busy = self.conns.iter().flatten().any(Conn::busy);
+        // The table lets go of the sockets now (the ring's own teardown runs
+        // later, in the kernel's time), so they close as they are dropped
+        // below; an operation in flight holds its own reference.
+        for index in 0..self.conns.len() {
+            if self.conns[index].is_some() {
+                self.unregister_file(index as u32);
+            }
+        }
         // SAFETY: dropped once, here, and not used after.
         unsafe { ManuallyDrop::drop(&mut self.ring) };
         if busy {
@@ -526,9 +636,38 @@ fn peer_of(stream: &TcpStream) -> Option<SocketAddr> {
     stream.peer_addr().ok()
 }
 
-/// The fd of a socket as io_uring names it.
-fn fd(stream: &TcpStream) -> Fd {
-    Fd(stream.as_raw_fd())
+/// How an operation names a connection's socket.
+#[derive(Clone, Copy, Debug)]
+enum Socket {
+    /// Its entry in the registered file table (the port slot).
+    Fixed(u32),
+    /// Its fd (kernels before 6.13, see the module doc).
+    Fd(RawFd),
+}
+
+impl UringIo {
+    /// How the operations of slot `index` name its socket.
+    fn socket(&self, index: u32) -> Option<Socket> {
+        let conn = self.conns.get(index as usize)?.as_ref()?;
+        Some(if self.fixed {
+            Socket::Fixed(index)
+        } else {
+            Socket::Fd(conn.stream.as_raw_fd())
+        })
+    }
+
+    /// Clears slot `index` in the file table, right before its socket closes
+    /// or moves (nothing of it is in flight; see the module doc).
+    fn unregister_file(&mut self, index: u32) {
+        if !self.fixed {
+            return;
+        }
+        if let Err(err) = self.ring.submitter().register_files_update(index, &[-1]) {
+            // The table keeps the socket open until the slot's next
+            // connection replaces it.
+            tracing::warn!(%err, index, "gateway: io_uring cannot clear a file table entry");
+        }
+    }
 }
 
 /// Shuts a lingering socket's write side.

@@ -3,9 +3,10 @@
 //!
 //! Runs on the shard's thread, inside a pump; owns nothing of its own.
 
-use super::{errno_reason, fd, more, peer_of, shut_write, Conn, UringIo, CANCEL, RECV, SEND};
+use super::{errno_reason, more, peer_of, shut_write, Conn, Socket, UringIo, CANCEL, RECV, SEND};
 use crate::runtime::handoff::Handoff;
 use crate::shard::port::{ClientPort, CloseReason, SlotState};
+use io_uring::types::{Fd, Fixed};
 use io_uring::{cqueue, opcode};
 use std::time::Instant;
 
@@ -49,14 +50,19 @@ impl UringIo {
     }
 
     fn arm_recv(&mut self, index: u32) {
+        let Some(socket) = self.socket(index) else {
+            return;
+        };
         let Some(Some(conn)) = self.conns.get_mut(index as usize) else {
             return;
         };
         conn.recv_armed = true;
         conn.recv_cancelled = false;
-        let e = opcode::RecvMulti::new(fd(&conn.stream), super::BGID)
-            .build()
-            .user_data(RECV | u64::from(index));
+        let recv = match socket {
+            Socket::Fixed(i) => opcode::RecvMulti::new(Fixed(i), super::BGID),
+            Socket::Fd(fd) => opcode::RecvMulti::new(Fd(fd), super::BGID),
+        };
+        let e = recv.build().user_data(RECV | u64::from(index));
         // SAFETY: a receive refers only to the provided buffers, which live
         // until the ring is gone.
         unsafe { self.push(&e) };
@@ -81,6 +87,9 @@ impl UringIo {
     /// Sends everything queued, unless a send is in flight (its completion
     /// sends the rest).
     fn flush(&mut self, port: &mut ClientPort, index: u32) {
+        let Some(socket) = self.socket(index) else {
+            return;
+        };
         let Some(Some(conn)) = self.conns.get_mut(index as usize) else {
             return;
         };
@@ -92,7 +101,11 @@ impl UringIo {
         conn.out.extend_from_slice(pending);
         conn.sending = true;
         let len = u32::try_from(conn.out.len()).unwrap_or(u32::MAX);
-        let e = opcode::Send::new(fd(&conn.stream), conn.out.as_ptr(), len)
+        let send = match socket {
+            Socket::Fixed(i) => opcode::Send::new(Fixed(i), conn.out.as_ptr(), len),
+            Socket::Fd(fd) => opcode::Send::new(Fd(fd), conn.out.as_ptr(), len),
+        };
+        let e = send
             .flags(libc::MSG_NOSIGNAL)
             .build()
             .user_data(SEND | u64::from(index));
@@ -160,13 +173,17 @@ impl UringIo {
         }
     }
 
-    /// Nothing of the connection is in flight any more: closes its socket
-    /// and releases the slot, or hands it over.
+    /// Nothing of the connection is in flight any more: clears its file
+    /// table entry, then closes its socket and releases the slot, or hands
+    /// it over.
     pub(super) fn finish(&mut self, port: &mut ClientPort, index: u32) {
         let Some(conn) = self.conns[index as usize].take() else {
             return;
         };
         debug_assert!(!conn.busy());
+        // Before the socket closes (the table's reference would keep it
+        // open: no FIN) or moves, and before the slot can be reused.
+        self.unregister_file(index);
         if port.io_state(index) == SlotState::HandingOff {
             return self.hand_over(port, index, conn);
         }

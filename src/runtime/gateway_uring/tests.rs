@@ -1,7 +1,9 @@
 //! The io_uring loop's unsafe parts exercised directly: the provided buffer
 //! ring filled, consumed by multishot receives and refilled many times over
 //! (more receives than buffers), sends from the connections' own buffers,
-//! back-pressure through the spill, and a drop with operations in flight.
+//! back-pressure through the spill, a drop with operations in flight, and
+//! port slots reused with the registered file table (checked against the
+//! ring's fdinfo) and without.
 
 use super::*;
 use crate::shard::port::{ConnId, PortEvent, PortParams};
@@ -18,6 +20,7 @@ fn params() -> (PortParams, IoParams) {
         uring_entries: 64,
         uring_buffers: 64,
         uring_buffer_bytes: 256,
+        uring_files: 64,
     };
     (port, io)
 }
@@ -400,5 +403,116 @@ fn the_start_probe_passes_here_and_its_error_names_the_key_and_seccomp() {
         "epoll",
     ] {
         assert!(text.contains(want), "{want} in {text}");
+    }
+}
+
+/// The file at `slot` of the ring's registered file table, as the ring's
+/// fdinfo shows it ("socket:[inode]"); `None` for an empty entry.
+fn table_entry(gw: &UringIo, slot: u32) -> Option<String> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", gw.ring.as_raw_fd()))
+        .expect("the ring's fdinfo");
+    info.lines()
+        .skip_while(|l| !l.starts_with("UserFiles:"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("UserBufs:"))
+        .find_map(|l| {
+            let (i, file) = l.trim().split_once(": ")?;
+            (i.parse::<u32>().ok()? == slot).then(|| file.to_string())
+        })
+}
+
+/// What `/proc/self/fd` says the server's socket at `slot` is.
+fn server_socket(gw: &UringIo, slot: u32) -> String {
+    let conn = gw.conns[slot as usize]
+        .as_ref()
+        .expect("a socket at the slot");
+    let path = std::fs::read_link(format!("/proc/self/fd/{}", conn.stream.as_raw_fd()));
+    path.expect("its fd").to_string_lossy().into_owned()
+}
+
+/// One round trip each way on `conn`, marked with `round`: the client gets
+/// exactly what the app sent it, the app exactly what the client wrote.
+fn served(gw: &mut UringIo, port: &Rc<RefCell<ClientPort>>, c: &mut TcpStream, conn: ConnId) {
+    let round = conn.generation() as u8;
+    let out = [b'a'.wrapping_add(round); 20];
+    port.borrow_mut().send(conn, &out).expect("open");
+    pump_until(gw, |_| port.borrow().queued(conn) == 0);
+    let mut back = [0u8; 20];
+    c.read_exact(&mut back).expect("its own output");
+    assert_eq!(back, out, "the client got its own output");
+    let input = [b'A'.wrapping_add(round); 10];
+    c.write_all(&input).expect("write");
+    pump_until(gw, |_| port.borrow().input(conn).len() >= input.len());
+    assert_eq!(port.borrow().input(conn), input, "only this client's input");
+    port.borrow_mut().consume(conn, input.len());
+}
+
+/// Slot reuse, each round: a client is served, its connection ends (its
+/// EOF, or the app's close with lingering, the client writing late), the
+/// slot is released, and the next client takes the same slot. The old
+/// client then sees EOF and nothing more; the new one only its own bytes,
+/// both ways; with the file table, the slot's entry is the socket of the
+/// connection that holds it and empty in between.
+fn a_reused_slot_talks_to_its_new_socket_only(fixed: bool) {
+    let (mut gw, port, addr) = setup();
+    if !fixed {
+        gw.fixed = false; // the table stays registered, empty
+    }
+    let (mut c, mut conn) = open_one(&mut gw, &port, addr);
+    for round in 0..6 {
+        if gw.fixed {
+            assert_eq!(
+                table_entry(&gw, conn.slot()),
+                Some(server_socket(&gw, conn.slot()))
+            );
+        }
+        served(&mut gw, &port, &mut c, conn);
+        c.set_nonblocking(true).expect("nonblocking");
+        let mut got = 0;
+        if round % 2 == 0 {
+            c.shutdown(Shutdown::Write).expect("shutdown");
+            pump_until(&mut gw, |_| drain_client(&mut c, &mut got));
+        } else {
+            port.borrow_mut().close(conn);
+            pump_until(&mut gw, |_| drain_client(&mut c, &mut got));
+            c.write_all(b"late").expect("late input, discarded");
+            c.shutdown(Shutdown::Write).expect("shutdown");
+        }
+        assert_eq!(got, 0, "nothing after the output the client read");
+        pump_until_released(&mut gw, &port, conn);
+        assert_eq!(table_entry(&gw, conn.slot()), None, "the entry is cleared");
+        let (next, next_conn) = open_one(&mut gw, &port, addr);
+        assert_eq!(next_conn.slot(), conn.slot(), "the slot is reused");
+        assert_ne!(next_conn, conn);
+        assert!(drain_client(&mut c, &mut got), "the old client is at EOF");
+        assert_eq!(got, 0, "the old client gets nothing of the new one's");
+        (c, conn) = (next, next_conn);
+    }
+    served(&mut gw, &port, &mut c, conn);
+    port.borrow().verify();
+}
+
+#[test]
+fn a_reused_slot_talks_to_its_new_socket_only_through_the_file_table() {
+    a_reused_slot_talks_to_its_new_socket_only(true);
+}
+
+#[test]
+fn a_reused_slot_talks_to_its_new_socket_only_by_fd() {
+    a_reused_slot_talks_to_its_new_socket_only(false);
+}
+
+#[test]
+fn the_file_table_is_used_from_linux_6_13() {
+    for (release, at_least) in [
+        ("6.18.44-fc-v669", true),
+        ("6.13.0", true),
+        ("7.0.1-arch1", true),
+        ("6.12.9-amd64", false),
+        ("6.1.0-18-amd64", false),
+        ("5.19", false),
+        ("garbage", false),
+    ] {
+        assert_eq!(release_at_least(release, (6, 13)), at_least, "{release}");
     }
 }
