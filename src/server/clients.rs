@@ -12,7 +12,9 @@
 //!    an avatar ([`CellHost::login`]), an input goes to the proxy, a Bye or
 //!    Kick closes the connection;
 //! 3. downstream: each proxy's ordered client data goes to its session
-//!    (view batches become ViewBatch frames, acks and results pass);
+//!    (view batches become ViewBatch frames, in place when they can:
+//!    `Session::take_down`; acks and results pass); the buffers the
+//!    sessions are done with go back to the shard's downstream pool;
 //! 4. writes: each session's frames of the tick, one `send` per
 //!    connection; a full send queue makes the port close it (slow reader).
 //!
@@ -713,15 +715,18 @@ impl CellHost {
     }
 
     /// Step 3: each proxy's ordered client data to its session (a
-    /// dropped one keeps its books and writes nowhere).
+    /// dropped one keeps its books and writes nowhere); the buffers go
+    /// back to the pool.
     pub(super) fn downstream(&mut self) {
         let tick = self.tick;
+        let pool = &mut self.down_pool;
         for (e, d) in &mut self.clients.detached {
             let Some(p) = self.proxies.get_mut(e) else {
                 continue;
             };
             while let Some((_, data)) = p.poll_client() {
                 d.session.handle_down(tick, &data);
+                pool.give(data.into_buffer());
             }
             d.session.end_tick();
             d.session.clear_output();
@@ -740,7 +745,9 @@ impl CellHost {
                 continue;
             };
             while let Some((_, data)) = p.poll_client() {
-                if !c.session.handle_down(tick, &data) {
+                let (ok, spare) = c.session.take_down(tick, data);
+                self.down_pool.give(spare);
+                if !ok {
                     self.clients.counters.bad_downstream += 1;
                 }
             }

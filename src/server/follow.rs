@@ -251,7 +251,9 @@ impl CellHost {
         }
         let mut session = conn.session;
         while let Some((_, data)) = proxy.poll_client() {
-            if !session.handle_down(self.tick, &data) {
+            let (ok, spare) = session.take_down(self.tick, data);
+            self.down_pool.give(spare);
+            if !ok {
                 self.clients.counters.bad_downstream += 1;
             }
         }
