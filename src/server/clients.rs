@@ -89,6 +89,9 @@ pub struct ClientCounters {
     pub refused_closed: [u64; RULES],
     /// Downstream messages the session did not understand.
     pub bad_downstream: u64,
+    /// View batches framed in place: taken as the session's output, not
+    /// copied (`Session::take_down`).
+    pub views_in_place: u64,
     /// Connections handed, with their proxy, to their real's shard.
     pub proxy_handoffs: u64,
     /// Connections taken up here with their proxy (following their real).
@@ -745,11 +748,11 @@ impl CellHost {
                 continue;
             };
             while let Some((_, data)) = p.poll_client() {
-                let (ok, spare) = c.session.take_down(tick, data);
-                self.down_pool.give(spare);
-                if !ok {
-                    self.clients.counters.bad_downstream += 1;
-                }
+                let t = c.session.take_down(tick, data);
+                self.down_pool.give(t.spare);
+                let k = &mut self.clients.counters;
+                k.bad_downstream += u64::from(!t.understood);
+                k.views_in_place += u64::from(t.in_place);
             }
         }
         debug_assert!(
@@ -829,6 +832,11 @@ impl CellHost {
             "gateway_bad_downstream",
             "downstream messages a session did not understand",
             k.bad_downstream,
+        );
+        sink.counter(
+            "gateway_views_in_place",
+            "view batches taken as the session's output without a copy",
+            k.views_in_place,
         );
         for d in Disconnect::ALL {
             let n = k.disconnects[d as usize];

@@ -79,6 +79,18 @@ use crate::wire::client::{
 // and tick exactly (see the module doc).
 const _: () = assert!(FRAME_ROOM + 1 == HEADER_BYTES + 8);
 
+/// What [`Session::take_down`] did with a body.
+#[derive(Debug)]
+pub struct TakenDown {
+    /// What [`Session::handle_down`] returns: false if not understood.
+    pub understood: bool,
+    /// The body became the output (a view batch framed in place).
+    pub in_place: bool,
+    /// The buffer the session is done with (the body's, or its former
+    /// empty output), for the pool.
+    pub spare: Vec<u8>,
+}
+
 /// Where a session is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SessionPhase {
@@ -598,13 +610,19 @@ impl Session {
     }
 
     /// [`Session::handle_down`] on an owned body, framed in place when it
-    /// can be (see the module doc). Returns what `handle_down` would, and
-    /// the buffer the session is done with (the body's, or its former empty
-    /// output) for the pool.
-    pub fn take_down(&mut self, tick: u64, body: DownBody) -> (bool, Vec<u8>) {
+    /// can be (see the module doc).
+    pub fn take_down(&mut self, tick: u64, body: DownBody) -> TakenDown {
         match self.frame_in_place(tick, body) {
-            Ok(spare) => (true, spare),
-            Err(body) => (self.handle_down(tick, &body), body.into_buffer()),
+            Ok(spare) => TakenDown {
+                understood: true,
+                in_place: true,
+                spare,
+            },
+            Err(body) => TakenDown {
+                understood: self.handle_down(tick, &body),
+                in_place: false,
+                spare: body.into_buffer(),
+            },
         }
     }
 

@@ -611,8 +611,9 @@ fn a_pooled_view_batch_is_framed_in_place() {
     let body = pool.body(DownKind::View, &batch);
     let at = body.as_ptr();
     assert!(p.server.output().is_empty());
-    let (ok, spare) = p.server.take_down(7, body);
-    assert!(ok);
+    let t = p.server.take_down(7, body);
+    assert!(t.understood && t.in_place);
+    let spare = t.spare;
     assert_eq!(p.server.output(), &expected[..], "the same frame");
     assert_eq!(
         p.server.output()[expected.len() - batch.len()..].as_ptr(),
@@ -623,8 +624,9 @@ fn a_pooled_view_batch_is_framed_in_place() {
     pool.give(spare);
     // Not empty now: the next batch is copied after the first.
     let body = pool.body(DownKind::View, &batch);
-    let (ok, spare) = p.server.take_down(7, body);
-    assert!(ok);
+    let t = p.server.take_down(7, body);
+    assert!(t.understood && !t.in_place);
+    let spare = t.spare;
     assert_eq!(
         p.server.output(),
         &[&expected[..], &expected[..]].concat()[..]
@@ -632,15 +634,15 @@ fn a_pooled_view_batch_is_framed_in_place() {
     assert_eq!(spare.len(), crate::core::down::FRAME_ROOM + 1 + batch.len());
     // No room (a body from elsewhere): copied, same bytes.
     let mut q = Pair::new();
-    let (ok, _) = q.server.take_down(7, view(&batch));
-    assert!(ok);
+    let t = q.server.take_down(7, view(&batch));
+    assert!(t.understood && !t.in_place);
     assert_eq!(q.server.output(), &expected[..]);
     // The silence fault still drops it.
     let mut s = Pair::with(GatewayParams {
         fault: Fault::Silence,
         ..params()
     });
-    let (ok, _) = s.server.take_down(7, pool.body(DownKind::View, &batch));
-    assert!(ok);
+    let t = s.server.take_down(7, pool.body(DownKind::View, &batch));
+    assert!(t.understood && !t.in_place);
     assert!(s.server.output().is_empty());
 }
