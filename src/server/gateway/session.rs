@@ -12,12 +12,14 @@
 //! A view batch made in a pooled buffer (`core::down::DownPool`) has
 //! [`FRAME_ROOM`] spare bytes before its kind byte, as many as the
 //! ViewBatch header and the tick less that byte (checked at compile time).
-//! When the session's output is empty (the usual case: a tick's reply is
-//! only an ack, which writes nothing until the tick's end), the header is
-//! written over the room and the buffer becomes the output; the old empty
-//! output goes back to the pool. So the batch is not copied between the
-//! cell and the port's send queue (`ClientPort::send_buf` takes the output
-//! in turn); otherwise it is copied after the frames already written.
+//! When the session's output is empty (a tick's reply that is only an ack
+//! writes nothing until the tick's end), the header is written over the
+//! room and the buffer becomes the output; the old empty output goes back
+//! to the pool. So the batch is not copied between the cell and the port's
+//! send queue (`ClientPort::send_buf` takes the output in turn). Otherwise
+//! (call results, or an InputAck held from the tick before for this update
+//! when `send_every_ticks` > 1) it is copied after the frames already
+//! written, as before; the host counts the batches framed in place.
 //!
 //! # Rules (each refusal is one Error naming the rule, counted, a strike)
 //! - handshake: Hello then Login, anything else is fatal (Error, close);
