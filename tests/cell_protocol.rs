@@ -251,7 +251,7 @@ impl World {
             if self.rng.chance(0.2) {
                 let n = self.log.downstream_sent.entry(e).or_default();
                 *n += 1;
-                cell.send_to_client(e, Arc::from(n.to_le_bytes().as_slice()))
+                cell.send_to_client(e, n.to_le_bytes().to_vec())
                     .expect("downstream");
             }
             if self.rng.chance(0.3) {
@@ -772,8 +772,7 @@ fn inputs_survive_many_migrations_exactly_once_in_order() {
                 let cell = w.cells.get_mut(&c).expect("cell");
                 let n = w.log.downstream_sent.entry(e).or_default();
                 *n += 1;
-                cell.send_to_client(e, Arc::from(&[1u8][..]))
-                    .expect("downstream");
+                cell.send_to_client(e, vec![1u8]).expect("downstream");
             }
             w.step(false);
         }

@@ -499,6 +499,9 @@ pub struct ServerConfig {
     pub npcs: u32,
     /// NPC walking speed, metres per second.
     pub npc_speed_mps: f64,
+    /// Bytes of downstream body buffers one shard keeps for reuse
+    /// (`core::down::DownPool`; at most 1 GiB, 0 = none kept).
+    pub down_pool_bytes_max: u64,
 }
 
 impl ServerConfig {
@@ -509,6 +512,13 @@ impl ServerConfig {
                 "server.npc_speed_mps",
                 self.npc_speed_mps.to_string(),
                 "must be a finite speed >= 0",
+            ));
+        }
+        if self.down_pool_bytes_max > 1 << 30 {
+            return Err(invalid(
+                "server.down_pool_bytes_max",
+                self.down_pool_bytes_max.to_string(),
+                "must be at most 1 GiB",
             ));
         }
         Ok(())

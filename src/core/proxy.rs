@@ -17,6 +17,11 @@
 //! (only an overflow of `input_buffer_max` at the real can lose one, and it
 //! is counted).
 //!
+//! Downstream bodies are owned buffers ([`DownBody`]) that pass through
+//! the proxy without a copy: one in order goes straight to the client
+//! queue, one ahead of a gap is held (at most `downstream_buffer_max`), so
+//! a held body keeps only its own buffer.
+//!
 //! Owns only the proxy's routing and sequencing state; must not touch cells.
 
 use std::collections::VecDeque;
@@ -25,6 +30,7 @@ use std::sync::Arc;
 use crate::core::cell::{
     CellMsg, Input, Outgoing, ProxyMsg, SeqBuffer, SeqPush, ToReal, ToRealBody,
 };
+use crate::core::down::DownBody;
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 
@@ -84,9 +90,9 @@ pub struct Proxy {
     epoch: u64,
     next_input: u64,
     params: ProxyParams,
-    downstream: SeqBuffer<Arc<[u8]>>,
+    downstream: SeqBuffer<DownBody>,
     out: VecDeque<Outgoing>,
-    client: VecDeque<(u64, Arc<[u8]>)>,
+    client: VecDeque<(u64, DownBody)>,
     counters: ProxyCounters,
 }
 
@@ -216,7 +222,7 @@ impl Proxy {
     }
 
     /// The next downstream message for the client, with its sequence number.
-    pub fn poll_client(&mut self) -> Option<(u64, Arc<[u8]>)> {
+    pub fn poll_client(&mut self) -> Option<(u64, DownBody)> {
         self.client.pop_front()
     }
 
@@ -241,7 +247,7 @@ impl Proxy {
         }
     }
 
-    fn downstream(&mut self, seq: u64, data: Arc<[u8]>) {
+    fn downstream(&mut self, seq: u64, data: DownBody) {
         // In order with nothing held (the usual case): straight through.
         if self.downstream.pass_next(seq) {
             self.counters.downstream_delivered += 1;
@@ -249,10 +255,10 @@ impl Proxy {
             return;
         }
         let max = self.params.downstream_buffer_max;
-        match self.downstream.push(seq, data.clone(), max) {
-            SeqPush::Held => {}
-            SeqPush::Duplicate => self.counters.downstream_duplicates += 1,
-            SeqPush::Full => {
+        match self.downstream.try_push(seq, data, max) {
+            Ok(SeqPush::Held | SeqPush::Full) => {}
+            Ok(SeqPush::Duplicate) => self.counters.downstream_duplicates += 1,
+            Err(data) => {
                 self.counters.downstream_skipped += self.downstream.skip_gap();
                 let _ = self.downstream.push(seq, data, max.saturating_mul(2));
             }
@@ -311,7 +317,7 @@ mod tests {
             cell: CellId(cell),
             epoch,
             seq,
-            data: Arc::from(&[seq as u8][..]),
+            data: DownBody::from(vec![seq as u8]),
         };
         for (c, e, s) in [(2, 1, 3), (1, 0, 1), (1, 0, 1), (2, 1, 4), (1, 0, 2)] {
             p.handle(Time::ZERO, down(c, e, s)).expect("ok");

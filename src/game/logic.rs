@@ -55,6 +55,7 @@ use crate::core::cell::{
     Call, CallKind, Cell, CellEvent, HitError, Layout, Residency, Source, ToReal, ToRealBody,
 };
 use crate::core::combat::CombatEvent;
+use crate::core::down::DownBody;
 use crate::core::entity::codec::Reader;
 use crate::core::entity::{value, Audience, EntityTypeId, TypeRegistry, Value, AVATAR};
 use crate::core::geom::Vec3;
@@ -202,8 +203,7 @@ impl Game {
             CellEvent::CallRun { entity, data, .. } => match data.first() {
                 Some(&DEFER_INPUT) => self.input(now, cell, layout, *entity, &data[1..]),
                 Some(&DEFER_DOWN) => {
-                    let down: Arc<[u8]> = Arc::from(&data[1..]);
-                    self.down(now, cell, *entity, down);
+                    self.down(now, cell, *entity, DownBody::from(&data[1..]));
                 }
                 _ => {}
             },
@@ -220,7 +220,7 @@ impl Game {
             CombatEvent::HitExpired { seq, .. } => (seq, CallOutcome::HitExpired),
             _ => return,
         };
-        self.down(now, cell, entity, hit_done(seq, outcome));
+        self.down(now, cell, entity, hit_done(seq, outcome).into());
     }
 
     /// Applies one input at `entity`'s real here, or defers it.
@@ -270,7 +270,7 @@ impl Game {
                 let from = cell.real_mut(entity).expect("real").core().pos;
                 let notice = space_down(space, type_id, pos, from);
                 let dest = crate::core::ids::CellId(dest);
-                match cell.transfer(now, entity, pos, dest, Some(notice)) {
+                match cell.transfer(now, entity, pos, dest, Some(notice.into())) {
                     Ok(()) => self.counters.transfers += 1,
                     Err(_) => self.counters.bad_inputs += 1,
                 }
@@ -278,7 +278,7 @@ impl Game {
             }
             GameInput::Resync { .. } => {
                 cell.restart_view(entity);
-                self.down(now, cell, entity, Arc::from(&[DOWN_RESYNCED][..]));
+                self.down(now, cell, entity, vec![DOWN_RESYNCED].into());
                 return;
             }
         }
@@ -347,7 +347,7 @@ impl Game {
         match cell.try_hit(now, e, target, dmg) {
             Ok(combat_seq) => {
                 self.counters.hits += 1;
-                self.down(now, cell, e, hit_started(seq, combat_seq));
+                self.down(now, cell, e, hit_started(seq, combat_seq).into());
             }
             Err(HitError::Refused(r)) => {
                 self.result(e, seq, CallOutcome::Refused(RefuseReason::from(&r)))
@@ -408,7 +408,9 @@ impl Game {
         for (entity, mut buf, acked) in frames.drain(..) {
             reply_set_ack(&mut buf, acked);
             if !reply_is_empty(&buf) {
-                self.down(now, cell, entity, Arc::from(&buf[..]));
+                // In a buffer of the pool the host lent the cell.
+                let data = cell.down_pool_mut().copy(&buf);
+                self.down(now, cell, entity, data);
             }
             buf.clear();
             self.pool.push(buf);
@@ -417,10 +419,10 @@ impl Game {
     }
 
     /// Sends client data from the real here, or defers it to the next real.
-    fn down(&mut self, now: Time, cell: &mut Cell, entity: EntityId, data: Arc<[u8]>) {
+    fn down(&mut self, now: Time, cell: &mut Cell, entity: EntityId, data: DownBody) {
         if is_real(cell, entity) {
             if self.reporting {
-                let data = data.clone();
+                let data = Arc::from(&*data);
                 self.effects.push_back(GameEffect::Sent { entity, data });
             }
             let _ = cell.send_to_client(entity, data);

@@ -459,25 +459,25 @@ fn decode_outcome(b: &[u8]) -> Option<CallOutcome> {
 }
 
 /// A [`DOWN_HIT_STARTED`] payload.
-pub fn hit_started(client_seq: u64, combat_seq: u64) -> Arc<[u8]> {
-    let mut b = [0u8; 17];
+pub fn hit_started(client_seq: u64, combat_seq: u64) -> Vec<u8> {
+    let mut b = vec![0u8; 17];
     b[0] = DOWN_HIT_STARTED;
     b[1..9].copy_from_slice(&client_seq.to_le_bytes());
     b[9..17].copy_from_slice(&combat_seq.to_le_bytes());
-    Arc::from(&b[..])
+    b
 }
 
 /// A [`DOWN_HIT_DONE`] payload.
-pub fn hit_done(combat_seq: u64, outcome: CallOutcome) -> Arc<[u8]> {
+pub fn hit_done(combat_seq: u64, outcome: CallOutcome) -> Vec<u8> {
     let mut b = Vec::with_capacity(9 + OUTCOME_BYTES);
     b.push(DOWN_HIT_DONE);
     b.extend_from_slice(&combat_seq.to_le_bytes());
     encode_outcome(&mut b, outcome);
-    Arc::from(b)
+    b
 }
 
 /// A [`DOWN_SPACE`] payload.
-pub fn space_down(space: u32, type_id: u32, pos: Vec3, from: Vec3) -> Arc<[u8]> {
+pub fn space_down(space: u32, type_id: u32, pos: Vec3, from: Vec3) -> Vec<u8> {
     let mut b = Vec::with_capacity(41);
     b.push(DOWN_SPACE);
     b.extend_from_slice(&space.to_le_bytes());
@@ -485,7 +485,7 @@ pub fn space_down(space: u32, type_id: u32, pos: Vec3, from: Vec3) -> Arc<[u8]> 
     for v in [pos.x, pos.z, from.x, from.z] {
         b.extend_from_slice(&v.to_le_bytes());
     }
-    Arc::from(b)
+    b
 }
 
 /// `tag` followed by `body`, as a shared buffer.

@@ -12,7 +12,9 @@
 //!    an avatar ([`CellHost::login`]), an input goes to the proxy, a Bye or
 //!    Kick closes the connection;
 //! 3. downstream: each proxy's ordered client data goes to its session
-//!    (view batches become ViewBatch frames, acks and results pass);
+//!    (view batches become ViewBatch frames, in place when they can:
+//!    `Session::take_down`; acks and results pass); the buffers the
+//!    sessions are done with go back to the shard's downstream pool;
 //! 4. writes: each session's frames of the tick, one `send` per
 //!    connection; a full send queue makes the port close it (slow reader).
 //!
@@ -87,6 +89,9 @@ pub struct ClientCounters {
     pub refused_closed: [u64; RULES],
     /// Downstream messages the session did not understand.
     pub bad_downstream: u64,
+    /// View batches framed in place: taken as the session's output, not
+    /// copied (`Session::take_down`).
+    pub views_in_place: u64,
     /// Connections handed, with their proxy, to their real's shard.
     pub proxy_handoffs: u64,
     /// Connections taken up here with their proxy (following their real).
@@ -713,15 +718,18 @@ impl CellHost {
     }
 
     /// Step 3: each proxy's ordered client data to its session (a
-    /// dropped one keeps its books and writes nowhere).
+    /// dropped one keeps its books and writes nowhere); the buffers go
+    /// back to the pool.
     pub(super) fn downstream(&mut self) {
         let tick = self.tick;
+        let pool = &mut self.down_pool;
         for (e, d) in &mut self.clients.detached {
             let Some(p) = self.proxies.get_mut(e) else {
                 continue;
             };
             while let Some((_, data)) = p.poll_client() {
                 d.session.handle_down(tick, &data);
+                pool.give(data.into_buffer());
             }
             d.session.end_tick();
             d.session.clear_output();
@@ -740,9 +748,11 @@ impl CellHost {
                 continue;
             };
             while let Some((_, data)) = p.poll_client() {
-                if !c.session.handle_down(tick, &data) {
-                    self.clients.counters.bad_downstream += 1;
-                }
+                let t = c.session.take_down(tick, data);
+                self.down_pool.give(t.spare);
+                let k = &mut self.clients.counters;
+                k.bad_downstream += u64::from(!t.understood);
+                k.views_in_place += u64::from(t.in_place);
             }
         }
         debug_assert!(
@@ -822,6 +832,11 @@ impl CellHost {
             "gateway_bad_downstream",
             "downstream messages a session did not understand",
             k.bad_downstream,
+        );
+        sink.counter(
+            "gateway_views_in_place",
+            "view batches taken as the session's output without a copy",
+            k.views_in_place,
         );
         for d in Disconnect::ALL {
             let n = k.disconnects[d as usize];

@@ -251,9 +251,11 @@ impl CellHost {
         }
         let mut session = conn.session;
         while let Some((_, data)) = proxy.poll_client() {
-            if !session.handle_down(self.tick, &data) {
-                self.clients.counters.bad_downstream += 1;
-            }
+            let t = session.take_down(self.tick, data);
+            self.down_pool.give(t.spare);
+            let k = &mut self.clients.counters;
+            k.bad_downstream += u64::from(!t.understood);
+            k.views_in_place += u64::from(t.in_place);
         }
         let account = conn.account.expect("checked");
         let moves = self.clients.door.next_move();

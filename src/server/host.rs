@@ -22,6 +22,15 @@
 //!    proxies); proxies' outputs are routed; their client data goes to the
 //!    sessions, and every session's frames of the tick are written to the
 //!    port.
+//!
+//! Downstream bodies come from the shard's [`DownPool`]
+//! (`server.down_pool_bytes_max`): lent to each cell for its tick (step 4:
+//! its view batches and replies are made in recycled buffers), given back
+//! by the sessions (step 5: the body's buffer, or the session's former
+//! output when the batch became the output in place, `Session::take_down`)
+//! and by the flush (bodies serialised for another shard). So a batch
+//! whose proxy is on its cell's shard costs no allocation and one copy (the
+//! observer's bytes into the body) before the port.
 //! 6. Routing: same shard -> local FIFO queue, delivered at the next phase
 //!    boundary (steps 3 and 5, or the next tick); other shard -> one batch
 //!    per destination per tick, serialised once, read at the destination's
@@ -40,7 +49,8 @@
 //! the clock that stamps work is injected, `ShardApp::set_cost_clock`).
 
 use crate::config::Config;
-use crate::core::cell::{Cell, Dest, Msg, Outgoing, Source};
+use crate::core::cell::{Cell, Dest, Msg, Outgoing, ProxyMsg, Source};
+use crate::core::down::DownPool;
 use crate::core::entity::{TypeRegistry, AVATAR};
 use crate::core::ids::{CellId, EntityId, ShardId};
 use crate::core::proxy::{Proxy, ProxyParams};
@@ -224,6 +234,8 @@ pub struct CellHost {
     pub(super) viewer: HostViewer,
     /// Proxies following their reals (`follow.rs`).
     pub(super) follow: Follow,
+    /// Downstream body buffers for reuse (see the module doc).
+    pub(super) down_pool: DownPool,
 }
 
 impl std::fmt::Debug for CellHost {
@@ -308,6 +320,9 @@ impl CellHost {
             scratch_outs: Vec::new(),
             viewer: HostViewer::new(config, types.clone()),
             follow: Follow::default(),
+            down_pool: DownPool::new(
+                usize::try_from(config.server.down_pool_bytes_max).unwrap_or(usize::MAX),
+            ),
         };
         host.spawn_npcs(config.server.npcs, &types);
         Ok(host)
@@ -462,6 +477,8 @@ impl CellHost {
         for &id in &ids {
             let cell = self.cells.get_mut(&id).expect("listed");
             let started = self.balance.stamp();
+            // The shard's pool, lent for the cell's tick.
+            std::mem::swap(cell.down_pool_mut(), &mut self.down_pool);
             cell.run_inputs(now);
             match self.spaces.layout(id) {
                 Some(solo) => {
@@ -475,6 +492,7 @@ impl CellHost {
                     self.game.run(now, cell, &self.tree);
                 }
             }
+            std::mem::swap(cell.down_pool_mut(), &mut self.down_pool);
             self.balance.cell_done(id, started);
             outs.extend(std::iter::from_fn(|| cell.poll_output()));
             self.note_outputs(now, id, &outs);
@@ -585,6 +603,36 @@ impl CellHost {
         }
     }
 
+    /// Downstream's metrics: orphaned messages and the pool's.
+    fn export_down_metrics(&self, sink: &mut MetricSink) {
+        sink.counter(
+            "host_orphaned",
+            "downstream messages for a proxy whose client left",
+            self.counters.orphaned,
+        );
+        let p = self.down_pool.counters();
+        sink.counter(
+            "host_down_buffers_made",
+            "downstream bodies made in a new buffer (the pool was empty)",
+            p.made,
+        );
+        sink.counter(
+            "host_down_buffers_reused",
+            "downstream bodies made in a recycled buffer",
+            p.reused,
+        );
+        sink.counter(
+            "host_down_buffers_freed",
+            "downstream buffers freed at server.down_pool_bytes_max",
+            p.freed,
+        );
+        sink.gauge(
+            "host_down_pool_bytes",
+            "bytes of downstream buffers kept for reuse",
+            self.down_pool.held_bytes() as u64,
+        );
+    }
+
     /// Queues `item` for local delivery next tick.
     pub(super) fn requeue(&mut self, item: Routed) {
         self.local.push_back(item);
@@ -596,7 +644,13 @@ impl CellHost {
                 continue;
             }
             let body = Body::encode(&*lane);
-            lane.items.clear();
+            // Downstream bodies are copied into the envelope: their
+            // buffers go back to the pool.
+            for item in lane.items.drain(..) {
+                if let Msg::Proxy(ProxyMsg::Downstream { data, .. }) = item.msg {
+                    self.down_pool.give(data.into_buffer());
+                }
+            }
             lane.spawns.clear();
             lane.proxies.clear();
             let dest = ShardId::local(i as u16);
@@ -752,11 +806,7 @@ impl ShardApp for CellHost {
             "envelopes that failed to decode",
             self.counters.bad_envelopes,
         );
-        sink.counter(
-            "host_orphaned",
-            "downstream messages for a proxy whose client left",
-            self.counters.orphaned,
-        );
+        self.export_down_metrics(sink);
         sink.counter(
             "host_remote_messages",
             "cell and proxy messages sent to other shards",

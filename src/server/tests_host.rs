@@ -488,3 +488,38 @@ fn own_updates_keep_their_spacing_when_the_proxy_follows_its_real() {
         .sum();
     assert_eq!(handed, 2, "one hand-over each way");
 }
+
+/// On one shard, view batches and replies are made in the shard's
+/// recycled buffers: once warm, no tick allocates a new one.
+#[test]
+fn view_batches_reuse_the_shards_buffers_in_steady_state() {
+    let config = test_config(&["runtime.shards=1", "server.npcs=40"]);
+    let mut h = Harness::new(&config);
+    for i in 0..6 {
+        h.connect(0, &format!("p{i}"));
+    }
+    h.run(30);
+    let before = *h.hosts[0].down_pool.counters();
+    let batches_before = h.hosts[0].cell_counters().view_batches;
+    let in_place_before = h.hosts[0].clients.counters().views_in_place;
+    h.run(40);
+    let after = *h.hosts[0].down_pool.counters();
+    let batches = h.hosts[0].cell_counters().view_batches - batches_before;
+    assert!(batches >= 6 * 30, "the clients got batches: {batches}");
+    assert_eq!(
+        after.made, before.made,
+        "no new buffer: {before:?} -> {after:?}"
+    );
+    assert!(
+        after.reused - before.reused >= batches,
+        "{before:?} -> {after:?}"
+    );
+    assert_eq!(after.freed, before.freed, "the bound was not reached");
+    assert!(h.hosts[0].down_pool.held_bytes() <= 8 << 20);
+    // A batch that reaches an empty output is framed in place (here all
+    // of them: these clients send no input, so no acknowledgement waits
+    // in the output for the next update).
+    let in_place = h.hosts[0].clients.counters().views_in_place - in_place_before;
+    assert!(in_place * 2 >= batches, "in place: {in_place} of {batches}");
+    assert_eq!(violations(&h), 0);
+}

@@ -448,10 +448,12 @@ impl World {
                 }
             }
             while let Some((seq, data)) = self.proxies[i].poll_client() {
+                // Shared from here on (the simulated network may hold it;
+                // the last view batch is kept for tests).
                 let p = Packet::Down {
                     entity: e,
                     seq,
-                    data,
+                    data: Arc::from(&*data),
                 };
                 self.router.push(from, Endpoint::Client(i as u32), p);
             }

@@ -108,7 +108,7 @@ impl World {
     /// # Panics
     /// If `e` is not an entity of this world.
     pub fn inject_view_batch(&mut self, e: EntityId, data: &[u8]) {
-        self.feed_view(e, &down::with_kind(DownKind::View, data));
+        self.feed_view(e, &Arc::from(&*down::with_kind(DownKind::View, data)));
     }
 
     /// Replaces `e`'s client view (for tests that lose batches on purpose).

@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::core::combat::Combat;
+use crate::core::down::DownBody;
 use crate::core::entity::{Entity, SyncCache, SyncEmitter, TypeRegistry};
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId};
@@ -378,7 +379,12 @@ impl Cell {
     ///
     /// # Errors
     /// `NotReal` if not real here; `NoProxy` if it has no client.
-    pub fn send_to_client(&mut self, entity: EntityId, data: Arc<[u8]>) -> Result<(), CellError> {
+    pub fn send_to_client(
+        &mut self,
+        entity: EntityId,
+        data: impl Into<DownBody>,
+    ) -> Result<(), CellError> {
+        let data = data.into();
         let cell = self.id;
         let r = self.real_entry(entity)?.real_mut().expect("real");
         if !r.has_proxy {

@@ -308,8 +308,8 @@ pub enum ProxyMsg {
         epoch: u64,
         /// Consecutive from 1.
         seq: u64,
-        /// Encoded client data.
-        data: Arc<[u8]>,
+        /// Encoded client data (its kind byte first), owned: one reader.
+        data: crate::core::down::DownBody,
     },
 }
 

@@ -65,19 +65,29 @@ impl<T> SeqBuffer<T> {
     /// At most `max` items are held ahead of the next one (which is always
     /// taken, so a full buffer still drains).
     pub fn push(&mut self, seq: u64, item: T, max: usize) -> SeqPush {
+        self.try_push(seq, item, max).unwrap_or(SeqPush::Full)
+    }
+
+    /// As [`Self::push`], but a full buffer gives the item back (never
+    /// `Ok(SeqPush::Full)`), so the caller can make room and offer it again
+    /// without a copy.
+    ///
+    /// # Errors
+    /// The item, when the buffer is full.
+    pub fn try_push(&mut self, seq: u64, item: T, max: usize) -> Result<SeqPush, T> {
         if seq < self.next {
-            return SeqPush::Duplicate;
+            return Ok(SeqPush::Duplicate);
         }
         let at = self.early.partition_point(|(s, _)| *s < seq);
         if self.early.get(at).is_some_and(|(s, _)| *s == seq) {
-            return SeqPush::Duplicate;
+            return Ok(SeqPush::Duplicate);
         }
         // The next item is always taken: it lets the buffer drain.
         if seq > self.next && self.early.len() >= max {
-            return SeqPush::Full;
+            return Err(item);
         }
         self.early.insert(at, (seq, item));
-        SeqPush::Held
+        Ok(SeqPush::Held)
     }
 
     /// Releases `seq` at once if it is the next one and nothing is held

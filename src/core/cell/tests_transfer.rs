@@ -27,7 +27,7 @@ fn transfer_moves_the_whole_real_and_leaves_nothing_behind() {
         .expect("hp");
     bus.tick(100);
     let now = bus.now;
-    let notice: std::sync::Arc<[u8]> = std::sync::Arc::from(&[0xF0u8][..]);
+    let notice = crate::core::down::DownBody::from(vec![0xF0u8]);
     bus.cell(0)
         .transfer(now, E, Vec3::ground(500.0, 100.0), CellId(2), Some(notice))
         .expect("transfer");

@@ -21,8 +21,6 @@
 //! Owns nothing beyond the `impl Cell` transfer step; must not know spaces,
 //! the layout or the wire.
 
-use std::sync::Arc;
-
 use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
@@ -47,7 +45,7 @@ impl Cell {
         entity: EntityId,
         pos: Vec3,
         dest: CellId,
-        notice: Option<Arc<[u8]>>,
+        notice: Option<crate::core::down::DownBody>,
     ) -> Result<(), CellError> {
         self.real_entry(entity)?;
         if !pos.is_finite() {

@@ -26,7 +26,11 @@
 //!    `ViewParams::ghost_cache_max`; a copy replaced by an onload is healed
 //!    the same way), then sends; a non-empty batch goes to its client
 //!    through [`Cell::send_to_client`] (cell -> proxy -> client, in order),
-//!    after its [`DownKind::View`] byte (`core::down`).
+//!    after its [`DownKind::View`] byte (`core::down`), as a [`DownBody`]
+//!    made in the cell's [`DownPool`]: a recycled buffer when the host lent
+//!    the cell its shard's pool for the tick ([`Cell::down_pool_mut`]), so
+//!    a batch costs one copy (the observer's bytes into it) and no
+//!    allocation.
 //!
 //! So an area's interest set may be up to `flush_every_ticks - 1` ticks
 //! old between its flushes: an observer flushed off its phase (before a
@@ -43,10 +47,9 @@
 //! onload it is decoded (a bad blob is counted and a fresh observer starts).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use crate::core::aoi::{AoiEvent, AoiIndex, AreaId, GridAoi};
-use crate::core::down::{with_kind, DownKind};
+use crate::core::down::{DownBody, DownKind, DownPool};
 use crate::core::entity::{Audience, Entity, SyncCache};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
@@ -87,7 +90,10 @@ pub(super) struct Views {
     /// The areas the AOI update processes this step, ascending.
     due: Vec<AreaId>,
     interest: Vec<EntityId>,
-    batches: Vec<(EntityId, Arc<[u8]>)>,
+    batches: Vec<(EntityId, DownBody)>,
+    /// Where the batches' buffers come from (empty, keeping nothing,
+    /// unless the host lends its shard's pool).
+    pool: DownPool,
     /// View steps run (the phase of the staggered flushes).
     steps: u64,
 }
@@ -118,6 +124,7 @@ impl Views {
             due: Vec::new(),
             interest: Vec::new(),
             batches: Vec::new(),
+            pool: DownPool::default(),
             steps: 0,
         })
     }
@@ -311,7 +318,8 @@ impl Cell {
         let Some((_, mut w)) = self.views.take(id) else {
             return Vec::new();
         };
-        let batch = flush_counted(false, &mut w, &self.entities, &mut self.counters);
+        let pool = &mut self.views.pool;
+        let batch = flush_counted(false, &mut w, &self.entities, &mut self.counters, pool);
         if let Some(data) = batch {
             self.send_batch(id, data);
         }
@@ -330,13 +338,14 @@ impl Cell {
         let Some(w) = self.views.watches[slot as usize].as_mut() else {
             return;
         };
-        let batch = flush_counted(false, w, &self.entities, &mut self.counters);
+        let pool = &mut self.views.pool;
+        let batch = flush_counted(false, w, &self.entities, &mut self.counters, pool);
         if let Some(data) = batch {
             self.send_batch(id, data);
         }
     }
 
-    fn send_batch(&mut self, owner: EntityId, data: Arc<[u8]>) {
+    fn send_batch(&mut self, owner: EntityId, data: DownBody) {
         self.counters.view_batches += 1;
         // The kind byte is the relay's, not the client's.
         self.counters.view_bytes += (data.len() - 1) as u64;
@@ -367,12 +376,13 @@ impl Cell {
         }
         self.views.interest = interest;
         let mut batches = std::mem::take(&mut self.views.batches);
+        let pool = &mut self.views.pool;
         for (slot, w) in self.views.watches.iter_mut().enumerate() {
             let Some(w) = w else { continue };
             if !flushes(step, slot, every) {
                 continue;
             }
-            if let Some(b) = flush_counted(true, w, &self.entities, &mut self.counters) {
+            if let Some(b) = flush_counted(true, w, &self.entities, &mut self.counters, pool) {
                 batches.push((w.owner, b));
             }
         }
@@ -425,6 +435,13 @@ impl Cell {
         }
     }
 
+    /// The pool the view batches' buffers come from: a host swaps its
+    /// shard's pool in for the cell's tick and back out after it (the
+    /// cell's own keeps nothing: see `core::down::DownPool`).
+    pub fn down_pool_mut(&mut self) -> &mut DownPool {
+        &mut self.views.pool
+    }
+
     /// The cell's AOI index (every real and ghost; one area per observer).
     pub fn aoi(&self) -> &GridAoi {
         &self.views.aoi
@@ -475,13 +492,14 @@ fn flush_counted(
     w: &mut Watch,
     entities: &EntityTable,
     counters: &mut super::counters::Counters,
-) -> Option<Arc<[u8]>> {
+    pool: &mut DownPool,
+) -> Option<DownBody> {
     let batch = if paced {
         w.observer.flush_paced(entities)
     } else {
         w.observer.flush(entities)
     };
-    let data = (!batch.is_empty()).then(|| with_kind(DownKind::View, batch));
+    let data = (!batch.is_empty()).then(|| pool.body(DownKind::View, batch));
     let (now, was) = (*w.observer.stats(), w.counted);
     w.counted = now;
     // Saturating: a fresh observer (a blob that did not decode) starts its

@@ -50,8 +50,9 @@
 //! 4. When the observer's update is due (every tick, or every N ticks for
 //!    `view.client_update_hz`): `let batch = observer.flush_paced(host)`
 //!    (`flush` sends everything, for the last batch before a migration); if
-//!    not empty, `cell.send_to_client(E, down::with_kind(DownKind::View,
-//!    batch))` (`crate::core::down`). A flush first
+//!    not empty, `cell.send_to_client(E, pool.body(DownKind::View, batch))`
+//!    (`crate::core::down`: a recycled buffer of the cell's `DownPool`;
+//!    `down::with_kind` makes one without a pool). A flush first
 //!    pulls every shown entity up to its local copy from the copy's cache
 //!    (the observer's "Pull at the flush"), so the cell pushes nothing per
 //!    released message: every copy must cache what it applies (at least

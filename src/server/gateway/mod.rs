@@ -19,7 +19,7 @@ pub mod ticket;
 pub mod travel;
 
 pub use rules::{check_name, check_pos, check_set_prop, MoveLimiter};
-pub use session::{Closing, Session, SessionPhase, Step};
+pub use session::{Closing, Session, SessionPhase, Step, TakenDown};
 pub use ticket::{mint, ReplayTable, Ticket, TicketError, TicketKey};
 pub use travel::Travel;
 

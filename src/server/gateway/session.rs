@@ -5,8 +5,21 @@
 //! map from a Hit's combat seq back to its client seq, and the frames to
 //! write. The host feeds it frames split from the port's input
 //! ([`Session::handle_frame`]), the proxy's downstream data
-//! ([`Session::handle_down`]) and the end of each tick
+//! ([`Session::take_down`]) and the end of each tick
 //! ([`Session::end_tick`]); it writes [`Session::output`] to the port.
+//!
+//! # A view batch framed in place
+//! A view batch made in a pooled buffer (`core::down::DownPool`) has
+//! [`FRAME_ROOM`] spare bytes before its kind byte, as many as the
+//! ViewBatch header and the tick less that byte (checked at compile time).
+//! When the session's output is empty (a tick's reply that is only an ack
+//! writes nothing until the tick's end), the header is written over the
+//! room and the buffer becomes the output; the old empty output goes back
+//! to the pool. So the batch is not copied between the cell and the port's
+//! send queue (`ClientPort::send_buf` takes the output in turn). Otherwise
+//! (call results, or an InputAck held from the tick before for this update
+//! when `send_every_ticks` > 1) it is copied after the frames already
+//! written, as before; the host counts the batches framed in place.
 //!
 //! # Rules (each refusal is one Error naming the rule, counted, a strike)
 //! - handshake: Hello then Login, anything else is fatal (Error, close);
@@ -52,6 +65,7 @@ use std::sync::Arc;
 use super::rules::{check_pos, check_set_prop, MoveLimiter};
 use super::travel::Travel;
 use super::{GatewayParams, RULES};
+use crate::core::down::{DownBody, DownKind, FRAME_ROOM};
 use crate::core::entity::EntityType;
 use crate::core::fault::Fault;
 use crate::core::geom::Vec3;
@@ -60,8 +74,24 @@ use crate::core::time::Time;
 use crate::game::relay::{decode_down, Down, GameInput};
 use crate::wire::client::{
     split_frame, view_batch_header, CallOutcome, ClientMsg, DecodeError, ErrorCode, Frame,
-    RefuseReason, ServerMsg, Welcome, TEXT_BYTES_MAX,
+    RefuseReason, ServerMsg, Welcome, HEADER_BYTES, TEXT_BYTES_MAX,
 };
+
+// The room of a pooled body and its kind byte hold a ViewBatch's header
+// and tick exactly (see the module doc).
+const _: () = assert!(FRAME_ROOM + 1 == HEADER_BYTES + 8);
+
+/// What [`Session::take_down`] did with a body.
+#[derive(Debug)]
+pub struct TakenDown {
+    /// What [`Session::handle_down`] returns: false if not understood.
+    pub understood: bool,
+    /// The body became the output (a view batch framed in place).
+    pub in_place: bool,
+    /// The buffer the session is done with (the body's, or its former
+    /// empty output), for the pool.
+    pub spare: Vec<u8>,
+}
 
 /// Where a session is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -579,6 +609,39 @@ impl Session {
         .encode(&mut self.out);
         self.phase = SessionPhase::Closed;
         self.closing.get_or_insert(Closing::Kicked(code));
+    }
+
+    /// [`Session::handle_down`] on an owned body, framed in place when it
+    /// can be (see the module doc).
+    pub fn take_down(&mut self, tick: u64, body: DownBody) -> TakenDown {
+        match self.frame_in_place(tick, body) {
+            Ok(spare) => TakenDown {
+                understood: true,
+                in_place: true,
+                spare,
+            },
+            Err(body) => TakenDown {
+                understood: self.handle_down(tick, &body),
+                in_place: false,
+                spare: body.into_buffer(),
+            },
+        }
+    }
+
+    /// A view batch with room, to a live session with an empty output and
+    /// batches to send: written over its room and taken as the output.
+    fn frame_in_place(&mut self, tick: u64, body: DownBody) -> Result<Vec<u8>, DownBody> {
+        let sends = self.phase == SessionPhase::Live
+            && self.params.fault != Fault::Silence
+            && !self.awaiting_resync;
+        if !sends || !self.out.is_empty() || body.first() != Some(&DownKind::View.byte()) {
+            return Err(body);
+        }
+        let head = view_batch_header(tick, body.len() - 1);
+        let mut frame = body.into_frame(&head)?;
+        std::mem::swap(&mut self.out, &mut frame);
+        self.acks_end = 0;
+        Ok(frame)
     }
 
     /// Downstream data from the real (through the proxy, in order),

@@ -22,7 +22,7 @@ use crate::wire::client::{CallOutcome, ClientMsg, ErrorCode, ServerMsg, PROTOCOL
 const E: EntityId = EntityId(99);
 
 /// A view body as the cell sends it: the kind byte, then the batch.
-fn view(batch: &[u8]) -> Arc<[u8]> {
+fn view(batch: &[u8]) -> crate::core::down::DownBody {
     with_kind(DownKind::View, batch)
 }
 
@@ -592,4 +592,57 @@ fn a_view_body_becomes_a_view_batch_frame_unchanged() {
         assert!(!p.server.handle_down(9, unknown), "{unknown:?}");
     }
     assert!(p.server.output().is_empty(), "nothing written");
+}
+
+/// A pooled view body reaching an empty output becomes the output in
+/// place (no copy of the batch; the old output goes back to the pool), and
+/// writes the same bytes as `handle_down`; after other frames, or without
+/// room, it is copied.
+#[test]
+fn a_pooled_view_batch_is_framed_in_place() {
+    use crate::core::down::DownPool;
+    let batch = [2u8, 0, 0];
+    let mut copied = Pair::new();
+    assert!(copied.server.handle_down(7, &view(&batch)));
+    let expected = copied.server.output().to_vec();
+
+    let mut p = Pair::new();
+    let mut pool = DownPool::new(1 << 16);
+    let body = pool.body(DownKind::View, &batch);
+    let at = body.as_ptr();
+    assert!(p.server.output().is_empty());
+    let t = p.server.take_down(7, body);
+    assert!(t.understood && t.in_place);
+    let spare = t.spare;
+    assert_eq!(p.server.output(), &expected[..], "the same frame");
+    assert_eq!(
+        p.server.output()[expected.len() - batch.len()..].as_ptr(),
+        at.wrapping_add(1),
+        "the body's buffer, the batch unmoved"
+    );
+    assert!(spare.is_empty(), "the old output, for the pool");
+    pool.give(spare);
+    // Not empty now: the next batch is copied after the first.
+    let body = pool.body(DownKind::View, &batch);
+    let t = p.server.take_down(7, body);
+    assert!(t.understood && !t.in_place);
+    let spare = t.spare;
+    assert_eq!(
+        p.server.output(),
+        &[&expected[..], &expected[..]].concat()[..]
+    );
+    assert_eq!(spare.len(), crate::core::down::FRAME_ROOM + 1 + batch.len());
+    // No room (a body from elsewhere): copied, same bytes.
+    let mut q = Pair::new();
+    let t = q.server.take_down(7, view(&batch));
+    assert!(t.understood && !t.in_place);
+    assert_eq!(q.server.output(), &expected[..]);
+    // The silence fault still drops it.
+    let mut s = Pair::with(GatewayParams {
+        fault: Fault::Silence,
+        ..params()
+    });
+    let t = s.server.take_down(7, pool.body(DownKind::View, &batch));
+    assert!(t.understood && !t.in_place);
+    assert!(s.server.output().is_empty());
 }

@@ -9,11 +9,18 @@
 //! payloads. The gateway matches the kind as an enum, so neither it nor the
 //! relay knows the view codec's tag values.
 //!
-//! Owns only the kind byte. Must not know any payload's layout.
+//! A body travels as a [`DownBody`], an owned buffer (one reader: no
+//! `Arc`), made in a bounded [`DownPool`]'s recycled buffers with room in
+//! front for the client frame's header (`body.rs`).
+//!
+//! Owns only the kind byte, the body's buffer and the pool. Must not know
+//! any payload's layout.
 //!
 //! [`Cell::send_to_client`]: crate::core::cell::Cell::send_to_client
 
-use std::sync::Arc;
+mod body;
+
+pub use body::{DownBody, DownPool, DownPoolCounters, FRAME_ROOM, TAIL_ROOM};
 
 /// What a downstream body holds (its first byte).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -86,23 +93,11 @@ pub fn split(body: &[u8]) -> Result<(DownKind, &[u8]), DownKindError> {
     Ok((DownKind::from_byte(first)?, rest))
 }
 
-/// `kind`'s byte followed by `payload`, as a shared body: one allocation,
-/// one `memcpy` (an iterator collected into the `Arc` copied byte by byte).
-pub fn with_kind(kind: DownKind, payload: &[u8]) -> Arc<[u8]> {
-    let mut body = Arc::<[u8]>::new_uninit_slice(1 + payload.len());
-    let dst = Arc::get_mut(&mut body).expect("a new Arc is unique");
-    dst[0].write(kind.byte());
-    // SAFETY: `dst[1..]` is `payload.len()` bytes of a fresh allocation,
-    // distinct from `payload`; `MaybeUninit<u8>` has `u8`'s layout.
-    unsafe {
-        std::ptr::copy_nonoverlapping(
-            payload.as_ptr(),
-            dst[1..].as_mut_ptr().cast::<u8>(),
-            payload.len(),
-        );
-    }
-    // SAFETY: every byte was written just above.
-    unsafe { body.assume_init() }
+/// `kind`'s byte followed by `payload`, as a body of its own: one
+/// allocation, no room (the cell makes its view batches in a
+/// [`DownPool`] instead).
+pub fn with_kind(kind: DownKind, payload: &[u8]) -> DownBody {
+    DownBody::with_kind(kind, payload)
 }
 
 #[cfg(test)]
