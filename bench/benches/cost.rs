@@ -26,18 +26,23 @@ fn arg(i: usize, default: usize) -> anyhow::Result<usize> {
 }
 
 fn main() -> anyhow::Result<()> {
+    use std::io::Write;
+    // Written, not printed: a closed pipe (`| head`) ends the run with an
+    // error, not a panic.
+    let mut out = std::io::stdout().lock();
     let (clients, seconds, runs) = (arg(0, 2000)?, arg(1, 10)?, arg(2, 3)?);
     let mut us = Vec::new();
     for _ in 0..runs.max(1) {
         let p = tessera_bench::cost::run(clients, seconds)?;
-        println!("{}", serde_json::to_string(&p)?);
+        writeln!(out, "{}", serde_json::to_string(&p)?)?;
         us.push(p.host_us_per_client_s);
     }
     us.sort_by(f64::total_cmp);
-    println!(
+    writeln!(
+        out,
         "{{\"bench\":\"cost\",\"clients\":{clients},\"seconds\":{seconds},\"runs\":{},\"host_us_per_client_s_median\":{:.2}}}",
         us.len(),
         us[us.len() / 2]
-    );
+    )?;
     Ok(())
 }

@@ -672,25 +672,21 @@ impl Observer {
             if let Some(ahead) = self.slots.hint_at(i + PULL_PREFETCH_AHEAD) {
                 host.prefetch_head(ahead);
             }
-            let (e, slot) = self.slots.at(i);
+            // One lookup of the slot for the common case (a bare movement
+            // or nothing new): the table is indexed once, not per field.
+            let (e, slot) = self.slots.entry_mut(i);
             if slot.state != SlotState::Live {
                 continue;
             }
             let last = slot.last;
-            let mut hint = slot.hint;
-            let head = host.copy_head_hinted(e, &mut hint, &mut scratch);
-            let Some(head) = head else {
+            let Some(head) = host.copy_head_hinted(e, &mut slot.hint, &mut scratch) else {
                 continue;
             };
-            if hint != slot.hint {
-                self.slots.at_mut(i).hint = hint;
-            }
             // Up to date, or a copy behind the client (held: counted once,
             // where the observer met it, not at every pull).
             if head.version > last {
                 let moved = head.run.and_then(|r| Some((r.moves_after(last)?, r)));
                 if let Some((pending, run)) = moved {
-                    let slot = self.slots.at_mut(i);
                     let taken = run.last_version() - last;
                     let had = u64::from(slot.has_pending());
                     self.stats.coalesced += taken - 1 + had;

@@ -97,21 +97,38 @@ impl Slots {
     #[inline]
     fn prefetch_at(&self, i: usize, offset: usize) {
         #[cfg(target_arch = "x86_64")]
-        if let Some(en) = self.entries.get(i) {
+        {
             debug_assert!(offset < std::mem::size_of::<Entry>());
+            // No bounds check: a walk asks for slots past the table's end
+            // near its end, and a prefetch of any address is harmless. The
+            // address is worked out with wrapping arithmetic (never an
+            // out-of-bounds `add`), and only handed to the prefetch.
+            let p = self
+                .entries
+                .as_ptr()
+                .cast::<i8>()
+                .wrapping_add(i.wrapping_mul(std::mem::size_of::<Entry>()))
+                .wrapping_add(offset);
             // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 has (it is
-            // in the target's baseline); a prefetch only warms the cache, it
-            // reads nothing and cannot fault. The pointer comes from a live
-            // reference into `entries` and `offset` stays inside the entry
-            // (checked above; `Entry` is 128 bytes, asserted below).
-            // Exercised by every flush (the `core::view` tests).
+            // in the target's baseline); a prefetch only warms the cache: it
+            // reads nothing the program sees and cannot fault, whatever the
+            // address (unmapped ones are dropped). Exercised by every flush
+            // (the `core::view` tests) and past the end, on an empty table
+            // and at `usize::MAX` by `entries_are_line_aligned_and_prefetch_is_harmless`.
             unsafe {
-                let p = (en as *const Entry).cast::<i8>().add(offset);
                 std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p);
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (i, offset);
+    }
+
+    /// The entity and slot at table position `i` (`i < len()`), the slot
+    /// mutable: one bounds check for a walk that reads and writes it.
+    #[inline]
+    pub(super) fn entry_mut(&mut self, i: usize) -> (EntityId, &mut Slot) {
+        let en = &mut self.entries[i];
+        (en.id, &mut en.slot)
     }
 
     /// The slot at table position `i` (`i < len()`), mutable. Positions
@@ -232,10 +249,13 @@ mod tests {
             let p = std::ptr::from_ref(&slots.entries[i]) as usize;
             assert_eq!(p % 64, 0, "entry {i} aligned");
         }
-        for i in 0..40 {
+        for i in (0..40).chain([usize::MAX / 2, usize::MAX]) {
             slots.prefetch(i);
             slots.prefetch_cold(i);
         }
+        let empty = Slots::default();
+        empty.prefetch(0);
+        empty.prefetch_cold(3);
         slots.verify();
         assert_eq!(slots.get(&EntityId(7)).map(|s| s.last), Some(7));
     }
