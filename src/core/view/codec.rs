@@ -234,6 +234,14 @@ pub fn put_movement(out: &mut Vec<u8>, pos: Vec3, yaw: f32) {
     put_f32(out, yaw);
 }
 
+/// Appends a `Move` event: what [`encode_event`] writes for
+/// `ClientEvent::Move`, without building the event and matching on it (the
+/// paced flush writes one per movement sent, the commonest event).
+#[inline]
+pub fn encode_move(out: &mut Vec<u8>, handle: Handle, version_low: u8, mv: &Movement) {
+    put_update(out, TAG_MOVE, Some(mv), Some(handle), version_low);
+}
+
 /// Appends one event to a batch.
 pub fn encode_event(out: &mut Vec<u8>, ev: &ClientEvent<'_>) {
     match *ev {
@@ -626,6 +634,9 @@ mod tests {
             let mv = Movement { absolute, d, yaw };
             let mut got = vec![9u8];
             encode_event(&mut got, &ClientEvent::Move { handle, version_low: low, mv });
+            let mut direct = vec![9u8];
+            encode_move(&mut direct, handle, low, &mv);
+            proptest::prop_assert_eq!(&direct, &got, "encode_move is encode_event's Move");
             let mut want = vec![9u8];
             let mut tag = TAG_MOVE;
             if absolute {

@@ -74,7 +74,9 @@
 //!   is at the version shown". `stale` travels in the migration blob.
 
 use super::budget::{BudgetParams, Pacer, Ranks, BANDS_MAX};
-use super::codec::{encode_event, quantise, read_movement, snapshot_header, yaw_byte, UNITS_PER_M};
+use super::codec::{
+    encode_event, encode_move, quantise, read_movement, snapshot_header, yaw_byte, UNITS_PER_M,
+};
 use super::event::{ClientEvent, Handle, Movement, STEP_MAX};
 use super::host::ObserverHost;
 use super::slots::Slots;
@@ -1086,12 +1088,7 @@ impl Observer {
         slot.sent = slot.last;
         slot.prio = 0.0;
         slot.age = 0;
-        let ev = ClientEvent::Move {
-            handle,
-            version_low,
-            mv,
-        };
-        encode_event(&mut self.batch, &ev);
+        encode_move(&mut self.batch, handle, version_low, &mv);
         self.stats.delivered += 1;
     }
 
