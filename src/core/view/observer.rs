@@ -1253,6 +1253,10 @@ impl Observer {
             self.send_pending_at(i as usize);
             self.pacer.charge(p, self.batch.len() - before);
         }
+        if self.pacer.tokens() <= 0.0 {
+            // Nothing more goes this flush: no need to rank the rest.
+            return;
+        }
         // Only the first few by priority can go (each costs at least
         // `MOVE_EVENT_BYTES_MIN` of what is left): those are selected, then
         // sorted. Plain integers sort several times faster than a float
