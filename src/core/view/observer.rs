@@ -1191,6 +1191,13 @@ impl Observer {
         let mut rest = std::mem::take(&mut self.by_prio);
         due.clear();
         rest.clear();
+        // At most one entry per slot in either list: room for all up front,
+        // so the pushes below never grow them.
+        due.reserve(self.slots.len());
+        rest.reserve(self.slots.len());
+        // Usually none: the per-slot search is skipped outright.
+        let important: &[(EntityId, u16)] = &self.important;
+        let any_important = !important.is_empty();
         for (i, (&e, slot)) in self.slots.iter_mut().enumerate() {
             if slot.state != SlotState::Live {
                 continue;
@@ -1203,7 +1210,7 @@ impl Observer {
             let d2 = me_u.map_or(0.0, |m| slot.dist2_xz_units(m));
             let band = ranks.band(d2);
             let mut w = ranks.weight(d2);
-            if self.important.iter().any(|(i, _)| *i == e) {
+            if any_important && important.iter().any(|(i, _)| *i == e) {
                 w *= p.important_factor;
             }
             slot.prio += w;

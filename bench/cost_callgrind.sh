@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The cost probe's steady-state instruction count: the host's instructions per
+# client-second, with the warm-up and the logins taken out.
+#
+# callgrind counts everything inside the host's tick (`--toggle-collect`),
+# the 5 s warm-up and the logins included. This runs the probe twice, with
+# SHORT and LONG measured seconds, and subtracts: what is left is LONG - SHORT
+# seconds of the steady walk, the same on every run of the same code (the walk
+# is seeded). Prints the total and the functions that cost the most.
+#
+# usage: bash bench/cost_callgrind.sh [COST_BINARY] [CLIENTS] [SHORT] [LONG] [TOP]
+#   COST_BINARY  the cost bench's executable (default: built now, from
+#                `cargo bench -p tessera-bench --bench cost --no-run`)
+#   CLIENTS 2000, SHORT 2, LONG 6, TOP 25 (functions listed, by inclusive count)
+# About 3 minutes at 2,000 clients. Needs valgrind (callgrind_annotate).
+set -euo pipefail
+
+bin=${1:-}
+clients=${2:-2000}
+short=${3:-2}
+long=${4:-6}
+top=${5:-25}
+
+if ! command -v valgrind >/dev/null; then
+    echo "cost_callgrind.sh: valgrind is not installed" >&2
+    exit 2
+fi
+if (( long <= short )); then
+    echo "cost_callgrind.sh: LONG ($long) must exceed SHORT ($short)" >&2
+    exit 2
+fi
+if [[ -z $bin ]]; then
+    bin=$(cargo bench -p tessera-bench --bench cost --no-run --message-format=json 2>/dev/null |
+        sed -n 's/.*"executable":"\([^"]*cost-[^"]*\)".*/\1/p' | tail -1)
+fi
+if [[ ! -x $bin ]]; then
+    echo "cost_callgrind.sh: no cost bench executable ('$bin')" >&2
+    exit 2
+fi
+
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+for s in "$short" "$long"; do
+    valgrind --tool=callgrind --toggle-collect='*CellHost*as*ShardApp*on_tick*' \
+        --callgrind-out-file="$dir/cg.$s" "$bin" "$clients" "$s" 1 >"$dir/log.$s" 2>&1 || {
+        echo "cost_callgrind.sh: the probe failed ($s s):" >&2
+        tail -5 "$dir/log.$s" >&2
+        exit 1
+    }
+    # Inclusive instructions per function, "count<TAB>name".
+    callgrind_annotate --inclusive=yes --auto=no "$dir/cg.$s" 2>/dev/null |
+        awk '/^ *[0-9,]+ \(/ {
+            n = $1; gsub(",", "", n)
+            name = $0; sub(/^ *[0-9,]+ \([^)]*\) +/, "", name); sub(/ \[.*/, "", name)
+            sub(/^[^:]*:/, "", name)
+            if (!(name in best) || n + 0 > best[name] + 0) best[name] = n
+        } END { for (k in best) printf "%s\t%s\n", best[k], k }' >"$dir/incl.$s"
+done
+
+awk -F'\t' -v cs="$(( clients * (long - short) ))" -v top="$top" -v bin="$bin" '
+    FNR == NR { a[$2] = $1; next }
+    { d = $1 - a[$2]; if ($2 == "PROGRAM TOTALS") total = d; diff[$2] = d }
+    END {
+        printf "cost probe, steady state: %s\n", bin
+        printf "host instructions: %d in %d client-seconds = %.0f per client-second\n", total, cs, total / cs
+        n = 0
+        for (k in diff) if (diff[k] > 0 && diff[k] < total) { keys[n++] = k }
+        # insertion sort by instructions, descending (a few hundred names)
+        for (i = 1; i < n; i++) { k = keys[i]; j = i - 1
+            while (j >= 0 && diff[keys[j]] < diff[k]) { keys[j + 1] = keys[j]; j-- }
+            keys[j + 1] = k }
+        for (i = 0; i < n && i < top; i++)
+            printf "%6.2f%% %9.0f  %s\n", 100 * diff[keys[i]] / total, diff[keys[i]] / cs, substr(keys[i], 1, 110)
+    }' "$dir/incl.$short" "$dir/incl.$long"
