@@ -505,15 +505,19 @@ impl CellHost {
     }
 
     fn deliver(&mut self, now: Time, item: Routed) {
+        // A cell not (yet) here: parked if it is on its way (one lookup of
+        // the cells in the usual case, the cell here).
         if let Dest::Cell(c) = item.to {
-            if !self.cells.contains_key(&c) && is_instance_cell(c) {
-                if self.spaces.awaits(c) {
-                    self.spaces.park(item);
+            if !self.cells.contains_key(&c) {
+                if is_instance_cell(c) {
+                    if self.spaces.awaits(c) {
+                        self.spaces.park(item);
+                        return;
+                    }
+                } else if self.balance.awaits(c, &self.tree) {
+                    self.balance.park(item);
                     return;
                 }
-            } else if !self.cells.contains_key(&c) && self.balance.awaits(c, &self.tree) {
-                self.balance.park(item);
-                return;
             }
         }
         let from = match item.from {
