@@ -62,7 +62,7 @@ awk -F'\t' -v cs="$(( clients * (long - short) ))" -v top="$top" -v bin="$bin" '
     { d = $1 - a[$2]; if ($2 == "PROGRAM TOTALS") total = d; diff[$2] = d }
     END {
         printf "cost probe, steady state: %s\n", bin
-        printf "host instructions: %d in %d client-seconds = %.0f per client-second\n", total, cs, total / cs
+        printf "host instructions: %.0f in %d client-seconds = %.0f per client-second\n", total, cs, total / cs
         n = 0
         for (k in diff) if (diff[k] > 0 && diff[k] < total) { keys[n++] = k }
         # insertion sort by instructions, descending (a few hundred names)
