@@ -222,7 +222,7 @@ impl StackBuf {
     /// As `put_ivar`.
     #[inline]
     fn ivar(&mut self, v: i64) {
-        self.uvar(((v << 1) ^ (v >> 63)) as u64);
+        self.uvar(zigzag(v));
     }
 }
 
