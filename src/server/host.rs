@@ -505,8 +505,8 @@ impl CellHost {
     }
 
     fn deliver(&mut self, now: Time, item: Routed) {
-        // A cell not (yet) here: parked if it is on its way (one lookup of
-        // the cells in the usual case, the cell here).
+        // A cell not (yet) here: parked if it is on its way (one presence
+        // check in the usual case, the cell here, before the lookup below).
         if let Dest::Cell(c) = item.to {
             if !self.cells.contains_key(&c) {
                 if is_instance_cell(c) {

@@ -81,10 +81,17 @@ pub fn put_uvar(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// The zigzag form of a signed varint: small magnitudes, either sign, map
+/// to small unsigned values.
+#[inline]
+pub fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
 /// Appends `v` zigzag-encoded as a varint.
 #[inline]
 pub fn put_ivar(out: &mut Vec<u8>, v: i64) {
-    put_uvar(out, ((v << 1) ^ (v >> 63)) as u64);
+    put_uvar(out, zigzag(v));
 }
 
 /// Appends `v` as 8 little-endian bytes of its IEEE bits.

@@ -46,7 +46,7 @@
 pub use crate::core::entity::DecodeError;
 
 use super::event::{ClientEvent, Handle, Movement};
-use crate::core::entity::codec::{put_f32, put_f64, put_uvar, Reader};
+use crate::core::entity::codec::{put_f32, put_f64, put_uvar, zigzag, Reader};
 use crate::core::entity::{EntityTypeId, SyncKind};
 use crate::core::geom::{round_i64, Vec3};
 use crate::core::ids::EntityId;
@@ -287,12 +287,6 @@ const SHORT_MOVE_MAX: usize = 1 + 2 + 1 + 3 * 2 + 1;
 const SHORT_MOVE_BUF: usize = 16;
 const SHORT_MASK: usize = SHORT_MOVE_BUF - 1;
 const _: () = assert!(SHORT_MOVE_BUF.is_power_of_two() && SHORT_MOVE_MAX < SHORT_MOVE_BUF);
-
-/// The zigzag form of a signed varint (as `put_ivar`).
-#[inline]
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
 
 /// Writes `v` (`< SHORT_VAR_END`) as a varint of one or two bytes at `at`;
 /// returns the position after it. Branch-free: the second byte is always
