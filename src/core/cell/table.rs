@@ -140,6 +140,9 @@ impl Entry {
 }
 
 /// Entries by id, contiguous.
+/// How many entries ahead [`EntityTable::refresh_heads`] asks for a cache.
+const HEADS_PREFETCH_AHEAD: usize = 8;
+
 #[derive(Clone, Debug, Default)]
 pub struct EntityTable {
     entries: Vec<Entry>,
@@ -172,6 +175,19 @@ pub struct CopyHead {
 }
 
 impl Entry {
+    /// Starts fetching the lines of the entry's cache that [`Entry::head`]
+    /// reads.
+    #[inline]
+    fn prefetch_cache(&self) {
+        let cache: &SyncCache = match &self.part {
+            Part::Real(r) => &r.cache,
+            Part::Ghost(g) => &g.cache,
+        };
+        for p in cache.head_lines() {
+            crate::core::prefetch::line(p);
+        }
+    }
+
     fn head(&self) -> CopyHead {
         CopyHead {
             version: self.version,
@@ -209,7 +225,16 @@ impl EntityTable {
     /// the last change and before the observers' pulls).
     pub fn refresh_heads(&mut self) {
         self.heads.clear();
-        self.heads.extend(self.entries.iter().map(Entry::head));
+        // Each head is read from the entry's boxed cache, somewhere else in
+        // memory for every entry: the caches a few entries on are fetched
+        // while this one is read, so the misses overlap.
+        let n = self.entries.len();
+        for i in 0..n {
+            if let Some(ahead) = self.entries.get(i + HEADS_PREFETCH_AHEAD) {
+                ahead.prefetch_cache();
+            }
+            self.heads.push(self.entries[i].head());
+        }
         self.head_ids.clear();
         self.head_ids.extend(self.entries.iter().map(|e| e.id));
         self.heads_fresh = true;

@@ -288,6 +288,16 @@ impl SyncCache {
         }
     }
 
+    /// Where the fields [`SyncCache::head`] reads lie (for a prefetch: the
+    /// first and the last of them, one or two cache lines).
+    #[inline]
+    pub fn head_lines(&self) -> [*const u8; 2] {
+        [
+            std::ptr::from_ref(&self.last_version).cast(),
+            std::ptr::from_ref(&self.moves.yaw).cast(),
+        ]
+    }
+
     /// What an observer that last saw `have` needs to catch up.
     pub fn fill(&self, have: u64) -> Fill<'_> {
         if have >= self.last_version {

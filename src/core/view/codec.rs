@@ -249,7 +249,6 @@ pub fn encode_move(out: &mut Vec<u8>, handle: Handle, version_low: u8, mv: &Move
     if (u64::from(handle) | zx | zy | zz) >= SHORT_VAR_END {
         return put_update(out, TAG_MOVE, Some(mv), Some(handle), version_low);
     }
-    let mut buf = [0u8; SHORT_MOVE_BUF];
     let mut tag = TAG_MOVE;
     if mv.absolute {
         tag |= FLAG_ABS;
@@ -257,19 +256,29 @@ pub fn encode_move(out: &mut Vec<u8>, handle: Handle, version_low: u8, mv: &Move
     if mv.d[1] != 0 {
         tag |= FLAG_Y;
     }
-    buf[0] = tag;
-    let mut at = put_short(&mut buf, 1, u64::from(handle));
-    buf[at & SHORT_MASK] = version_low;
-    at = put_short(&mut buf, at + 1, zx);
+    // Built in a register, byte `i` at bits `8 i..`: the bytes reach the
+    // batch as two 8-byte stores (bytes written one by one into a stack
+    // array and then copied out as one wide load stall on store forwarding,
+    // the flush's hottest line).
+    let mut acc = u128::from(tag);
+    let mut at = 1;
+    let mut put = |bits: u128, len: usize| {
+        acc |= bits << (8 * at);
+        at += len;
+    };
+    put_short(&mut put, u64::from(handle));
+    put(u128::from(version_low), 1);
+    put_short(&mut put, zx);
     if mv.d[1] != 0 {
-        at = put_short(&mut buf, at, zy);
+        put_short(&mut put, zy);
     }
-    at = put_short(&mut buf, at, zz);
-    buf[at & SHORT_MASK] = mv.yaw;
-    at += 1;
-    debug_assert!(at <= SHORT_MOVE_MAX, "a short move fits its buffer");
+    put_short(&mut put, zz);
+    put(u128::from(mv.yaw), 1);
+    debug_assert!(at <= SHORT_MOVE_MAX, "a short move fits its register");
     let start = out.len();
-    out.extend_from_slice(&buf);
+    out.reserve(16);
+    out.extend_from_slice(&(acc as u64).to_le_bytes());
+    out.extend_from_slice(&((acc >> 64) as u64).to_le_bytes());
     out.truncate(start + at);
 }
 
@@ -280,25 +289,17 @@ const SHORT_VAR_END: u64 = 1 << 14;
 /// The longest short move: tag, handle (2), version byte, three deltas (2
 /// each), heading.
 const SHORT_MOVE_MAX: usize = 1 + 2 + 1 + 3 * 2 + 1;
+const _: () = assert!(SHORT_MOVE_MAX <= 16, "a short move fits a u128");
 
-/// The short move's buffer: a power of two at least `SHORT_MOVE_MAX + 1`
-/// (a field may write one byte past its end), so a masked index stays in
-/// bounds.
-const SHORT_MOVE_BUF: usize = 16;
-const SHORT_MASK: usize = SHORT_MOVE_BUF - 1;
-const _: () = assert!(SHORT_MOVE_BUF.is_power_of_two() && SHORT_MOVE_MAX < SHORT_MOVE_BUF);
-
-/// Writes `v` (`< SHORT_VAR_END`) as a varint of one or two bytes at `at`;
-/// returns the position after it. Branch-free: the second byte is always
-/// written, and is overwritten by the next field (or cut) when `v` takes
-/// one byte.
+/// Hands `v` (`< SHORT_VAR_END`) to `put` as a varint of one or two bytes
+/// (the bytes as bits, low byte first, and their count). Branch-free.
 #[inline(always)]
-fn put_short(buf: &mut [u8; SHORT_MOVE_BUF], at: usize, v: u64) -> usize {
+fn put_short(put: &mut impl FnMut(u128, usize), v: u64) {
     debug_assert!(v < SHORT_VAR_END);
     let two = v >= 0x80;
-    buf[at & SHORT_MASK] = (v as u8 & 0x7f) | (u8::from(two) << 7);
-    buf[(at + 1) & SHORT_MASK] = (v >> 7) as u8;
-    at + 1 + usize::from(two)
+    let low = (v & 0x7f) | (u64::from(two) << 7);
+    let high = if two { v >> 7 } else { 0 };
+    put(u128::from(low | (high << 8)), 1 + usize::from(two));
 }
 
 /// Appends one event to a batch.

@@ -289,6 +289,12 @@ impl Slot {
         was
     }
 
+    /// Starts fetching the slot's cold line (what a send reads).
+    #[inline]
+    pub(super) fn prefetch_cold(&self) {
+        crate::core::prefetch::line(std::ptr::from_ref(&self.since_key));
+    }
+
     /// The last position given to the client, quantised.
     #[inline]
     pub(super) fn q(&self) -> [i64; 3] {
@@ -513,6 +519,16 @@ impl Observer {
     /// came in, as moved by removals: deterministic, not sorted).
     pub fn entities(&self) -> impl Iterator<Item = EntityId> + '_ {
         self.slots.keys().copied()
+    }
+
+    /// Starts fetching what the next flush reads first (the first slots'
+    /// hot lines): a cell calls it for the observer it flushes next while
+    /// it flushes this one, so the next pull does not begin with a stall.
+    #[inline]
+    pub fn prefetch_flush(&self) {
+        for i in 0..2 * PULL_PREFETCH_AHEAD {
+            self.slots.prefetch(i);
+        }
     }
 
     /// True if events were produced since the last [`Observer::flush`].
@@ -1222,6 +1238,9 @@ impl Observer {
             let must = (!degraded && on_time) || slot.last - slot.sent >= COALESCE_VERSIONS_MAX;
             // Due ones first (in table order), then by priority.
             if must {
+                // What the send reads (the client's base, the handle) is
+                // asked for now, a walk ahead of the send.
+                slot.prefetch_cold();
                 due.push(i as u32);
             } else {
                 rest.push(prio_key(slot.prio, i as u32));
@@ -1250,11 +1269,7 @@ impl Observer {
     /// positions in `due`), then those in `rest` (priority keys, see
     /// `prio_key`) by priority while the budget lasts.
     fn send_paced(&mut self, p: &BudgetParams, due: &[u32], rest: &mut Vec<u64>) {
-        // The due ones' cold lines (the client's base, the handle) are
-        // fetched together, not one miss after another.
-        for &i in due {
-            self.slots.prefetch_cold(i as usize);
-        }
+        // (The due ones' cold lines were asked for by the budget walk.)
         for &i in due {
             let before = self.batch.len();
             self.send_pending_at(i as usize);
