@@ -149,14 +149,13 @@ pub struct EntityTable {
     /// Id -> slab index (hashed: looked up for every shown entity at every
     /// observer's flush, so it must cost one probe, not a tree walk).
     index: FxHashMap<EntityId, usize>, // tidy: allow(HashMap): no random seed; lookups only, never iterated
-    /// Per slab index, what an observer's pull reads of the entry (version
-    /// and cache head): dense, so the pulls of a tick (every observer, every
+    /// Per slab index, what an observer's pull reads of the entry (id,
+    /// version and cache head, one line): dense, so the pulls of a tick (every observer, every
     /// shown entity) read a few cache lines instead of the scattered entries
     /// and caches. Valid only while `heads_fresh`.
     heads: Vec<CopyHead>,
     /// Per slab index, the entry's id (valid with `heads`): how a hinted
     /// lookup checks its guess without a hash probe.
-    head_ids: Vec<EntityId>,
     /// The heads match the entries: set by [`EntityTable::refresh_heads`],
     /// cleared by every `&mut` access.
     heads_fresh: bool,
@@ -168,11 +167,18 @@ pub struct EntityTable {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[repr(C, align(64))]
 pub struct CopyHead {
+    /// The entry's id (what a hint is checked against: the same line).
+    pub id: EntityId,
     /// The entry's version.
     pub version: u64,
     /// Its cache's head, its newest movement quantised.
     pub run: RunHead,
 }
+
+const _: () = assert!(
+    std::mem::size_of::<CopyHead>() == 64,
+    "a dense head, id included, is one cache line"
+);
 
 impl Entry {
     /// Starts fetching the lines of the entry's cache that [`Entry::head`]
@@ -190,6 +196,7 @@ impl Entry {
 
     fn head(&self) -> CopyHead {
         CopyHead {
+            id: self.id,
             version: self.version,
             run: RunHead::of(&match &self.part {
                 Part::Real(r) => r.cache.head(),
@@ -235,8 +242,6 @@ impl EntityTable {
             }
             self.heads.push(self.entries[i].head());
         }
-        self.head_ids.clear();
-        self.head_ids.extend(self.entries.iter().map(|e| e.id));
         self.heads_fresh = true;
     }
 
@@ -244,30 +249,9 @@ impl EntityTable {
     /// no-op off x86-64, or out of range).
     #[inline]
     pub fn prefetch_head(&self, hint: u32) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(h) = self.heads.get(hint as usize) {
-            // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 has (it is
-            // in the target's baseline); a prefetch only warms the cache, it
-            // reads nothing and cannot fault, and the pointer comes from a
-            // live reference into `heads`. Exercised by every pull (the
-            // `core::cell` and `core::view` tests).
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    (h as *const CopyHead).cast::<i8>(),
-                );
-            }
+            crate::core::prefetch::line(std::ptr::from_ref(h));
         }
-        #[cfg(target_arch = "x86_64")]
-        if let Some(id) = self.head_ids.get(hint as usize) {
-            // SAFETY: as above; the id the hint is checked against.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    (id as *const EntityId).cast::<i8>(),
-                );
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = hint;
     }
 
     /// [`EntityTable::head`] from the dense table, in place, trying the slab
@@ -279,7 +263,7 @@ impl EntityTable {
             return None;
         }
         let h = *hint as usize;
-        let i = if self.head_ids.get(h) == Some(&id) {
+        let i = if self.heads.get(h).is_some_and(|x| x.id == id) {
             h
         } else {
             let &i = self.index.get(&id)?;

@@ -78,18 +78,31 @@ struct MoveRun {
 pub struct RunBounds {
     /// The newest version the cache knows.
     pub last_version: u64,
-    /// The oldest version it holds (`last_version + 1` when empty).
-    pub front: u64,
-    /// The run's first version.
-    pub run_from: u64,
+    /// The oldest `have` the closing run answers: the run's first version,
+    /// or one below the oldest version held if that is later (the two
+    /// bounds folded into one, so a cell's dense head with its entity id
+    /// fits one cache line).
+    covers_from: u64,
 }
 
 impl RunBounds {
+    /// The bounds of a cache whose newest version is `last_version`, whose
+    /// oldest held version is `front` (`last_version + 1` when empty) and
+    /// whose closing run starts at version `run_from`.
+    #[inline]
+    pub fn new(last_version: u64, front: u64, run_from: u64) -> Self {
+        RunBounds {
+            last_version,
+            // `have + 1 >= front` is `have >= front - 1` (always, for front 0).
+            covers_from: run_from.max(front.saturating_sub(1)),
+        }
+    }
+
     /// True when everything after `have` is the closing run of bare
     /// movements (and the cache still holds `have + 1`).
     #[inline]
     pub fn covers_after(&self, have: u64) -> bool {
-        have < self.last_version && have >= self.run_from && have + 1 >= self.front
+        have < self.last_version && have >= self.covers_from
     }
 }
 
@@ -278,11 +291,7 @@ impl SyncCache {
     /// cell copies them into one dense table per tick for its observers).
     pub fn head(&self) -> CacheHead {
         CacheHead {
-            bounds: RunBounds {
-                last_version: self.last_version,
-                front: self.front,
-                run_from: self.moves.from,
-            },
+            bounds: RunBounds::new(self.last_version, self.front, self.moves.from),
             pos: self.moves.pos,
             yaw: self.moves.yaw,
         }
