@@ -1,8 +1,10 @@
 //! A software prefetch: asks the cache for a line the code will read soon.
 //!
-//! The hot walks of a tick (the dense heads, the host's local queue) read
-//! things scattered through memory one after another; asking for them a few
-//! steps ahead lets the misses overlap. Owns nothing; touches no state.
+//! The hot walks of a tick (an observer's slots and their heads, the cells'
+//! boxed caches, the AOI's member lists) read things scattered through
+//! memory one after another; asking for them a few steps ahead lets the
+//! misses overlap. The one place the tick's look-ahead needs `unsafe`. Owns
+//! nothing; touches no state.
 
 /// Starts fetching the cache line holding `p` (a no-op off x86-64).
 ///
@@ -15,7 +17,7 @@ pub fn line<T>(p: *const T) {
     // target's baseline); a prefetch only warms the cache: it reads nothing
     // the program sees and cannot fault, whatever the address (unmapped ones
     // are dropped). Exercised by `any_address_is_harmless` below and by every
-    // tick that refreshes the heads (the `core::cell` tests).
+    // tick (the pull, the heads, the AOI lists: the `core` tests).
     unsafe {
         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
     }

@@ -62,25 +62,14 @@ pub(super) struct Scratch {
 /// rescan's `mark_members` spent ~80 % of its time waiting on it.
 #[inline]
 fn prefetch(v: &[u32]) {
-    #[cfg(target_arch = "x86_64")]
     for line in v
         .chunks(16)
         .take(8)
         .map(<[u32]>::as_ptr)
-        .chain(v.last().map(|l| l as *const u32))
+        .chain(v.last().map(std::ptr::from_ref))
     {
-        // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 has (it is in
-        // the target's baseline); a prefetch only warms the cache, it reads
-        // nothing and cannot fault, and the pointers come from a live slice.
-        // Exercised by every update (the `core::aoi` tests).
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                line.cast::<i8>(),
-            );
-        }
+        crate::core::prefetch::line(line);
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = v;
 }
 
 /// Inclusive cell ranges `(col0, col1, row0, row1)` and the padded radius.

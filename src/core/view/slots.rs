@@ -96,31 +96,18 @@ impl Slots {
 
     #[inline]
     fn prefetch_at(&self, i: usize, offset: usize) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            debug_assert!(offset < std::mem::size_of::<Entry>());
-            // No bounds check: a walk asks for slots past the table's end
-            // near its end, and a prefetch of any address is harmless. The
-            // address is worked out with wrapping arithmetic (never an
-            // out-of-bounds `add`), and only handed to the prefetch.
-            let p = self
-                .entries
-                .as_ptr()
-                .cast::<i8>()
-                .wrapping_add(i.wrapping_mul(std::mem::size_of::<Entry>()))
-                .wrapping_add(offset);
-            // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 has (it is
-            // in the target's baseline); a prefetch only warms the cache: it
-            // reads nothing the program sees and cannot fault, whatever the
-            // address (unmapped ones are dropped). Exercised by every flush
-            // (the `core::view` tests) and past the end, on an empty table
-            // and at `usize::MAX` by `entries_are_line_aligned_and_prefetch_is_harmless`.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p);
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (i, offset);
+        debug_assert!(offset < std::mem::size_of::<Entry>());
+        // No bounds check: a walk asks for slots past the table's end near
+        // its end, and a prefetch of any address is harmless. The address is
+        // worked out with wrapping arithmetic (never an out-of-bounds `add`),
+        // and only handed to the prefetch.
+        let p = self
+            .entries
+            .as_ptr()
+            .cast::<u8>()
+            .wrapping_add(i.wrapping_mul(std::mem::size_of::<Entry>()))
+            .wrapping_add(offset);
+        crate::core::prefetch::line(p);
     }
 
     /// The entity and slot at table position `i` (`i < len()`), the slot
