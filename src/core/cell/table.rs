@@ -139,23 +139,22 @@ impl Entry {
     }
 }
 
-/// Entries by id, contiguous.
 /// How many entries ahead [`EntityTable::refresh_heads`] asks for a cache.
 const HEADS_PREFETCH_AHEAD: usize = 8;
 
+/// Entries by id, contiguous.
 #[derive(Clone, Debug, Default)]
 pub struct EntityTable {
     entries: Vec<Entry>,
     /// Id -> slab index (hashed: looked up for every shown entity at every
     /// observer's flush, so it must cost one probe, not a tree walk).
     index: FxHashMap<EntityId, usize>, // tidy: allow(HashMap): no random seed; lookups only, never iterated
-    /// Per slab index, what an observer's pull reads of the entry (id,
-    /// version and cache head, one line): dense, so the pulls of a tick (every observer, every
-    /// shown entity) read a few cache lines instead of the scattered entries
-    /// and caches. Valid only while `heads_fresh`.
+    /// Per slab index, what an observer's pull reads of the entry (its id,
+    /// which a hinted lookup checks its guess against without a hash probe,
+    /// its version and cache head; one line): dense, so the pulls of a tick
+    /// (every observer, every shown entity) read a few cache lines instead
+    /// of the scattered entries and caches. Valid only while `heads_fresh`.
     heads: Vec<CopyHead>,
-    /// Per slab index, the entry's id (valid with `heads`): how a hinted
-    /// lookup checks its guess without a hash probe.
     /// The heads match the entries: set by [`EntityTable::refresh_heads`],
     /// cleared by every `&mut` access.
     heads_fresh: bool,

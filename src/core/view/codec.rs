@@ -240,8 +240,8 @@ pub fn put_movement(out: &mut Vec<u8>, pos: Vec3, yaw: f32) {
 ///
 /// The common movement (a handle and deltas of at most two varint bytes
 /// each: steps under 81.92 m) is written without a loop per byte: each
-/// field into a small fixed array at a masked index (no bounds check), the
-/// array appended at its constant size and cut back. A flush sends one of
+/// field shifted into place in one `u128`, appended as two 8-byte words
+/// and cut back to its length. A flush sends one of
 /// these per moving entity in view, so this is the view's hottest encoder.
 #[inline]
 pub fn encode_move(out: &mut Vec<u8>, handle: Handle, version_low: u8, mv: &Movement) {
