@@ -678,9 +678,7 @@ impl Observer {
         // below compares squared distances there (no division per slot).
         let me_u = me.map(|m| [m.x * UNITS_PER_M, m.z * UNITS_PER_M]);
         let mut scratch = super::host::RunHead::default();
-        for i in 0..2 * PULL_PREFETCH_AHEAD {
-            self.slots.prefetch(i);
-        }
+        self.prefetch_flush();
         for i in 0..self.slots.len() {
             // The heads a few slots on are fetched while this one is read
             // (shown entities sit anywhere in the cell's table).
