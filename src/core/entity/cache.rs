@@ -449,6 +449,27 @@ mod tests {
     }
 
     #[test]
+    fn folded_run_bounds_answer_as_the_three_bounds_did() {
+        // Every small case, against the check before the fold: `have` below
+        // the newest, at or after the run's start, `have + 1` still held.
+        for last in 0..8u64 {
+            for front in 0..=last + 1 {
+                for run_from in 0..=last + 1 {
+                    let b = super::RunBounds::new(last, front, run_from);
+                    for have in 0..10u64 {
+                        let old = have < last && have >= run_from && have + 1 >= front;
+                        assert_eq!(
+                            b.covers_after(have),
+                            old,
+                            "last {last} front {front} run_from {run_from} have {have}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn moves_after_gives_the_newest_position_only_over_a_run_of_bare_movements() {
         let mut c = SyncCache::new(SyncCacheParams::default(), 0);
         c.push(Time::from_millis(1), msg(1, 1));
