@@ -46,7 +46,7 @@
 //! cell), encoded into `Onload::observer` and dropped with its area; on
 //! onload it is decoded (a bad blob is counted and a fresh observer starts).
 
-use std::collections::BTreeMap;
+use rustc_hash::FxHashMap; // tidy: allow(HashMap): no random seed; lookups, order-free checks
 
 use crate::core::aoi::{AoiEvent, AoiIndex, AreaId, GridAoi};
 use crate::core::down::{DownBody, DownKind, DownPool};
@@ -84,8 +84,10 @@ pub(super) struct Views {
     /// The observers, in a slab (indices stay valid while they live).
     watches: Vec<Option<Watch>>,
     free: Vec<u32>,
-    /// Owner -> slab index.
-    by_owner: BTreeMap<EntityId, u32>,
+    /// Owner -> slab index: looked up for every real each tick
+    /// (`emit_syncs`) and for every AOI event, so hashed, not a tree (a
+    /// `BTreeMap` of 5,000 owners was a walk of four nodes per lookup).
+    by_owner: FxHashMap<EntityId, u32>, // tidy: allow(HashMap): no random seed; lookups, order-free checks
     events: Vec<AoiEvent>,
     /// The areas the AOI update processes this step, ascending.
     due: Vec<AreaId>,
@@ -119,7 +121,7 @@ impl Views {
             aoi,
             watches: Vec::new(),
             free: Vec::new(),
-            by_owner: BTreeMap::new(),
+            by_owner: FxHashMap::default(),
             events: Vec::new(),
             due: Vec::new(),
             interest: Vec::new(),
