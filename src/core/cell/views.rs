@@ -98,6 +98,12 @@ pub(super) struct Views {
     pool: DownPool,
     /// View steps run (the phase of the staggered flushes).
     steps: u64,
+    /// Slab indices of the watches inserted or restarted since the last
+    /// view step: the only ones that can want a full view or have interest
+    /// to force. The per-tick walks visit these and the observers that
+    /// flush, not every watch (a watch is about a kilobyte: a walk over
+    /// 5,000 of them each tick was a miss per watch, twice).
+    fresh: Vec<u32>,
 }
 
 /// The AOI flag bit of an entity (one bit per type, modulo 64).
@@ -128,6 +134,7 @@ impl Views {
             batches: Vec::new(),
             pool: DownPool::default(),
             steps: 0,
+            fresh: Vec::new(),
         })
     }
 
@@ -179,6 +186,7 @@ impl Views {
         };
         let prev = self.by_owner.insert(owner, i);
         debug_assert!(prev.is_none(), "{owner} observed twice");
+        self.fresh.push(i);
     }
 
     /// Lists in `due` the areas to bring up to date at `step`: those of
@@ -186,13 +194,27 @@ impl Views {
     /// has interest to force (so both are seen by this update).
     fn collect_due(&mut self, step: u64, every: u64) {
         self.due.clear();
-        for (slot, w) in self.watches.iter().enumerate() {
-            let Some(w) = w else { continue };
-            if flushes(step, slot, every) || w.observer.needs_view() || !w.forced.is_empty() {
+        // The slots that flush at `step` are every `every`-th one from the
+        // first `s` with `(step + s) % every == 0`.
+        let first = (every - step % every) % every;
+        let stride = usize::try_from(every).unwrap_or(usize::MAX);
+        let first = usize::try_from(first).unwrap_or(usize::MAX);
+        for slot in (first..self.watches.len()).step_by(stride) {
+            debug_assert!(flushes(step, slot, every));
+            if let Some(w) = &self.watches[slot] {
                 self.due.push(w.area);
             }
         }
+        for &slot in &self.fresh {
+            if let Some(Some(w)) = self.watches.get(slot as usize) {
+                if w.observer.needs_view() || !w.forced.is_empty() {
+                    self.due.push(w.area);
+                }
+            }
+        }
+        // A fresh watch may flush too (and be listed twice).
         self.due.sort_unstable();
+        self.due.dedup();
     }
 
     fn take(&mut self, owner: EntityId) -> Option<(u32, Watch)> {
@@ -366,7 +388,13 @@ impl Cell {
         self.views.steps += 1;
         self.apply_aoi(step, every);
         let mut interest = std::mem::take(&mut self.views.interest);
-        for w in self.views.watches.iter_mut().flatten() {
+        let mut fresh = std::mem::take(&mut self.views.fresh);
+        // Only fresh watches can want a view or force interest (see
+        // `Views::fresh`); one that still wants a view stays listed.
+        fresh.retain(|&slot| {
+            let Some(Some(w)) = self.views.watches.get_mut(slot as usize) else {
+                return false;
+            };
             // Both only for areas this update processed (`collect_due`):
             // the set is current, the forced entities were seen.
             if w.observer.needs_view() && self.views.aoi.interest(w.area, &mut interest).is_ok() {
@@ -375,7 +403,9 @@ impl Cell {
             for e in w.forced.drain(..) {
                 let _ = self.views.aoi.unforce(w.area, e);
             }
-        }
+            w.observer.needs_view()
+        });
+        self.views.fresh = fresh;
         self.views.interest = interest;
         let mut batches = std::mem::take(&mut self.views.batches);
         let pool = &mut self.views.pool;
@@ -443,9 +473,13 @@ impl Cell {
     /// its next batch is a full view and the own snapshot. False if it has
     /// no observer here.
     pub fn restart_view(&mut self, entity: EntityId) -> bool {
-        match self.views.watch_mut(entity) {
+        let Some(&slot) = self.views.by_owner.get(&entity) else {
+            return false;
+        };
+        match self.views.watches[slot as usize].as_mut() {
             Some(w) => {
                 w.observer.restart();
+                self.views.fresh.push(slot);
                 true
             }
             None => false,
@@ -489,6 +523,16 @@ impl Cell {
                 .aoi
                 .interest(w.area, &mut interest)
                 .expect("area");
+        }
+        for (slot, w) in self.views.watches.iter().enumerate() {
+            let Some(w) = w else { continue };
+            if w.observer.needs_view() || !w.forced.is_empty() {
+                assert!(
+                    self.views.fresh.contains(&(slot as u32)),
+                    "{}: wants a view but is not listed fresh",
+                    w.owner
+                );
+            }
         }
         let live = self.views.watches.iter().flatten().count();
         assert_eq!(live, self.views.by_owner.len());
@@ -544,4 +588,74 @@ fn flush_counted(
     counters.view_detail_cut += now.detail_cut.saturating_sub(was.detail_cut);
     counters.view_details += now.details.saturating_sub(was.details);
     data
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{avatar, types};
+    use super::super::Cell;
+    use crate::core::ids::{CellId, EntityId};
+    use crate::core::time::Time;
+
+    fn cell_with_client() -> Cell {
+        let mut cell =
+            Cell::new(CellId(0), super::super::tests::params(), types()).expect("params");
+        cell.create_real(Time::ZERO, avatar(EntityId(1), 10.0, 10.0), true, 1)
+            .expect("created");
+        cell
+    }
+
+    /// A restarted observer is listed fresh, so the next view step gives
+    /// it its full view; the check fires when it is not listed.
+    #[test]
+    fn a_restarted_observer_is_listed_fresh_and_the_check_fires_without() {
+        let mut cell = cell_with_client();
+        cell.run_views();
+        assert!(cell.views.fresh.is_empty(), "a view step empties the list");
+        assert!(cell.restart_view(EntityId(1)));
+        assert_eq!(cell.views.fresh.len(), 1);
+        cell.verify_views();
+        cell.run_views();
+        assert!(!cell.observer(EntityId(1)).expect("observed").needs_view());
+        assert!(cell.views.fresh.is_empty());
+
+        assert!(cell.restart_view(EntityId(1)));
+        cell.views.fresh.clear();
+        let fired = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cell.verify_views()));
+        assert!(
+            fired.is_err(),
+            "an unlisted observer that wants a view is caught"
+        );
+    }
+
+    /// The due areas are those that flush at the step plus the fresh ones,
+    /// each once, ascending: as a walk over every watch lists them.
+    #[test]
+    fn due_areas_match_a_walk_over_every_watch() {
+        let mut cell = cell_with_client();
+        for id in 2..40u64 {
+            let x = 5.0 + (id as f64) * 3.0;
+            cell.create_real(Time::ZERO, avatar(EntityId(id), x, 20.0), true, 1)
+                .expect("created");
+        }
+        cell.run_views();
+        assert!(cell.restart_view(EntityId(7)));
+        for every in 1..5u64 {
+            for step in 0..9u64 {
+                let v = &mut cell.views;
+                v.collect_due(step, every);
+                let mut want: Vec<_> = (v.watches.iter().enumerate())
+                    .filter_map(|(slot, w)| {
+                        let w = w.as_ref()?;
+                        let due = super::flushes(step, slot, every)
+                            || w.observer.needs_view()
+                            || !w.forced.is_empty();
+                        due.then_some(w.area)
+                    })
+                    .collect();
+                want.sort_unstable();
+                assert_eq!(v.due, want, "step {step} every {every}");
+            }
+        }
+    }
 }
