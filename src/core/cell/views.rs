@@ -20,6 +20,8 @@
 //!    goes to `handle_aoi`.
 //! 3. Observers that arrived by migration (or restarted) get `handle_view`
 //!    with their area's interest set, current since their area was due.
+//!    Only those can want it: the cell lists them as they come
+//!    (`Views::fresh`), and neither step walks every watch.
 //! 4. Every observer due this tick flushes: it first pulls each entity it
 //!    shows up to the local copy, from the copy's cache (every copy caches
 //!    what it applies: reals their `SyncCache`, ghosts a small one,
