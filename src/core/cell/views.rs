@@ -129,7 +129,7 @@ impl Views {
             aoi,
             watches: Vec::new(),
             free: Vec::new(),
-            by_owner: FxHashMap::default(),
+            by_owner: Default::default(),
             events: Vec::new(),
             due: Vec::new(),
             interest: Vec::new(),
