@@ -98,8 +98,8 @@ impl Slots {
     /// Nearly half the slots a flush pulls also send (their cold line), and
     /// the budget loop's own request for it comes too late to hide the
     /// miss; asked for with the hot line, a pull ahead, it is there when the
-    /// send reads it (the cost probe at 5,000 clients: about 4 % less host
-    /// time than the hot line alone, `bench/README.md`).
+    /// send reads it (the cost probe at 5,000 clients: a median of -4.5 %
+    /// over 19 alternated pairs, a noisy figure; `bench/README.md`).
     #[inline]
     pub(super) fn prefetch_whole(&self, i: usize) {
         self.prefetch_at(i, 0);
