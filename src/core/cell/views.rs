@@ -191,6 +191,20 @@ impl Views {
         self.fresh.push(i);
     }
 
+    /// Restarts the observer of `owner` and lists it fresh (its next view
+    /// step gives it a full view); false if it has none.
+    fn restart(&mut self, owner: EntityId) -> bool {
+        let Some(&slot) = self.by_owner.get(&owner) else {
+            return false;
+        };
+        let Some(w) = self.watches[slot as usize].as_mut() else {
+            return false;
+        };
+        w.observer.restart();
+        self.fresh.push(slot);
+        true
+    }
+
     /// Lists in `due` the areas to bring up to date at `step`: those of
     /// the observers that flush then, and of any that wants a full view or
     /// has interest to force (so both are seen by this update).
@@ -475,17 +489,7 @@ impl Cell {
     /// its next batch is a full view and the own snapshot. False if it has
     /// no observer here.
     pub fn restart_view(&mut self, entity: EntityId) -> bool {
-        let Some(&slot) = self.views.by_owner.get(&entity) else {
-            return false;
-        };
-        match self.views.watches[slot as usize].as_mut() {
-            Some(w) => {
-                w.observer.restart();
-                self.views.fresh.push(slot);
-                true
-            }
-            None => false,
-        }
+        self.views.restart(entity)
     }
 
     /// The pool the view batches' buffers come from: a host swaps its
