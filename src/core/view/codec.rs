@@ -256,50 +256,56 @@ pub fn encode_move(out: &mut Vec<u8>, handle: Handle, version_low: u8, mv: &Move
     if mv.d[1] != 0 {
         tag |= FLAG_Y;
     }
-    // Built in a register, byte `i` at bits `8 i..`: the bytes reach the
-    // batch as two 8-byte stores (bytes written one by one into a stack
-    // array and then copied out as one wide load stall on store forwarding,
-    // the flush's hottest line).
-    let mut acc = u128::from(tag);
-    let mut at = 1;
-    let mut put = |bits: u128, len: usize| {
-        acc |= bits << (8 * at);
-        at += len;
-    };
-    put_short(&mut put, u64::from(handle));
-    put(u128::from(version_low), 1);
-    put_short(&mut put, zx);
+    // Built in two registers, byte `i` at bits `8 i..`, each appended as
+    // one 8-byte store and cut back to its length: no loop per byte, no
+    // 128-bit shifts (bytes written one by one into a stack array and then
+    // copied out as one wide load stall on store forwarding, the flush's
+    // hottest line). The first word: tag, handle, version byte, x delta (at
+    // most 6 bytes); the second: y and z deltas, heading (at most 5).
+    let (mut lo, mut lo_at) = (u64::from(tag), 1);
+    put_short(&mut lo, &mut lo_at, u64::from(handle));
+    lo |= u64::from(version_low) << (8 * lo_at);
+    lo_at += 1;
+    put_short(&mut lo, &mut lo_at, zx);
+    let (mut hi, mut hi_at) = (0, 0);
     if mv.d[1] != 0 {
-        put_short(&mut put, zy);
+        put_short(&mut hi, &mut hi_at, zy);
     }
-    put_short(&mut put, zz);
-    put(u128::from(mv.yaw), 1);
-    debug_assert!(at <= SHORT_MOVE_MAX, "a short move fits its register");
+    put_short(&mut hi, &mut hi_at, zz);
+    hi |= u64::from(mv.yaw) << (8 * hi_at);
+    hi_at += 1;
+    debug_assert!(
+        lo_at <= SHORT_LO_MAX && hi_at <= SHORT_HI_MAX && SHORT_LO_MAX.max(SHORT_HI_MAX) <= 8,
+        "a short move fits its registers"
+    );
     let start = out.len();
     out.reserve(16);
-    out.extend_from_slice(&(acc as u64).to_le_bytes());
-    out.extend_from_slice(&((acc >> 64) as u64).to_le_bytes());
-    out.truncate(start + at);
+    out.extend_from_slice(&lo.to_le_bytes());
+    out.truncate(start + lo_at);
+    out.extend_from_slice(&hi.to_le_bytes());
+    out.truncate(start + lo_at + hi_at);
 }
 
 /// Varint values below this take at most two bytes ([`encode_move`]'s
 /// short form).
 const SHORT_VAR_END: u64 = 1 << 14;
 
-/// The longest short move: tag, handle (2), version byte, three deltas (2
-/// each), heading.
-const SHORT_MOVE_MAX: usize = 1 + 2 + 1 + 3 * 2 + 1;
-const _: () = assert!(SHORT_MOVE_MAX <= 16, "a short move fits a u128");
+/// The most bytes of a short move's first word (tag, handle, version byte,
+/// x delta) and of its second (y and z deltas, heading): each fits the
+/// 8-byte word it is built in.
+const SHORT_LO_MAX: usize = 1 + 2 + 1 + 2;
+const SHORT_HI_MAX: usize = 2 + 2 + 1;
 
-/// Hands `v` (`< SHORT_VAR_END`) to `put` as a varint of one or two bytes
-/// (the bytes as bits, low byte first, and their count). Branch-free.
+/// Shifts `v` (`< SHORT_VAR_END`) into `acc` at byte `*at` as a varint of
+/// one or two bytes and moves `*at` past it. Branch-free.
 #[inline(always)]
-fn put_short(put: &mut impl FnMut(u128, usize), v: u64) {
-    debug_assert!(v < SHORT_VAR_END);
+fn put_short(acc: &mut u64, at: &mut usize, v: u64) {
+    debug_assert!(v < SHORT_VAR_END && *at <= SHORT_LO_MAX);
     let two = v >= 0x80;
     let low = (v & 0x7f) | (u64::from(two) << 7);
     let high = if two { v >> 7 } else { 0 };
-    put(u128::from(low | (high << 8)), 1 + usize::from(two));
+    *acc |= (low | (high << 8)) << (8 * *at);
+    *at += 1 + usize::from(two);
 }
 
 /// Appends one event to a batch.

@@ -1088,6 +1088,7 @@ impl Observer {
 
     /// Sends the pending movement of the slot at table position `i` now (a
     /// flush walks positions: no lookup by id).
+    #[inline]
     fn send_pending_at(&mut self, i: usize) {
         let slot = self.slots.at_mut(i);
         let (Some(pd), Some(handle)) = (slot.take_pending(), slot.handle) else {
