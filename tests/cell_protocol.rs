@@ -256,7 +256,7 @@ impl World {
             }
             if self.rng.chance(0.3) {
                 let p = self.proxies.get_mut(&e).expect("proxy");
-                p.send_input(self.now, Arc::from(&[1u8][..]));
+                p.send_input(self.now, (&[1u8][..]).into());
             }
             if self.rng.chance(0.05) {
                 self.send_stale_call(e);
@@ -767,7 +767,7 @@ fn inputs_survive_many_migrations_exactly_once_in_order() {
             let pos = Vec3::ground(center.x + 30.0 * angle.cos(), center.z + 30.0 * angle.sin());
             w.put(e, pos);
             let p = w.proxies.get_mut(&e).expect("proxy");
-            p.send_input(w.now, Arc::from(&[0u8][..]));
+            p.send_input(w.now, (&[0u8][..]).into());
             if let Some(c) = w.real_of(e) {
                 let cell = w.cells.get_mut(&c).expect("cell");
                 let n = w.log.downstream_sent.entry(e).or_default();

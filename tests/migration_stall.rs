@@ -210,7 +210,7 @@ impl World {
         if let Some(p) = mv.filter(|_| shard == 0) {
             let mut data = p.x.to_le_bytes().to_vec();
             data.extend(p.z.to_le_bytes());
-            self.proxy.send_input(self.now, Arc::from(data));
+            self.proxy.send_input(self.now, data.into());
             self.drain_proxy();
         }
         self.deliver_local();

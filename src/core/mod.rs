@@ -13,6 +13,7 @@ pub mod fault;
 pub mod geom;
 pub mod ids;
 pub mod load;
+pub mod payload;
 pub mod prefetch;
 pub mod proxy;
 pub mod space;

@@ -25,13 +25,13 @@
 //! Owns only the proxy's routing and sequencing state; must not touch cells.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use crate::core::cell::{
     CellMsg, Input, Outgoing, ProxyMsg, SeqBuffer, SeqPush, ToReal, ToRealBody,
 };
 use crate::core::down::DownBody;
 use crate::core::ids::{CellId, EntityId};
+use crate::core::payload::Payload;
 use crate::core::time::Time;
 
 /// Bounds of a proxy.
@@ -150,7 +150,7 @@ impl Proxy {
 
     /// Stamps a client input with the next sequence number and routes it to
     /// the real's cell; returns the number.
-    pub fn send_input(&mut self, _now: Time, data: Arc<[u8]>) -> u64 {
+    pub fn send_input(&mut self, _now: Time, data: Payload) -> u64 {
         let seq = self.next_input;
         self.next_input += 1;
         let msg = ToReal {
@@ -294,7 +294,7 @@ mod tests {
     #[test]
     fn inputs_are_numbered_and_follow_the_newest_epoch() {
         let mut p = proxy();
-        p.send_input(Time::ZERO, Arc::from(&b"a"[..]));
+        p.send_input(Time::ZERO, (&b"a"[..]).into());
         assert_eq!(input_target(&mut p), (Dest::Cell(CellId(1)), 1));
         let moved = |cell, epoch| ProxyMsg::RealMoved {
             entity: EntityId(7),
@@ -303,7 +303,7 @@ mod tests {
         };
         p.handle(Time::ZERO, moved(3, 2)).expect("ok");
         p.handle(Time::ZERO, moved(2, 1)).expect("stale is fine");
-        p.send_input(Time::ZERO, Arc::from(&b"b"[..]));
+        p.send_input(Time::ZERO, (&b"b"[..]).into());
         assert_eq!(input_target(&mut p), (Dest::Cell(CellId(3)), 2));
         assert_eq!(p.counters().moves, 1);
         assert_eq!(p.counters().stale_moves, 1);

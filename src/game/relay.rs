@@ -60,6 +60,7 @@ use std::sync::Arc;
 
 use crate::core::down::{self, DownKind, DownKindError};
 use crate::core::geom::Vec3;
+use crate::core::payload::{Payload, INLINE_MAX};
 use crate::wire::client::{CallOutcome, RefuseReason};
 
 /// Downstream: the real's replies of one tick (results, ack).
@@ -210,18 +211,18 @@ impl GameInput<'_> {
         }
     }
 
-    /// The encoding as a shared buffer (two allocations: see
-    /// [`GameInput::to_arc_in`] for one).
-    pub fn to_arc(&self) -> Arc<[u8]> {
-        self.to_arc_in(&mut Vec::with_capacity(40))
+    /// The encoding as a payload (see [`GameInput::to_payload_in`]).
+    pub fn to_payload(&self) -> Payload {
+        self.to_payload_in(&mut Vec::with_capacity(INLINE_MAX))
     }
 
-    /// The encoding as a shared buffer, encoded in `scratch` first (cleared;
-    /// kept for the next input): one allocation, the `Arc`'s.
-    pub fn to_arc_in(&self, scratch: &mut Vec<u8>) -> Arc<[u8]> {
+    /// The encoding as a payload, encoded in `scratch` first (cleared; kept
+    /// for the next input): no allocation for an input that fits inline
+    /// (every kind but a property set with a long value).
+    pub fn to_payload_in(&self, scratch: &mut Vec<u8>) -> Payload {
         scratch.clear();
         self.encode(scratch);
-        Arc::from(&scratch[..])
+        Payload::new(scratch)
     }
 }
 
@@ -537,7 +538,7 @@ mod tests {
             },
         ];
         for i in inputs {
-            let b = i.to_arc();
+            let b = i.to_payload();
             assert_eq!(decode_input(&b), Some(i));
             if !matches!(i, GameInput::SetProp { .. }) {
                 assert_eq!(decode_input(&b[..b.len() - 1]), None, "fixed size");

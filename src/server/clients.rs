@@ -380,7 +380,7 @@ impl CellHost {
                     Step::None => return,
                     Step::Input(i) => {
                         if let Some(p) = proxy.as_deref_mut() {
-                            p.send_input(now, i.to_arc_in(scratch_input));
+                            p.send_input(now, i.to_payload_in(scratch_input));
                             sent = true;
                         }
                         return;
@@ -596,7 +596,7 @@ impl CellHost {
         k.by_entity.insert(entity, id);
         k.counters.takeovers += 1;
         if let Some(p) = self.proxies.get_mut(&entity) {
-            p.send_input(now, GameInput::Resync { seq: 0 }.to_arc());
+            p.send_input(now, GameInput::Resync { seq: 0 }.to_payload());
             self.busy_proxies.push(entity);
         }
     }

@@ -20,8 +20,6 @@
 //! A disconnect sends [`SpaceMsg::Left`] for the space the player is
 //! counted in (not the world). Must not touch sockets or cells' internals.
 
-use std::sync::Arc;
-
 use crate::core::geom::Vec3;
 use crate::core::ids::{EntityId, ShardId, SpaceId};
 use crate::core::time::Time;
@@ -133,7 +131,7 @@ impl CellHost {
                     cell: t.cell.0,
                     pos: Vec3::ground(t.x, t.z),
                 };
-                let data: Arc<[u8]> = input.to_arc();
+                let data = input.to_payload();
                 if let Some(p) = self.proxies.get_mut(&entity) {
                     p.send_input(now, data);
                     self.busy_proxies.push(entity);

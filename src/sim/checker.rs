@@ -396,7 +396,7 @@ mod tests {
         CellEvent::InputApplied {
             entity: EntityId(0),
             seq,
-            data: Arc::from(&[][..]),
+            data: (&[][..]).into(),
         }
     }
 

@@ -90,7 +90,7 @@ impl World {
         let i = e.0 as usize;
         self.clients[i].seq = input.seq();
         let to = Endpoint::Shard(self.proxy_shard(e));
-        let data = input.to_arc();
+        let data = input.to_payload();
         let p = Packet::Input { entity: e, data };
         self.router.push(Endpoint::Client(i as u32), to, p);
         self.stats.inputs_sent += 1;

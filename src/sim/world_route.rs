@@ -37,7 +37,7 @@ pub enum Packet {
         /// Whose client.
         entity: EntityId,
         /// The encoded input.
-        data: Arc<[u8]>,
+        data: crate::core::payload::Payload,
     },
     /// Data the proxy delivers to its client, in order.
     Down {
@@ -176,7 +176,7 @@ mod tests {
     fn input(n: u8) -> Packet {
         Packet::Input {
             entity: EntityId(1),
-            data: Arc::from(&[n][..]),
+            data: (&[n][..]).into(),
         }
     }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::core::combat::CombatEvent;
 use crate::core::ids::{CellId, EntityId};
+use crate::core::payload::Payload;
 
 /// Why a cell dropped a message. Every drop is counted by reason and reported
 /// as a [`CellEvent::Dropped`].
@@ -325,7 +326,7 @@ pub enum CellEvent {
         /// The input's sequence number.
         seq: u64,
         /// The input.
-        data: Arc<[u8]>,
+        data: Payload,
     },
     /// A real ran a call.
     CallRun {

@@ -20,6 +20,7 @@ use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 
 use crate::core::entity::{EntityTypeId, SyncCache, SyncMsg};
+use crate::core::payload::Payload;
 
 /// Where an output goes. The runtime maps a cell to its shard through the
 /// space tree and a proxy to the shard that accepted its client.
@@ -95,8 +96,8 @@ pub enum Msg {
 pub struct Input {
     /// Consecutive from 1 per entity, for the entity's whole life.
     pub seq: u64,
-    /// Encoded input.
-    pub data: Arc<[u8]>,
+    /// Encoded input (inline when small: no allocation per input).
+    pub data: Payload,
 }
 
 /// Who handles a call at the real.

@@ -26,6 +26,7 @@ use super::machine::{CatchUp, Cell};
 use super::msg::{CallKind, CellMsg, Haunt, HauntState, Outgoing, Source, ToReal, ToRealBody};
 use super::seq_buffer::SeqPush;
 use super::table::Part;
+use crate::core::payload::Payload;
 
 impl Cell {
     pub(super) fn on_to_real(&mut self, now: Time, from: Source, msg: ToReal) {
@@ -99,7 +100,7 @@ impl Cell {
         self.send(to, CellMsg::ToReal(msg));
     }
 
-    fn queue_input(&mut self, entity: EntityId, seq: u64, data: Arc<[u8]>) {
+    fn queue_input(&mut self, entity: EntityId, seq: u64, data: Payload) {
         let max = self.params.input_buffer_max;
         let r = self.real_part(entity);
         match r.inputs.push(seq, data.clone(), max) {

@@ -10,7 +10,6 @@
 
 use rustc_hash::FxHashMap; // tidy: allow(HashMap): no random seed; lookups only, never iterated
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use crate::core::combat::Combat;
 use crate::core::entity::{Entity, ReorderBuffer, SyncCache, SyncEmitter};
@@ -21,6 +20,7 @@ use crate::core::view::RunHead;
 use super::msg::{Call, Haunt, Input};
 use super::residency::{History, Residency};
 use super::seq_buffer::SeqBuffer;
+use crate::core::payload::Payload;
 
 /// The authoritative part of an entity, present only where it is real.
 #[derive(Clone, Debug)]
@@ -34,7 +34,7 @@ pub struct RealPart {
     /// Cells holding (or being sent) a ghost.
     pub haunts: Vec<Haunt>,
     /// Client inputs: next expected sequence and the early ones.
-    pub inputs: SeqBuffer<Arc<[u8]>>,
+    pub inputs: SeqBuffer<Payload>,
     /// Calls waiting for the next tick.
     pub calls: VecDeque<Call>,
     /// Next downstream sequence number.
@@ -351,7 +351,7 @@ impl EntityTable {
 }
 
 /// Inputs as carried in an `Onload`.
-pub fn inputs_to_wire(buf: &mut SeqBuffer<Arc<[u8]>>) -> Vec<Input> {
+pub fn inputs_to_wire(buf: &mut SeqBuffer<Payload>) -> Vec<Input> {
     buf.drain_early()
         .map(|(seq, data)| Input { seq, data })
         .collect()

@@ -255,7 +255,7 @@ fn inputs_and_calls_reaching_the_old_cell_are_forwarded() {
             hops: 0,
             body: ToRealBody::Input(Input {
                 seq,
-                data: Arc::from(&[seq as u8][..]),
+                data: (&[seq as u8][..]).into(),
             }),
         };
         let from = Source::Proxy(E);

@@ -2,8 +2,6 @@
 //! ghosts deleted everywhere, observers see a leave, stragglers dropped,
 //! a destroy that chases a migrated real.
 
-use std::sync::Arc;
-
 use super::tests::{avatar, params, Bus, E};
 use super::*;
 use crate::core::aoi::AoiIndex;
@@ -23,7 +21,7 @@ fn to_real(body: ToRealBody) -> CellMsg {
 fn input(seq: u64) -> CellMsg {
     to_real(ToRealBody::Input(Input {
         seq,
-        data: Arc::from(&b"x"[..]),
+        data: (&b"x"[..]).into(),
     }))
 }
 

@@ -1,8 +1,6 @@
 //! A real-bound message that overtakes the entity's `CreateGhost` is held,
 //! not lost (`early.rs`).
 
-use std::sync::Arc;
-
 use super::tests::{params, Bus, E};
 use super::*;
 use crate::core::geom::Vec3;
@@ -14,7 +12,7 @@ fn input(seq: u64) -> CellMsg {
         hops: 1,
         body: ToRealBody::Input(Input {
             seq,
-            data: Arc::from(&[seq as u8][..]),
+            data: (&[seq as u8][..]).into(),
         }),
     })
 }
