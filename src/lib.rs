@@ -40,3 +40,10 @@ pub mod server;
 pub mod shard;
 pub mod sim;
 pub mod wire;
+
+/// True in a build with the `verify` feature: every cell checks all its
+/// invariants after each publish (every test build of this crate, and the
+/// simulator's smoke in CI). Those checks allocate, so a measurement of the
+/// game path's own allocations (`bench/tests/host_allocs.rs`) is taken in a
+/// build without them.
+pub const INVARIANT_CHECKS: bool = cfg!(feature = "verify");

@@ -8,8 +8,11 @@
 //! (defaults 2000, 10, 3). Prints one JSON line per run and one with the
 //! median.
 
+// Counting the allocations of the hosts' ticks (`alloc_count`): an atomic
+// load per allocation, nothing in the timed path otherwise.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tessera_bench::alloc_count::Counting<mimalloc::MiMalloc> =
+    tessera_bench::alloc_count::Counting(mimalloc::MiMalloc);
 
 fn arg(i: usize, default: usize) -> anyhow::Result<usize> {
     // Cargo passes `--bench` to a harness-less bench: skip flags.

@@ -39,6 +39,10 @@ pub struct Probe {
     pub host_us_per_client_s: f64,
     /// View updates each client received a second.
     pub updates_per_client_s: f64,
+    /// Allocations (and reallocations) in the hosts' ticks per
+    /// client-second: `None` unless the binary's global allocator counts
+    /// them (`crate::alloc_count::Counting`; the cost bench's does).
+    pub host_allocs_per_client_s: Option<f64>,
 }
 
 /// Why a probe measured nothing.
@@ -141,6 +145,7 @@ pub fn run_with(clients: usize, seconds: usize, step_m: f64) -> Result<Probe, Pr
     let ticks_per_s = (1000 / config.runtime.tick_ms.max(1)) as usize;
     let every = (ticks_per_s / MOVE_HZ).max(1);
     let mut h = Harness::new(&config);
+    h.host_hook = Some(crate::alloc_count::window);
     for i in 0..clients {
         h.connect(0, &format!("bot{i}"));
     }
@@ -156,11 +161,14 @@ pub fn run_with(clients: usize, seconds: usize, step_m: f64) -> Result<Probe, Pr
         h.step();
     }
     let (busy0, updates0) = (h.host_busy, updates(&h));
+    let allocs0 = crate::alloc_count::allocations();
+    crate::alloc_count::trace_every();
     for step in 0..seconds * ticks_per_s {
         walk(&mut h, &mut walkers, (step, every, step_m), &mut rng, max);
         h.step();
     }
     let busy: Duration = h.host_busy - busy0;
+    let allocs = crate::alloc_count::allocations() - allocs0;
     let client_s = (clients * seconds).max(1) as f64;
     let per_client_s = (updates(&h) - updates0) as f64 / client_s;
     let violations: u64 = h.clients.iter().map(|c| c.session.violation_count()).sum();
@@ -186,5 +194,6 @@ pub fn run_with(clients: usize, seconds: usize, step_m: f64) -> Result<Probe, Pr
         seconds,
         host_us_per_client_s: busy.as_secs_f64() * 1e6 / client_s,
         updates_per_client_s: per_client_s,
+        host_allocs_per_client_s: crate::alloc_count::installed().then(|| allocs as f64 / client_s),
     })
 }

@@ -12,6 +12,7 @@
 //! `S * dt = 0.5` m. [`REFERENCES`] holds the published checksums, positions
 //! and event counts. The `aoi` bench and this crate's tests share them.
 
+pub mod alloc_count;
 pub mod clients;
 pub mod cost;
 

@@ -80,6 +80,10 @@ pub struct Harness {
     /// the harness was built: what the server's game path costs, without
     /// the test clients (`tests_cost`).
     pub host_busy: std::time::Duration,
+    /// Called with `true` right before each host's tick and `false` right
+    /// after it (the span `host_busy` times): how a test or the cost probe
+    /// counts what the game path allocates. `None` by default.
+    pub host_hook: Option<fn(bool)>,
     /// The runtime's clock, for `host_busy` only (game time is `now`).
     stopwatch: crate::runtime::MonotonicClock,
 }
@@ -141,6 +145,7 @@ impl Harness {
             registry: Arc::new(TypeRegistry::with_builtins()),
             attached,
             host_busy: std::time::Duration::ZERO,
+            host_hook: None,
             stopwatch: crate::runtime::MonotonicClock::new(),
         };
         for index in 0..shards {
@@ -222,11 +227,17 @@ impl Harness {
         for group in order.chunk_by(|&a, &b| offsets[a] == offsets[b]) {
             group.iter().for_each(|&i| self.take_inbound(i));
             for &i in group {
+                if let Some(hook) = self.host_hook {
+                    hook(true);
+                }
                 let started = self.stopwatch.stamp();
                 let inbox = Inbox::new(&mut self.inboxes[i]);
                 self.hosts[i].on_tick(self.now, inbox, &mut self.outboxes[i], &mut self.ports[i]);
                 mesh::flush(&mut self.outboxes[i], &self.queues, &self.dead);
                 let ns = self.stopwatch.stamp().saturating_sub(started);
+                if let Some(hook) = self.host_hook {
+                    hook(false);
+                }
                 self.host_busy += std::time::Duration::from_nanos(ns);
                 if self.attached {
                     self.carry_handoffs(i);
