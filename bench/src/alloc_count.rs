@@ -10,7 +10,8 @@
 //! making `Counting` its global allocator (the cost bench, the allocation
 //! test); elsewhere [`installed`] is false and the probe reports no count.
 //!
-//! Owns three process-wide counters; touches nothing else.
+//! Owns its counters (process-wide) and two flags per thread; touches
+//! nothing else.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -81,9 +82,11 @@ pub fn trace_every() {
 }
 
 // SAFETY: every method forwards to `A`'s with the same arguments and returns
-// its result unchanged; the counting only touches atomics and const-
-// initialised thread-locals without destructors (it allocates nothing, so it
-// cannot recurse; a trace's own allocations are not counted). `A: GlobalAlloc` upholds the contract.
+// its result unchanged. The counting itself allocates nothing (atomics and
+// const-initialised thread-locals without destructors); the opt-in trace
+// (`TESSERA_ALLOC_TRACE`) allocates through this same allocator with the
+// thread's `TRACING` flag set, so those allocations are neither counted nor
+// traced: the recursion ends at one level. `A: GlobalAlloc` upholds the contract.
 // Exercised by this crate's `host_allocs` test (its global allocator) and by
 // every run of the cost bench.
 unsafe impl<A: GlobalAlloc> GlobalAlloc for Counting<A> {
