@@ -8,8 +8,8 @@
 //! (defaults 2000, 10, 3). Prints one JSON line per run and one with the
 //! median.
 
-// Counting the allocations of the hosts' ticks (`alloc_count`): a flag or
-// two and an atomic add per allocation, nothing in the timed path otherwise.
+// Counting the allocations of the hosts' ticks (`alloc_count`): a few
+// thread-local flags and a counter per allocation, nothing else.
 #[global_allocator]
 static GLOBAL: tessera_bench::alloc_count::Counting<mimalloc::MiMalloc> =
     tessera_bench::alloc_count::Counting(mimalloc::MiMalloc);

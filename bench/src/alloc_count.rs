@@ -10,14 +10,12 @@
 //! making `Counting` its global allocator (the cost bench, the allocation
 //! test); elsewhere [`installed`] is false and the probe reports no count.
 //!
-//! Owns its counters (process-wide) and two flags per thread; touches
-//! nothing else.
+//! Owns a count and two flags per thread and two process-wide settings;
+//! touches nothing else.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
-/// Allocations and reallocations made while a window was open.
-static COUNT: AtomicU64 = AtomicU64::new(0);
 /// Set by the first allocation through [`Counting`]: the counts are real.
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
@@ -34,6 +32,9 @@ thread_local! {
     /// thread that runs the hosts' ticks counts, not others (a test
     /// harness's) allocating at the same time.
     static OPEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Allocations and reallocations this thread made in its windows (per
+    /// thread: two probes on two threads do not see each other's).
+    static COUNT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     /// Set while this thread prints a trace (its own allocations are not
     /// counted or traced).
     static TRACING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -46,7 +47,8 @@ impl<A> Counting<A> {
             INSTALLED.store(true, Relaxed);
         }
         if OPEN.get() && !TRACING.get() {
-            let n = COUNT.fetch_add(1, Relaxed) + 1;
+            let n = COUNT.get() + 1;
+            COUNT.set(n);
             let every = TRACE_EVERY.load(Relaxed);
             if every != 0 && n % every == 0 {
                 trace();
@@ -120,9 +122,10 @@ pub fn window(open: bool) {
     OPEN.set(open);
 }
 
-/// Allocations and reallocations counted so far (in windows).
+/// Allocations and reallocations the calling thread made in its windows so
+/// far.
 pub fn allocations() -> u64 {
-    COUNT.load(Relaxed)
+    COUNT.get()
 }
 
 /// True if this process's global allocator is a [`Counting`] (it has
