@@ -103,10 +103,13 @@ impl Cell {
     fn queue_input(&mut self, entity: EntityId, seq: u64, data: Payload) {
         let max = self.params.input_buffer_max;
         let r = self.real_part(entity);
-        match r.inputs.push(seq, data.clone(), max) {
-            SeqPush::Held => {}
-            SeqPush::Duplicate => self.drop_msg(entity, DropReason::DuplicateInput),
-            SeqPush::Full => {
+        // A full buffer hands the input back (no copy of every input for
+        // the rare retry).
+        match r.inputs.try_push(seq, data, max) {
+            Ok(SeqPush::Held) => {}
+            Ok(SeqPush::Full) => unreachable!("try_push hands a full buffer's item back"),
+            Ok(SeqPush::Duplicate) => self.drop_msg(entity, DropReason::DuplicateInput),
+            Err(data) => {
                 // Never stall: give up on the missing inputs (the held ones
                 // become ready and drain next tick) and keep this one, within
                 // a hard cap of twice the bound.

@@ -276,6 +276,53 @@ fn inputs_and_calls_reaching_the_old_cell_are_forwarded() {
     assert_eq!(bus.cell(0).counters().forwards, 1);
 }
 
+/// Early inputs past `input_buffer_max` (a gap that does not fill): the
+/// real gives up on the missing ones, keeps the newest and counts the drop;
+/// every held input is then applied in order, none twice.
+#[test]
+fn a_full_input_buffer_skips_the_gap_and_keeps_the_input() {
+    let p = CellParams {
+        input_buffer_max: 2,
+        ..params()
+    };
+    let mut bus = Bus::new(1, 1, p);
+    bus.spawn(0, 100.0, 100.0);
+    bus.tick(10);
+    let now = bus.now;
+    // Input 1 never comes: 2 and 3 are held, 4 finds the buffer full.
+    for seq in [2u64, 3, 4] {
+        let input = ToReal {
+            entity: E,
+            hops: 0,
+            body: ToRealBody::Input(Input {
+                seq,
+                data: (&[seq as u8][..]).into(),
+            }),
+        };
+        bus.cell(0)
+            .handle(now, Source::Proxy(E), CellMsg::ToReal(input));
+    }
+    assert_eq!(
+        bus.cell(0).counters().dropped(DropReason::InputBufferFull),
+        1,
+        "the full buffer is counted once"
+    );
+    bus.tick(10);
+    let applied: Vec<(u64, Vec<u8>)> = bus
+        .events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            CellEvent::InputApplied { seq, data, .. } => Some((*seq, data.to_vec())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        applied,
+        vec![(2, vec![2]), (3, vec![3]), (4, vec![4])],
+        "the gap given up, the held inputs and the one that found it full applied in order"
+    );
+}
+
 #[test]
 fn forwarding_gives_up_after_the_hop_limit() {
     let mut bus = Bus::new(2, 1, params());
