@@ -21,6 +21,18 @@ pub(super) fn avatar(id: EntityId, x: f64, z: f64) -> Entity {
     Entity::new_real(id, ty, Vec3::ground(x, z), 0.0)
 }
 
+/// Client input `seq` of `E` (its one byte is `seq`), after `hops` hops.
+pub(super) fn input_msg(seq: u64, hops: u8) -> CellMsg {
+    CellMsg::ToReal(ToReal {
+        entity: E,
+        hops,
+        body: ToRealBody::Input(Input {
+            seq,
+            data: (&[seq as u8][..]).into(),
+        }),
+    })
+}
+
 pub(super) fn params() -> CellParams {
     CellParams {
         ghost_radius_m: 30.0,
@@ -250,17 +262,9 @@ fn inputs_and_calls_reaching_the_old_cell_are_forwarded() {
     assert_eq!(bus.where_real(), Some(CellId(1)));
     let now = bus.now;
     for seq in [2u64, 1] {
-        let input = ToReal {
-            entity: E,
-            hops: 0,
-            body: ToRealBody::Input(Input {
-                seq,
-                data: (&[seq as u8][..]).into(),
-            }),
-        };
-        let from = Source::Proxy(E);
         let target = if seq == 1 { 0 } else { 1 };
-        bus.cell(target).handle(now, from, CellMsg::ToReal(input));
+        bus.cell(target)
+            .handle(now, Source::Proxy(E), input_msg(seq, 0));
     }
     bus.pump();
     bus.tick(10);
@@ -291,16 +295,7 @@ fn a_full_input_buffer_skips_the_gap_and_keeps_the_input() {
     let now = bus.now;
     // Input 1 never comes: 2 and 3 are held, 4 finds the buffer full.
     for seq in [2u64, 3, 4] {
-        let input = ToReal {
-            entity: E,
-            hops: 0,
-            body: ToRealBody::Input(Input {
-                seq,
-                data: (&[seq as u8][..]).into(),
-            }),
-        };
-        bus.cell(0)
-            .handle(now, Source::Proxy(E), CellMsg::ToReal(input));
+        bus.cell(0).handle(now, Source::Proxy(E), input_msg(seq, 0));
     }
     assert_eq!(
         bus.cell(0).counters().dropped(DropReason::InputBufferFull),

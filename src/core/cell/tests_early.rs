@@ -1,20 +1,13 @@
 //! A real-bound message that overtakes the entity's `CreateGhost` is held,
 //! not lost (`early.rs`).
 
-use super::tests::{params, Bus, E};
+use super::tests::{input_msg, params, Bus, E};
 use super::*;
 use crate::core::geom::Vec3;
 use crate::core::ids::CellId;
 
 fn input(seq: u64) -> CellMsg {
-    CellMsg::ToReal(ToReal {
-        entity: E,
-        hops: 1,
-        body: ToRealBody::Input(Input {
-            seq,
-            data: (&[seq as u8][..]).into(),
-        }),
-    })
+    input_msg(seq, 1)
 }
 
 #[test]
