@@ -4,9 +4,10 @@
 //! of the clients bench, quiet enough to weigh one change in seconds. See
 //! `tessera_bench::cost` and bench/README.md.
 //!
-//! `cargo bench -p tessera-bench --bench cost -- [CLIENTS [SECONDS [RUNS]]]`
-//! (defaults 2000, 10, 3). Prints one JSON line per run and one with the
-//! median.
+//! `cargo bench -p tessera-bench --bench cost -- [CLIENTS [SECONDS [RUNS]]]
+//! [--in-view N] [--speed M_PER_S] [--set KEY=VALUE]...` (defaults 2000, 10,
+//! 3; 60 in view, 5 m/s, the clients bench's config). Prints one JSON line
+//! per run and one with the median.
 
 // Counting the allocations of the hosts' ticks (`alloc_count`): a few
 // thread-local flags and a counter per allocation, nothing else.
@@ -14,29 +15,20 @@
 static GLOBAL: tessera_bench::alloc_count::Counting<mimalloc::MiMalloc> =
     tessera_bench::alloc_count::Counting(mimalloc::MiMalloc);
 
-fn arg(i: usize, default: usize) -> anyhow::Result<usize> {
-    // Cargo passes `--bench` to a harness-less bench: skip flags.
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
-    match args.get(i) {
-        Some(v) => v
-            .parse()
-            .map_err(|_| anyhow::anyhow!("argument {}: {v:?} is not a count", i + 1)),
-        None => Ok(default),
-    }
-}
-
 fn main() -> anyhow::Result<()> {
     use std::io::Write;
     // Written, not printed: a closed pipe (`| head`) ends the run with an
     // error, not a panic.
     let mut out = std::io::stdout().lock();
-    let (clients, seconds, runs) = (arg(0, 2000)?, arg(1, 10)?, arg(2, 3)?);
+    let tessera_bench::cost::ProbeArgs {
+        clients,
+        seconds,
+        runs,
+        work,
+    } = tessera_bench::cost::parse_args(std::env::args().skip(1))?;
     let mut us = Vec::new();
     for _ in 0..runs.max(1) {
-        let p = tessera_bench::cost::run(clients, seconds)?;
+        let p = tessera_bench::cost::run_workload(clients, seconds, &work)?;
         writeln!(out, "{}", serde_json::to_string(&p)?)?;
         us.push(p.host_us_per_client_s);
     }

@@ -25,8 +25,117 @@ const WRITE_MS: u64 = 100;
 const MOVE_HZ: usize = 10;
 /// Seconds of walking before the measured span (every view filled).
 const WARM_UP_S: usize = 5;
-/// A walker's step: 5 m/s at `MOVE_HZ` moves a second.
-const STEP_M: f64 = 0.5;
+/// A walker's speed: 5 m/s, a running avatar.
+const SPEED_MPS: f64 = 5.0;
+/// Entities in a client's view on average (loadgen's default world).
+const IN_VIEW: f64 = 60.0;
+
+/// The crowd a probe runs: how dense, how fast, and what else differs from
+/// the clients bench's config. The knobs that take the cost apart (the
+/// tenth round in bench/README.md): the view's size moves the per-pair
+/// work, the speed the churn of enters, leaves and crossings, a `--set`
+/// anything the config holds (`server.initial_cells=1`: no cell borders).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    /// Entities in each client's view on average: the world is sized for
+    /// it (loadgen's `--in-view`). Default 60.
+    pub in_view: f64,
+    /// How fast each walker goes, m/s (`MOVE_HZ` moves a second). Default 5.
+    pub speed_mps: f64,
+    /// Config overrides, `key=value` as `--set` takes them, applied last.
+    pub sets: Vec<String>,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            in_view: IN_VIEW,
+            speed_mps: SPEED_MPS,
+            sets: Vec::new(),
+        }
+    }
+}
+
+impl Workload {
+    /// The walkers' step, metres a move.
+    fn step_m(&self) -> f64 {
+        self.speed_mps / MOVE_HZ as f64
+    }
+
+    /// loadgen's arguments for this crowd (after the clients bench's own).
+    fn loadgen_args(&self) -> Vec<String> {
+        let mut args = vec!["--in-view".to_owned(), format!("{:?}", self.in_view)];
+        for kv in &self.sets {
+            args.push("--set".to_owned());
+            args.push(kv.clone());
+        }
+        args
+    }
+}
+
+/// The probe's command line: up to three counts, then the crowd's knobs.
+#[derive(Debug, PartialEq)]
+pub struct ProbeArgs {
+    /// Clients in the crowd (default 2,000).
+    pub clients: usize,
+    /// Seconds measured per run (default 10).
+    pub seconds: usize,
+    /// Runs (default 3).
+    pub runs: usize,
+    /// The crowd.
+    pub work: Workload,
+}
+
+/// Parses the cost bench's arguments (`ProbeArgs`; the bench's doc).
+///
+/// # Errors
+/// Naming the bad argument: an unknown option, a knob without a value or
+/// not a positive number, a count that is not one, more than three counts.
+pub fn parse_args(args: impl IntoIterator<Item = String>) -> anyhow::Result<ProbeArgs> {
+    let mut counts = Vec::new();
+    let mut work = Workload::default();
+    let mut args = args.into_iter();
+    while let Some(a) = args.next() {
+        let mut value = |name: &str| {
+            args.next()
+                .ok_or_else(|| anyhow::anyhow!("{name} needs a value"))
+        };
+        let number = |name: &str, v: String| -> anyhow::Result<f64> {
+            match v.parse::<f64>() {
+                Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+                _ => anyhow::bail!("{name} {v:?}: not a positive number"),
+            }
+        };
+        match a.as_str() {
+            // Cargo passes `--bench` to a harness-less bench.
+            "--bench" => {}
+            "--in-view" => work.in_view = number("--in-view", value("--in-view")?)?,
+            "--speed" => work.speed_mps = number("--speed", value("--speed")?)?,
+            "--set" => work.sets.push(value("--set")?),
+            flag if flag.starts_with("--") => anyhow::bail!(
+                "unknown option {flag:?} (counts: CLIENTS SECONDS RUNS; options: --in-view N, --speed M_PER_S, --set KEY=VALUE)"
+            ),
+            count => counts.push(
+                count
+                    .parse::<usize>()
+                    .map_err(|_| anyhow::anyhow!("argument {}: {count:?} is not a count", counts.len() + 1))?,
+            ),
+        }
+    }
+    if counts.len() > 3 {
+        anyhow::bail!(
+            "at most three counts (CLIENTS SECONDS RUNS), got {}",
+            counts.len()
+        );
+    }
+    let count = |i: usize, default: usize| counts.get(i).copied().unwrap_or(default);
+    Ok(ProbeArgs {
+        clients: count(0, 2000),
+        seconds: count(1, 10),
+        runs: count(2, 3),
+        work,
+    })
+}
 
 /// What one probe measured.
 #[derive(Clone, Debug, Serialize)]
@@ -35,6 +144,10 @@ pub struct Probe {
     pub clients: usize,
     /// Seconds of game time measured.
     pub seconds: usize,
+    /// The view the world was sized for ([`Workload::in_view`]).
+    pub in_view: f64,
+    /// The walkers' speed, m/s ([`Workload::speed_mps`]).
+    pub speed_mps: f64,
     /// Wall time of the hosts' ticks per client-second, µs.
     pub host_us_per_client_s: f64,
     /// View updates each client received a second.
@@ -81,7 +194,18 @@ pub enum ProbeError {
 /// # Errors
 /// [`ProbeError::Config`] if loadgen's settings do not make a config.
 pub fn config(clients: usize) -> Result<Config, ProbeError> {
-    crate::clients::tessera_server::config(clients, 0, WRITE_MS, "epoll")
+    config_for(clients, &Workload::default())
+}
+
+/// As [`config`], the world sized for `work.in_view` and `work.sets`
+/// applied last.
+///
+/// # Errors
+/// [`ProbeError::Config`] if the settings do not make a config (an unknown
+/// key, a bad value).
+pub fn config_for(clients: usize, work: &Workload) -> Result<Config, ProbeError> {
+    let extra = work.loadgen_args();
+    crate::clients::tessera_server::config_with(clients, 0, WRITE_MS, "epoll", &extra)
         .map_err(|e| ProbeError::Config(format!("{e:#}")))
 }
 
@@ -131,7 +255,7 @@ fn updates(h: &Harness) -> u64 {
 /// # Errors
 /// See [`ProbeError`].
 pub fn run(clients: usize, seconds: usize) -> Result<Probe, ProbeError> {
-    run_with(clients, seconds, STEP_M)
+    run_workload(clients, seconds, &Workload::default())
 }
 
 /// As [`run`] with walkers stepping `step_m` a move (the server refuses
@@ -140,11 +264,25 @@ pub fn run(clients: usize, seconds: usize) -> Result<Probe, ProbeError> {
 /// # Errors
 /// See [`ProbeError`].
 pub fn run_with(clients: usize, seconds: usize, step_m: f64) -> Result<Probe, ProbeError> {
-    let config = config(clients)?;
+    let work = Workload {
+        speed_mps: step_m * MOVE_HZ as f64,
+        ..Workload::default()
+    };
+    run_workload(clients, seconds, &work)
+}
+
+/// Runs `clients` walkers of the crowd `work` for the warm-up and then
+/// `seconds` measured.
+///
+/// # Errors
+/// See [`ProbeError`].
+pub fn run_workload(clients: usize, seconds: usize, work: &Workload) -> Result<Probe, ProbeError> {
+    let step_m = work.step_m();
+    let config = config_for(clients, work)?;
     let max = (config.world.max_x_m, config.world.max_z_m);
     let ticks_per_s = (1000 / config.runtime.tick_ms.max(1)) as usize;
     let every = (ticks_per_s / MOVE_HZ).max(1);
-    let mut h = Harness::new(&config);
+    let mut h = Harness::try_new(&config).map_err(|e| ProbeError::Config(e.to_string()))?;
     h.host_hook = Some(crate::alloc_count::window);
     for i in 0..clients {
         h.connect(0, &format!("bot{i}"));
@@ -192,6 +330,8 @@ pub fn run_with(clients: usize, seconds: usize, step_m: f64) -> Result<Probe, Pr
     Ok(Probe {
         clients,
         seconds,
+        in_view: work.in_view,
+        speed_mps: work.speed_mps,
         host_us_per_client_s: busy.as_secs_f64() * 1e6 / client_s,
         updates_per_client_s: per_client_s,
         host_allocs_per_client_s: crate::alloc_count::installed().then(|| allocs as f64 / client_s),

@@ -1,6 +1,6 @@
 //! The cost probe runs on a small crowd and its checks fire.
 
-use tessera_bench::cost::{run, run_with, ProbeError};
+use tessera_bench::cost::{parse_args, run, run_with, run_workload, ProbeError, Workload};
 
 #[test]
 fn a_small_crowd_is_probed_and_sees_itself_move() {
@@ -25,5 +25,77 @@ fn walkers_too_fast_are_refused_and_the_probe_fails() {
         Err(ProbeError::Errors(n)) => assert!(n > 0),
         Err(ProbeError::Unacked { acked, sent }) => assert!(acked * 2 < sent),
         other => panic!("refused walkers measure nothing: {other:?}"),
+    }
+}
+
+fn args(s: &str) -> Vec<String> {
+    s.split_whitespace().map(str::to_owned).collect()
+}
+
+#[test]
+fn the_probe_s_counts_and_knobs_parse_and_bad_ones_are_named() {
+    let a = parse_args(args(
+        "--bench 500 2 --speed 1.5 --in-view 30 --set server.initial_cells=1",
+    ))
+    .expect("valid");
+    assert_eq!((a.clients, a.seconds, a.runs), (500, 2, 3));
+    assert_eq!((a.work.in_view, a.work.speed_mps), (30.0, 1.5));
+    assert_eq!(a.work.sets, ["server.initial_cells=1"]);
+    let d = parse_args(args("")).expect("defaults");
+    assert_eq!((d.clients, d.seconds, d.runs), (2000, 10, 3));
+    assert_eq!(d.work, Workload::default());
+    for (bad, says) in [
+        ("--speed 0", "--speed"),
+        ("--in-view x", "--in-view"),
+        ("--set", "needs a value"),
+        ("--fast", "unknown option"),
+        ("12 x", "argument 2"),
+        ("1 2 3 4", "at most three"),
+    ] {
+        let e = parse_args(args(bad)).expect_err(bad).to_string();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn a_workload_reaches_the_server_s_config_and_a_bad_set_is_refused() {
+    let one = Workload {
+        sets: vec!["server.initial_cells=1".to_owned()],
+        ..Workload::default()
+    };
+    let c = tessera_bench::cost::config_for(100, &one).expect("valid");
+    assert_eq!(c.server.initial_cells, 1);
+    let sparse = Workload {
+        in_view: 15.0,
+        ..Workload::default()
+    };
+    let (d, s) = (
+        tessera_bench::cost::config(2000).expect("default"),
+        tessera_bench::cost::config_for(2000, &sparse).expect("sparse"),
+    );
+    // A quarter of the density: twice the side.
+    assert!(
+        s.world.max_x_m > 1.9 * d.world.max_x_m,
+        "{} vs {}",
+        s.world.max_x_m,
+        d.world.max_x_m
+    );
+    let bad = Workload {
+        sets: vec!["server.no_such_key=1".to_owned()],
+        ..Workload::default()
+    };
+    match run_workload(10, 1, &bad) {
+        Err(ProbeError::Config(e)) => assert!(e.contains("no_such_key"), "{e}"),
+        other => panic!("a bad key must be refused: {other:?}"),
+    }
+    // A valid config the world cannot hold (four cells in a world two
+    // minimum cells wide): the hosts refuse it, the probe says so.
+    let crowded = Workload {
+        sets: vec!["server.initial_cells=4".to_owned()],
+        ..Workload::default()
+    };
+    match run_workload(100, 1, &crowded) {
+        Err(ProbeError::Config(e)) => assert!(e.contains("size rule"), "{e}"),
+        other => panic!("a layout the world cannot hold must be refused: {other:?}"),
     }
 }

@@ -32,7 +32,7 @@ use crate::shard::port::SlotState;
 use crate::shard::{ClientPort, ConnId, Inbox, Outbox, PortParams, ShardApp, ShardContext};
 use crossbeam_queue::ArrayQueue; // tidy: allow(crossbeam): the harness stands in for the runtime's mesh
 
-use super::CellHost;
+use super::{CellHost, HostError};
 
 /// The Unix time (s) the harness's world starts at (tickets minted for it
 /// expire relative to this).
@@ -117,6 +117,16 @@ pub fn test_config(extra: &[&str]) -> Config {
 impl Harness {
     /// Hosts for `config` (its `runtime.shards` shards, at least 1).
     pub fn new(config: &Config) -> Harness {
+        Harness::try_new(config).expect("host")
+    }
+
+    /// As [`Harness::new`], with the hosts' refusal of `config` (a cell
+    /// layout the world cannot hold, ...) returned instead of a panic: for
+    /// callers that take the config from a user (the cost probe).
+    ///
+    /// # Errors
+    /// The first host's [`HostError`].
+    pub fn try_new(config: &Config) -> Result<Harness, HostError> {
         Harness::build(config, false)
     }
 
@@ -124,10 +134,10 @@ impl Harness {
     /// hand-off moves the connection to its shard (see the module doc).
     /// Closed connections keep their slots (no socket loop releases them).
     pub fn attached(config: &Config) -> Harness {
-        Harness::build(config, true)
+        Harness::build(config, true).expect("host")
     }
 
-    fn build(config: &Config, attached: bool) -> Harness {
+    fn build(config: &Config, attached: bool) -> Result<Harness, HostError> {
         let shards = config.runtime.shards.max(1);
         let tick = std::time::Duration::from_millis(config.runtime.tick_ms);
         let door = attached.then(|| Arc::new(super::door::Door::from_config(config)));
@@ -160,8 +170,7 @@ impl Harness {
             let mut host = match &door {
                 Some(d) => CellHost::with_door(config, ctx, d.clone()),
                 None => CellHost::new(config, ctx),
-            }
-            .expect("host");
+            }?;
             host.set_cost_clock(Box::new(crate::runtime::MonotonicClock::new()));
             h.hosts.push(host);
             let params = PortParams::from_config(config);
@@ -177,7 +186,7 @@ impl Harness {
             h.dead.push(AtomicBool::new(false));
             h.offsets.push(tick_offset(index, shards, tick));
         }
-        h
+        Ok(h)
     }
 
     /// Connects a client to `shard` and queues its Hello and Login.

@@ -28,8 +28,23 @@ pub fn config(
     write_ms: u64,
     io_backend: &str,
 ) -> anyhow::Result<Config> {
+    config_with(clients, cpu, write_ms, io_backend, &[])
+}
+
+/// As [`config`], with more of loadgen's arguments after these (`--in-view
+/// N`, `--set key=value`: the last word wins).
+///
+/// # Errors
+/// As [`config`].
+pub fn config_with(
+    clients: usize,
+    cpu: usize,
+    write_ms: u64,
+    io_backend: &str,
+    extra: &[String],
+) -> anyhow::Result<Config> {
     let conns = clients.max(10_000);
-    let args = [
+    let base = [
         "loadgen".to_owned(),
         "--bots".to_owned(),
         clients.to_string(),
@@ -49,6 +64,7 @@ pub fn config(
         "--set".to_owned(),
         format!("gateway.io_backend=\"{io_backend}\""),
     ];
+    let args = base.iter().chain(extra);
     let cli = loadgen::cli::Cli::try_parse_from(args)?;
     loadgen::run::server_config(&cli)
 }
