@@ -249,7 +249,15 @@ impl Bot {
                     self.next_tick = now;
                 } else if now < plan.stop_moves_at {
                     self.phase = Phase::Moving;
-                    self.step(ctx, now);
+                    let wait = plan.scenario.first_move_after(self.idx);
+                    if wait.is_zero() {
+                        self.step(ctx, now);
+                    } else {
+                        // The first move at the bot's own phase (the
+                        // period's count starts there).
+                        self.next_tick = now + wait;
+                        return;
+                    }
                 }
             }
             Phase::Moving if now >= plan.stop_moves_at => self.phase = Phase::Settling,

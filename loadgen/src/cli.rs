@@ -81,6 +81,12 @@ pub struct Cli {
     /// Moves per bot per second.
     #[arg(long, default_value_t = 10.0)]
     pub move_hz: f64,
+    /// When each bot's moves fall within its move period: `random` (its
+    /// own seeded offset, as game clients run their own clocks) or `spawn`
+    /// (right when its own snapshot arrives, i.e. just after a server tick:
+    /// every move then waits most of a tick, the worst phase).
+    #[arg(long, value_enum, default_value_t = crate::scenario::MovePhase::Random)]
+    pub move_phase: crate::scenario::MovePhase,
     /// Bot walking speed, metres per second.
     #[arg(long, default_value_t = 5.0)]
     pub speed: f64,

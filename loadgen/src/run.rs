@@ -176,6 +176,7 @@ pub fn scenario_params(cli: &Cli, config: &Config) -> anyhow::Result<(ScenarioPa
         hotspot_period_s: cli.hotspot_period.as_secs_f64(),
         teleports_per_s: cli.teleport_rate,
         seed: cli.seed,
+        move_phase: cli.move_phase,
     };
     Ok((params, CellMap::new(leaves, config.cell.migrate_margin_m)))
 }
@@ -534,7 +535,7 @@ pub fn summarize(
         settings: json!({
             "scenario": cli.scenario, "bots": cli.bots, "threads": plan.threads,
             "ramp_s": cli.ramp.as_secs_f64(), "duration_s": cli.duration.as_secs_f64(),
-            "move_hz": cli.move_hz, "speed_mps": cli.speed, "attack_rate": cli.attack_rate,
+            "move_hz": cli.move_hz, "move_phase": cli.move_phase, "speed_mps": cli.speed, "attack_rate": cli.attack_rate,
             "space_rate": cli.space_rate,
             "in_view_target": cli.in_view, "arena": rect_json(&plan.scenario.arena),
             "walk_area": rect_json(&plan.scenario.walk_area(&plan.world)),

@@ -10,10 +10,26 @@
 //! Pure math: no sockets, no clocks.
 
 use std::f64::consts::PI;
+use std::time::Duration;
 
 use tessera::core::geom::{Rect, Vec3};
 use tessera::sim::bots::{yaw_of, Behaviour, BorderLine, Bot, Pose, Spot, Step};
 use tessera::sim::rng::Rng;
+
+/// When a bot's moves fall within its move period (`--move-phase`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MovePhase {
+    /// Each bot's first move at its own offset into the period, uniform and
+    /// seeded: bots move on clocks of their own, as game clients do.
+    Random,
+    /// Each bot moves as soon as its own snapshot arrives, then every
+    /// period. The snapshot comes in the batch a server tick writes last,
+    /// so every move of a bot lands just after a tick read its inputs and
+    /// waits most of a tick: the update latency measured is the worst
+    /// phase's, for every bot (the behaviour before `random`).
+    Spawn,
+}
 
 /// What the bots do (`--scenario`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -56,6 +72,8 @@ pub struct ScenarioParams {
     pub teleports_per_s: f64,
     /// Seed of every bot's random stream.
     pub seed: u64,
+    /// When each bot's moves fall within its period.
+    pub move_phase: MovePhase,
 }
 
 /// A world holding `bots` so that about `in_view` others are within
@@ -135,6 +153,25 @@ impl ScenarioParams {
             self.arena.max_z,
         );
         r.intersection(world).unwrap_or(*world)
+    }
+
+    /// How long bot `i` waits, once spawned, before its first move: with
+    /// [`MovePhase::Random`] a fraction of the move period uniform in
+    /// `[0, 1)`, deterministic in `seed` and `i` and drawn apart from the
+    /// bot's own stream (its walk is the same either way); with
+    /// [`MovePhase::Spawn`] none.
+    pub fn first_move_after(&self, i: u32) -> Duration {
+        match self.move_phase {
+            MovePhase::Spawn => Duration::ZERO,
+            MovePhase::Random => {
+                let mut rng = Rng::new(
+                    self.seed
+                        ^ 0x5eed_0ff5_e7e7
+                        ^ (u64::from(i) + 1).wrapping_mul(0xd1b5_4a32_d192_ed03),
+                );
+                Duration::from_secs_f64(rng.f64_range(0.0, 1.0) * self.move_period_s())
+            }
+        }
     }
 
     /// The bot with index `i` and its random stream (deterministic in
@@ -281,7 +318,38 @@ mod tests {
             hotspot_period_s: 30.0,
             teleports_per_s: 0.1,
             seed: 7,
+            move_phase: MovePhase::Random,
         }
+    }
+
+    #[test]
+    fn random_move_phases_spread_over_the_period_and_spawn_phases_do_not() {
+        let random = params(Scenario::RandomWalk);
+        let period = Duration::from_secs_f64(random.move_period_s());
+        let waits: Vec<Duration> = (0..1000).map(|i| random.first_move_after(i)).collect();
+        assert!(waits.iter().all(|w| *w < period), "within one period");
+        // Deterministic in the seed and the index; another seed, other phases.
+        assert_eq!(waits[17], random.first_move_after(17));
+        let other = ScenarioParams {
+            seed: 8,
+            ..random.clone()
+        };
+        assert_ne!(waits[17], other.first_move_after(17));
+        // Spread: every tenth of the period holds some bots (a uniform draw
+        // puts about 100 in each).
+        let mut tenths = [0u32; 10];
+        for w in &waits {
+            tenths[(w.as_secs_f64() / period.as_secs_f64() * 10.0) as usize] += 1;
+        }
+        assert!(
+            tenths.iter().all(|&n| (60..=140).contains(&n)),
+            "{tenths:?}"
+        );
+        let spawn = ScenarioParams {
+            move_phase: MovePhase::Spawn,
+            ..random
+        };
+        assert!((0..100).all(|i| spawn.first_move_after(i).is_zero()));
     }
 
     #[test]
