@@ -100,17 +100,11 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> anyhow::Result<Prob
             args.next()
                 .ok_or_else(|| anyhow::anyhow!("{name} needs a value"))
         };
-        let number = |name: &str, v: String| -> anyhow::Result<f64> {
-            match v.parse::<f64>() {
-                Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-                _ => anyhow::bail!("{name} {v:?}: not a positive number"),
-            }
-        };
         match a.as_str() {
             // Cargo passes `--bench` to a harness-less bench.
             "--bench" => {}
-            "--in-view" => work.in_view = number("--in-view", value("--in-view")?)?,
-            "--speed" => work.speed_mps = number("--speed", value("--speed")?)?,
+            "--in-view" => work.in_view = positive("--in-view", &value("--in-view")?)?,
+            "--speed" => work.speed_mps = positive("--speed", &value("--speed")?)?,
             "--set" => work.sets.push(value("--set")?),
             flag if flag.starts_with("--") => anyhow::bail!(
                 "unknown option {flag:?} (counts: CLIENTS SECONDS RUNS; options: --in-view N, --speed M_PER_S, --set KEY=VALUE)"
@@ -135,6 +129,14 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> anyhow::Result<Prob
         runs: count(2, 3),
         work,
     })
+}
+
+/// `v`, the value of option `name`, as a positive finite number.
+fn positive(name: &str, v: &str) -> anyhow::Result<f64> {
+    match v.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => anyhow::bail!("{name} {v:?}: not a positive number"),
+    }
 }
 
 /// What one probe measured.
