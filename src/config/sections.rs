@@ -582,8 +582,8 @@ pub struct GatewayConfig {
     /// start probe passes, else epoll with a warning), `"epoll"` or
     /// `"io_uring"` (Linux >= 6.1, checked at start).
     pub io_backend: String,
-    /// io_uring: submission queue entries (the completion queue has twice
-    /// as many).
+    /// io_uring: submission queue entries (the completion queue holds a
+    /// whole pump's completions: `gateway_uring::cq_entries`).
     pub io_uring_entries: u32,
     /// io_uring: buffers in the provided buffer ring (a power of two).
     pub io_uring_buffers: u32,

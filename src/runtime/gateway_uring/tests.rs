@@ -516,3 +516,23 @@ fn the_file_table_is_used_from_linux_6_13() {
         assert_eq!(release_at_least(release, (6, 13)), at_least, "{release}");
     }
 }
+
+#[test]
+fn the_completion_queue_holds_a_whole_pump() {
+    let p = |entries: u32, buffers: u16, files: u32| IoParams {
+        backend: crate::runtime::gateway_io::IoBackend::IoUring,
+        uring_entries: entries,
+        uring_buffers: buffers,
+        uring_buffer_bytes: 2048,
+        uring_files: files,
+    };
+    // The defaults: 8,192 buffers + 10,000 connections + 4,096 sends.
+    assert_eq!(cq_entries(&p(4096, 8192, 10_000)), 32_768);
+    // Few connections: twice the submission queue, as before.
+    assert_eq!(cq_entries(&p(4096, 64, 100)), 8192);
+    assert_eq!(cq_entries(&p(64, 64, 10)), 256);
+    // Never past the kernel's limit.
+    assert_eq!(cq_entries(&p(32_768, 32_768, 100_000)), CQ_ENTRIES_MAX);
+    // And the kernel takes it: a ring of the defaults' size is built.
+    ring(&p(4096, 8192, 10_000)).expect("a ring with the defaults' completion queue");
+}
