@@ -260,19 +260,6 @@ pub fn run(clients: usize, seconds: usize) -> Result<Probe, ProbeError> {
     run_workload(clients, seconds, &Workload::default())
 }
 
-/// As [`run`] with walkers stepping `step_m` a move (the server refuses
-/// moves faster than `gateway.move_speed_max_mps`: the probe's checks).
-///
-/// # Errors
-/// See [`ProbeError`].
-pub fn run_with(clients: usize, seconds: usize, step_m: f64) -> Result<Probe, ProbeError> {
-    let work = Workload {
-        speed_mps: step_m * MOVE_HZ as f64,
-        ..Workload::default()
-    };
-    run_workload(clients, seconds, &work)
-}
-
 /// Runs `clients` walkers of the crowd `work` for the warm-up and then
 /// `seconds` measured.
 ///

@@ -1,6 +1,6 @@
 //! The cost probe runs on a small crowd and its checks fire.
 
-use tessera_bench::cost::{parse_args, run, run_with, run_workload, ProbeError, Workload};
+use tessera_bench::cost::{parse_args, run, run_workload, ProbeError, Workload};
 
 #[test]
 fn a_small_crowd_is_probed_and_sees_itself_move() {
@@ -20,8 +20,12 @@ fn a_lone_client_sees_no_one_and_the_probe_says_so() {
 
 #[test]
 fn walkers_too_fast_are_refused_and_the_probe_fails() {
-    // 20 m a move at 10 moves a second: 200 m/s, far over the speed limit.
-    match run_with(50, 1, 20.0) {
+    // 200 m/s (20 m a move), far over the speed limit.
+    let fast = Workload {
+        speed_mps: 200.0,
+        ..Workload::default()
+    };
+    match run_workload(50, 1, &fast) {
         Err(ProbeError::Errors(n)) => assert!(n > 0),
         Err(ProbeError::Unacked { acked, sent }) => assert!(acked * 2 < sent),
         other => panic!("refused walkers measure nothing: {other:?}"),
