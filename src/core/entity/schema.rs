@@ -228,6 +228,9 @@ pub struct EntityType {
     limits: PropLimits,
     containers: usize,
     detail_mask: u64,
+    /// [`EntityType::visible_mask`] per audience, in `Audience` order
+    /// (worked out once: a change set asks for three of them).
+    visible: [u64; 4],
 }
 
 impl EntityType {
@@ -267,11 +270,18 @@ impl EntityType {
         self.containers
     }
     /// Bit `i` set if property `i` is visible to `aud`.
+    #[inline]
     pub fn visible_mask(&self, aud: Audience) -> u64 {
-        self.props
+        self.visible[aud as usize]
+    }
+    /// Bit `i` set if property `i` leaves the real: visible to its ghosts,
+    /// its own client or other clients. A change to the others (real-only
+    /// state, e.g. `last_input_seq`) makes no change set.
+    #[inline]
+    pub fn remote_mask(&self) -> u64 {
+        Audience::REMOTE
             .iter()
-            .filter(|p| p.flags.visible_to(aud))
-            .fold(0, |m, p| m | 1 << p.index)
+            .fold(0, |m, &aud| m | self.visible_mask(aud))
     }
     /// Bit `i` set if property `i` has a level of detail.
     pub fn detail_mask(&self) -> u64 {
@@ -405,6 +415,18 @@ impl EntityTypeBuilder {
                 detail,
             });
         }
+        let visible = [
+            Audience::Real,
+            Audience::Ghost,
+            Audience::OwnClient,
+            Audience::OtherClients,
+        ]
+        .map(|aud| {
+            props
+                .iter()
+                .filter(|p| p.flags.visible_to(aud))
+                .fold(0, |m, p| m | 1 << p.index)
+        });
         Ok(EntityType {
             id,
             name: self.name,
@@ -413,6 +435,7 @@ impl EntityTypeBuilder {
             limits: self.limits,
             containers: usize::from(containers),
             detail_mask,
+            visible,
         })
     }
 }

@@ -92,9 +92,12 @@ impl Entity {
         }
     }
 
-    /// The kind of change set pending, or `None` if nothing changed.
+    /// The kind of change set pending, or `None` if nothing changed that
+    /// leaves the real (a change to real-only properties alone is none: no
+    /// version, no message, no client event for it; they travel with the
+    /// real's own snapshot when it migrates).
     pub fn pending_kind(&self) -> Option<SyncKind> {
-        match (self.moved, self.props.is_dirty()) {
+        match (self.moved, self.props.is_dirty_remote()) {
             (false, false) => None,
             (true, false) => Some(SyncKind::Movement),
             (false, true) => Some(SyncKind::Props),

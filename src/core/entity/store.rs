@@ -124,6 +124,16 @@ impl PropertyStore {
         self.dirty_whole | self.dirty_ops != 0
     }
 
+    /// True if anything a remote audience sees (ghosts, the own client,
+    /// other clients) changed since the last [`PropertyStore::clear_dirty`]:
+    /// a change to real-only properties alone is no change set. (Their
+    /// dirty bits wait, harmlessly: no delta carries them, and the next
+    /// change set clears them.)
+    #[inline]
+    pub fn is_dirty_remote(&self) -> bool {
+        (self.dirty_whole | self.dirty_ops) & self.ty.remote_mask() != 0
+    }
+
     fn writable(&self, index: usize) -> Result<PropType, PropError> {
         if self.holds != Audience::Real {
             return Err(PropError::ReadOnly);

@@ -328,6 +328,44 @@ mod tests {
     }
 
     #[test]
+    fn a_change_to_real_only_properties_alone_makes_no_change_set() {
+        let reg = TypeRegistry::with_builtins();
+        let ty = reg.get(AVATAR).expect("avatar").clone();
+        let mut real = Entity::new_real(EntityId(1), ty.clone(), Vec3::default(), 0.0);
+        let mut em = SyncEmitter::new();
+        let private = ty.prop_index("last_input_seq").expect("private");
+        assert_eq!(ty.remote_mask() >> private & 1, 0, "real only");
+        // What the game does for every client input: the last seq applied.
+        real.props_mut().set(private, Value::UInt(1)).expect("set");
+        assert!(real.props().is_dirty(), "the real's own store changed");
+        assert!(em.flush(Time::ZERO, &mut real).is_none(), "nothing leaves");
+        assert_eq!(em.version(), 0, "no version for it");
+        // With a movement, a bare movement (not movement and props).
+        real.props_mut().set(private, Value::UInt(2)).expect("set");
+        real.set_movement(
+            Vec3 {
+                x: 1.0,
+                y: 0.0,
+                z: 2.0,
+            },
+            0.5,
+        );
+        let cs = em.flush(Time::from_millis(1), &mut real).expect("moved");
+        assert_eq!((cs.msg.version, cs.msg.kind), (1, SyncKind::Movement));
+        assert_eq!((cs.msg.ghost_payload().len(), cs.own.len()), (28, 28));
+        assert!(!real.props().is_dirty(), "the flush forgot it");
+        // The value is the real's all the same: it travels in its snapshot.
+        assert_eq!(real.props().get(private), Some(&Value::UInt(2)));
+        // A visible change with it is one change set, as before.
+        let name = ty.prop_index("level").expect("level");
+        real.props_mut().set(private, Value::UInt(3)).expect("set");
+        real.props_mut().set(name, Value::UInt(7)).expect("set");
+        let cs = em.flush(Time::from_millis(2), &mut real).expect("changed");
+        assert_eq!((cs.msg.version, cs.msg.kind), (2, SyncKind::Props));
+        assert!(cs.msg.is_well_formed());
+    }
+
+    #[test]
     fn snapshot_of_another_type_is_rejected() {
         let reg = TypeRegistry::with_builtins();
         let avatar = reg.get(AVATAR).expect("avatar").clone();
