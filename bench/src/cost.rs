@@ -42,6 +42,9 @@ pub struct Workload {
     pub in_view: f64,
     /// How fast each walker goes, m/s (`MOVE_HZ` moves a second). Default 5.
     pub speed_mps: f64,
+    /// The share of the clients that stand still and send nothing (an
+    /// idle crowd: avatars parked in town). Default 0.
+    pub idle: f64,
     /// Config overrides, `key=value` as `--set` takes them, applied last.
     pub sets: Vec<String>,
 }
@@ -51,6 +54,7 @@ impl Default for Workload {
         Workload {
             in_view: IN_VIEW,
             speed_mps: SPEED_MPS,
+            idle: 0.0,
             sets: Vec::new(),
         }
     }
@@ -60,6 +64,11 @@ impl Workload {
     /// The walkers' step, metres a move.
     fn step_m(&self) -> f64 {
         self.speed_mps / MOVE_HZ as f64
+    }
+
+    /// How many of `clients` walk (the rest, the first ones, stand idle).
+    fn walkers(&self, clients: usize) -> usize {
+        clients - (clients as f64 * self.idle).round() as usize
     }
 
     /// loadgen's arguments for this crowd (after the clients bench's own).
@@ -105,9 +114,10 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> anyhow::Result<Prob
             "--bench" => {}
             "--in-view" => work.in_view = positive("--in-view", &value("--in-view")?)?,
             "--speed" => work.speed_mps = positive("--speed", &value("--speed")?)?,
+            "--idle" => work.idle = share("--idle", &value("--idle")?)?,
             "--set" => work.sets.push(value("--set")?),
             flag if flag.starts_with("--") => anyhow::bail!(
-                "unknown option {flag:?} (counts: CLIENTS SECONDS RUNS; options: --in-view N, --speed M_PER_S, --set KEY=VALUE)"
+                "unknown option {flag:?} (counts: CLIENTS SECONDS RUNS; options: --in-view N, --speed M_PER_S, --idle SHARE, --set KEY=VALUE)"
             ),
             count => counts.push(
                 count
@@ -139,6 +149,14 @@ fn positive(name: &str, v: &str) -> anyhow::Result<f64> {
     }
 }
 
+/// `v`, the value of option `name`, as a share: a number in `[0, 1)`.
+fn share(name: &str, v: &str) -> anyhow::Result<f64> {
+    match v.parse::<f64>() {
+        Ok(x) if (0.0..1.0).contains(&x) => Ok(x),
+        _ => anyhow::bail!("{name} {v:?}: not a share in [0, 1)"),
+    }
+}
+
 /// What one probe measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct Probe {
@@ -150,10 +168,14 @@ pub struct Probe {
     pub in_view: f64,
     /// The walkers' speed, m/s ([`Workload::speed_mps`]).
     pub speed_mps: f64,
+    /// The share of clients standing idle ([`Workload::idle`]).
+    pub idle: f64,
     /// Wall time of the hosts' ticks per client-second, µs.
     pub host_us_per_client_s: f64,
     /// View updates each client received a second.
     pub updates_per_client_s: f64,
+    /// Moves each client sent a second (10 for a walker, none idle).
+    pub moves_per_client_s: f64,
     /// Allocations (and reallocations) in the hosts' ticks per
     /// client-second: `None` unless the binary's global allocator counts
     /// them (`crate::alloc_count::Counting`; the cost bench's does).
@@ -222,7 +244,7 @@ fn unit(rng: &mut SplitMix64) -> f64 {
 }
 
 /// Each walker's move on its tick of every `every` (`MOVE_HZ`), a new
-/// random goal when it arrives.
+/// random goal when it arrives. The first `idle` clients do not walk.
 fn walk(
     h: &mut Harness,
     walkers: &mut [Walker],
@@ -231,7 +253,9 @@ fn walk(
     max: (f64, f64),
 ) {
     let now = h.now;
-    for (i, w) in walkers.iter_mut().enumerate() {
+    let idle = h.clients.len() - walkers.len();
+    for (j, w) in walkers.iter_mut().enumerate() {
+        let i = idle + j;
         if (i + step) % every != 0 {
             continue;
         }
@@ -250,6 +274,13 @@ fn walk(
 
 fn updates(h: &Harness) -> u64 {
     h.clients.iter().map(|c| c.session.counters().updates).sum()
+}
+
+fn moves(h: &Harness) -> u64 {
+    h.clients
+        .iter()
+        .map(|c| c.session.counters().inputs_sent)
+        .sum()
 }
 
 /// Runs `clients` walkers for the warm-up and then `seconds` measured.
@@ -278,16 +309,19 @@ pub fn run_workload(clients: usize, seconds: usize, work: &Workload) -> Result<P
     }
     h.run(4);
     let mut walkers = Vec::with_capacity(clients);
+    let idle = clients - work.walkers(clients);
     for (i, c) in h.clients.iter().enumerate() {
         let pos = c.session.welcome().ok_or(ProbeError::NotWelcomed(i))?.pos;
-        walkers.push(Walker { pos, to: pos });
+        if i >= idle {
+            walkers.push(Walker { pos, to: pos });
+        }
     }
     let mut rng = SplitMix64::new(0x7e55_e7a0);
     for step in 0..WARM_UP_S * ticks_per_s {
         walk(&mut h, &mut walkers, (step, every, step_m), &mut rng, max);
         h.step();
     }
-    let (busy0, updates0) = (h.host_busy, updates(&h));
+    let (busy0, updates0, moves0) = (h.host_busy, updates(&h), moves(&h));
     let allocs0 = crate::alloc_count::allocations();
     crate::alloc_count::trace_every();
     for step in 0..seconds * ticks_per_s {
@@ -298,6 +332,7 @@ pub fn run_workload(clients: usize, seconds: usize, work: &Workload) -> Result<P
     let allocs = crate::alloc_count::allocations() - allocs0;
     let client_s = (clients * seconds).max(1) as f64;
     let per_client_s = (updates(&h) - updates0) as f64 / client_s;
+    let moves_per_client_s = (moves(&h) - moves0) as f64 / client_s;
     let violations: u64 = h.clients.iter().map(|c| c.session.violation_count()).sum();
     if violations > 0 {
         return Err(ProbeError::Violations(violations));
@@ -321,8 +356,10 @@ pub fn run_workload(clients: usize, seconds: usize, work: &Workload) -> Result<P
         seconds,
         in_view: work.in_view,
         speed_mps: work.speed_mps,
+        idle: work.idle,
         host_us_per_client_s: busy.as_secs_f64() * 1e6 / client_s,
         updates_per_client_s: per_client_s,
+        moves_per_client_s,
         host_allocs_per_client_s: crate::alloc_count::installed().then(|| allocs as f64 / client_s),
     })
 }

@@ -8,6 +8,21 @@ fn a_small_crowd_is_probed_and_sees_itself_move() {
     assert_eq!(p.clients, 100);
     assert!(p.host_us_per_client_s > 0.0);
     assert!(p.updates_per_client_s >= 1.0, "{p:?}");
+    assert!((9.5..=10.5).contains(&p.moves_per_client_s), "{p:?}");
+}
+
+#[test]
+fn an_idle_crowd_sends_half_the_moves_and_still_sees_the_walkers() {
+    let idle = Workload {
+        idle: 0.5,
+        ..Workload::default()
+    };
+    let p = run_workload(200, 1, &idle).expect("an idle crowd is probed");
+    assert_eq!(p.idle, 0.5);
+    // Walkers send 10 moves a second; half the crowd sends none.
+    assert!((4.5..=5.5).contains(&p.moves_per_client_s), "{p:?}");
+    assert!(p.updates_per_client_s > 1.0, "{p:?}");
+    assert!(p.host_us_per_client_s > 0.0);
 }
 
 #[test]
@@ -39,11 +54,12 @@ fn args(s: &str) -> Vec<String> {
 #[test]
 fn the_probe_s_counts_and_knobs_parse_and_bad_ones_are_named() {
     let a = parse_args(args(
-        "--bench 500 2 --speed 1.5 --in-view 30 --set server.initial_cells=1",
+        "--bench 500 2 --speed 1.5 --in-view 30 --idle 0.25 --set server.initial_cells=1",
     ))
     .expect("valid");
     assert_eq!((a.clients, a.seconds, a.runs), (500, 2, 3));
     assert_eq!((a.work.in_view, a.work.speed_mps), (30.0, 1.5));
+    assert_eq!(a.work.idle, 0.25);
     assert_eq!(a.work.sets, ["server.initial_cells=1"]);
     let d = parse_args(args("")).expect("defaults");
     assert_eq!((d.clients, d.seconds, d.runs), (2000, 10, 3));
@@ -51,6 +67,8 @@ fn the_probe_s_counts_and_knobs_parse_and_bad_ones_are_named() {
     for (bad, says) in [
         ("--speed 0", "--speed"),
         ("--in-view x", "--in-view"),
+        ("--idle 1", "not a share"),
+        ("--idle -0.1", "not a share"),
         ("--set", "needs a value"),
         ("--fast", "unknown option"),
         ("12 x", "argument 2"),
