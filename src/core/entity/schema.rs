@@ -279,9 +279,9 @@ impl EntityType {
     /// state, e.g. `last_input_seq`) makes no change set.
     #[inline]
     pub fn remote_mask(&self) -> u64 {
-        Audience::REMOTE
-            .iter()
-            .fold(0, |m, &aud| m | self.visible_mask(aud))
+        self.visible[Audience::Ghost as usize]
+            | self.visible[Audience::OwnClient as usize]
+            | self.visible[Audience::OtherClients as usize]
     }
     /// Bit `i` set if property `i` has a level of detail.
     pub fn detail_mask(&self) -> u64 {
@@ -607,6 +607,37 @@ pub fn npc_type() -> EntityTypeBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_masks_worked_out_once_match_every_property_s_flags() {
+        let reg = TypeRegistry::with_builtins();
+        for id in [AVATAR, NPC] {
+            let ty = reg.get(id).expect("built-in");
+            let mut remote = 0;
+            for aud in [
+                Audience::Real,
+                Audience::Ghost,
+                Audience::OwnClient,
+                Audience::OtherClients,
+            ] {
+                let want = ty
+                    .props()
+                    .iter()
+                    .filter(|p| p.flags.visible_to(aud))
+                    .fold(0, |m, p| m | 1 << p.index);
+                assert_eq!(ty.visible_mask(aud), want, "{} {aud:?}", ty.name());
+                if aud != Audience::Real {
+                    remote |= want;
+                }
+            }
+            assert_eq!(ty.remote_mask(), remote, "{}", ty.name());
+            assert_ne!(
+                ty.visible_mask(Audience::Real),
+                remote,
+                "real-only ones exist"
+            );
+        }
+    }
 
     #[test]
     fn builtins_register_with_fixed_ids() {
