@@ -20,6 +20,16 @@
 # machine's noise, for changes of memory layout the instruction count does
 # not see. (callgrind ignores prefetches: a prefetch's gain shows in time
 # only.) About twice as slow.
+#
+# PROBE_ARGS: more of the probe's options, e.g. "--in-view 2" or
+# "--set server.initial_cells=1" (the cost bench's doc lists them).
+#
+# The cell layout is pinned (`--set balance.enabled=false`, before
+# PROBE_ARGS): the balancer measures the cells' CPU time, and under
+# valgrind (about 50x slower) every cell looks overloaded, so it re-cut the
+# world and the count was of a layout nobody configured (one initial cell
+# and the default layout counted the same, 387,922 and 388,046 a
+# client-second; with the layout pinned, 372,173 and 386,912).
 set -euo pipefail
 
 bin=${1:-}
@@ -47,13 +57,15 @@ fi
 
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+read -r -a probe_args <<<"${PROBE_ARGS:-}"
 cache_args=()
 if [[ ${CACHE:-0} == 1 ]]; then
     cache_args=(--cache-sim=yes --D1=49152,12,64 --LL=2097152,16,64)
 fi
 for s in "$short" "$long"; do
     valgrind --tool=callgrind "${cache_args[@]}" --toggle-collect='*CellHost*as*ShardApp*on_tick*' \
-        --callgrind-out-file="$dir/cg.$s" "$bin" "$clients" "$s" 1 >"$dir/log.$s" 2>&1 || {
+        --callgrind-out-file="$dir/cg.$s" "$bin" "$clients" "$s" 1 \
+        --set balance.enabled=false "${probe_args[@]}" >"$dir/log.$s" 2>&1 || {
         echo "cost_callgrind.sh: the probe failed ($s s):" >&2
         tail -5 "$dir/log.$s" >&2
         exit 1

@@ -57,4 +57,38 @@ fn quick_run_gives_one_plausible_row() {
         "moves/client/s {moves}: {line}"
     );
     assert_eq!(r["tessera_refused"], 0, "every move is valid: {line}");
+    // tessera's split adds up, and the budget is what the goal leaves.
+    let (sys, user) = (
+        f("tessera_sys_us_per_client_s"),
+        f("tessera_user_us_per_client_s"),
+    );
+    assert!(sys > 0.0 && user > 0.0, "{line}");
+    assert!(
+        (sys + user - f("server_us_per_client_s")).abs() < 0.2,
+        "{line}"
+    );
+    assert!(
+        (f("user_budget_us_per_client_s") - (1.5 * floor - sys)).abs() < 0.2,
+        "{line}"
+    );
+}
+
+/// A tessera override the config does not know is refused before any run,
+/// by name (no child started, so this takes no time).
+#[test]
+fn a_bad_tessera_override_is_refused_by_name() {
+    let out = Command::new(env!("CARGO_BIN_EXE_clients"))
+        .args(["--quick", "--tessera-set", "gateway.no_such_knob=1"])
+        .output()
+        .expect("the clients bench runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a bad override must fail: {stderr}");
+    assert!(
+        stderr.contains("--tessera-set") && stderr.contains("no_such_knob"),
+        "the error names the override: {stderr}"
+    );
+    assert!(
+        !stderr.contains("run 1"),
+        "refused before any run: {stderr}"
+    );
 }

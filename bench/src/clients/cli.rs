@@ -60,6 +60,12 @@ pub struct Cli {
     /// Moves per client per second.
     #[arg(long, default_value_t = 10.0)]
     pub move_hz: f64,
+    /// A tessera config override, `KEY=VALUE` as the server's `--set`
+    /// takes it (repeatable; applied after the bench's own settings):
+    /// tuning knobs measured against the same floor, e.g.
+    /// `--tessera-set gateway.io_poll_ms=25`. Checked before any run.
+    #[arg(long = "tessera-set", value_name = "KEY=VALUE")]
+    pub tessera_sets: Vec<String>,
     /// A short run: 200 clients, 2 s window, 1 repeat, 1 s settle.
     #[arg(long)]
     pub quick: bool,
@@ -138,6 +144,9 @@ pub struct TesseraArgs {
     /// Write to every client this often, ms (the bare servers' tick).
     #[arg(long)]
     tick_ms: u64,
+    /// Config overrides (`--tessera-set`), `KEY=VALUE`.
+    #[arg(long = "set")]
+    sets: Vec<String>,
 }
 
 /// The load's arguments.
@@ -197,11 +206,11 @@ fn child(role: Role) -> anyhow::Result<()> {
         }
         Role::Tessera(a) => {
             sys::pin(a.cpu)?;
-            tessera_server::run(a.clients, a.cpu, a.tick_ms, "auto")
+            tessera_server::run(a.clients, a.cpu, a.tick_ms, "auto", &a.sets)
         }
         Role::TesseraEpoll(a) => {
             sys::pin(a.cpu)?;
-            tessera_server::run(a.clients, a.cpu, a.tick_ms, "epoll")
+            tessera_server::run(a.clients, a.cpu, a.tick_ms, "epoll", &a.sets)
         }
         Role::Load(a) => {
             sys::pin(a.cpu)?;
@@ -247,7 +256,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         tick_ms: cli.tick_ms,
         bytes_per_tick: cli.bytes_per_tick,
         move_hz: cli.move_hz,
+        tessera_sets: cli.tessera_sets.clone(),
     };
+    // A bad override is named now, not by a child that fails to start.
+    for &n in &o.clients {
+        tessera_server::config_with(n, o.server_cpu, o.tick_ms, "auto", &o.tessera_extra())
+            .map_err(|e| anyhow::anyhow!("--tessera-set {:?}: {e:#}", o.tessera_sets))?;
+    }
     if cli.quick {
         o.clients = vec![200];
         o.window_s = 2.0;
@@ -283,7 +298,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     println!(
         "{}",
         json!({"bench": "clients", "rows": rows, "window_s": o.window_s, "repeats": o.repeats,
-               "poll_ms": o.poll_ms, "tick_ms": o.tick_ms, "bytes_per_tick": o.bytes_per_tick})
+               "poll_ms": o.poll_ms, "tick_ms": o.tick_ms, "bytes_per_tick": o.bytes_per_tick,
+               "tessera_sets": o.tessera_sets})
     );
     let planned = o.clients.len() * o.repeats * kinds.len();
     if samples.len() < planned {

@@ -73,6 +73,18 @@ pub struct RunOpts {
     pub bytes_per_tick: usize,
     /// Moves per client per second.
     pub move_hz: f64,
+    /// tessera's config overrides (`--tessera-set`), `KEY=VALUE`.
+    pub tessera_sets: Vec<String>,
+}
+
+impl RunOpts {
+    /// The overrides as loadgen's (and so the tessera child's) arguments.
+    pub fn tessera_extra(&self) -> Vec<String> {
+        self.tessera_sets
+            .iter()
+            .flat_map(|kv| ["--set".to_owned(), kv.clone()])
+            .collect()
+    }
 }
 
 /// One measured run of one server.
@@ -91,6 +103,8 @@ pub struct Sample {
     /// for every server), so for one server this is the before/after figure
     /// of its own code that a machine running faster or slower cancels out.
     pub server_user_over_sys: f64,
+    /// The kernel's part of `us_per_client_s` (the server's system CPU).
+    pub sys_us_per_client_s: f64,
     /// Share of a core the load used, percent.
     pub load_core_pct: f64,
     /// Share of the window the server's threads were runnable but waited
@@ -238,6 +252,7 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
     if kind.is_tessera() {
         server_args.truncate(3);
         server_args.push(format!("--tick-ms={}", o.tick_ms));
+        server_args.extend(o.tessera_sets.iter().map(|kv| format!("--set={kv}")));
     }
     let server = Proc::spawn(&server_args)?;
     let ready = server
@@ -312,6 +327,7 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         } else {
             0.0
         },
+        sys_us_per_client_s: sys_s * 1e6 * per(1),
         load_core_pct: (d1 - d0) / wall * 100.0,
         server_wait_pct: w1.saturating_sub(w0) as f64 / 1e9 / wall * 100.0,
         load_wait_pct: lw1.saturating_sub(lw0) as f64 / 1e9 / wall * 100.0,
@@ -361,6 +377,22 @@ pub fn row(clients: usize, samples: &[(Kind, Sample)]) -> Value {
         (Some(t), Some(f)) if f > 0.0 => Some(t / f),
         _ => None,
     };
+    // tessera's CPU split: what its kernel part (the traffic's sends and
+    // receives) leaves of the goal for its own code.
+    let tessera_sys = median(
+        &of(Kind::Tessera)
+            .iter()
+            .map(|s| s.sys_us_per_client_s)
+            .collect::<Vec<_>>(),
+    );
+    let tessera_user = match (tessera, tessera_sys) {
+        (Some(t), Some(k)) => Some(t - k),
+        _ => None,
+    };
+    let user_budget = match (floor, tessera_sys) {
+        (Some(f), Some(k)) => Some(RATIO_GOAL * f - k),
+        _ => None,
+    };
     let all = samples.iter().filter(|(_, s)| s.clients == clients);
     let all_connected =
         all.clone().count() > 0 && all.clone().all(|(_, s)| s.moving == clients as u64);
@@ -395,6 +427,9 @@ pub fn row(clients: usize, samples: &[(Kind, Sample)]) -> Value {
         "tessera_uring_over_epoll": uring_over_epoll.map(round2),
         "tessera_core_pct": tmed(|s| s.server_core_pct).map(round1),
         "tessera_user_over_sys": tmed(|s| s.server_user_over_sys).map(round2),
+        "tessera_sys_us_per_client_s": tessera_sys.map(round1),
+        "tessera_user_us_per_client_s": tessera_user.map(round1),
+        "user_budget_us_per_client_s": user_budget.map(round1),
         "tessera_moves_per_client_s": tmed(|s| s.moves_per_client_s).map(round2),
         "tessera_in_bytes_per_client_s": tmed(|s| s.server_in_per_client_s).map(round1),
         "tessera_out_bytes_per_client_s": tmed(|s| s.server_out_per_client_s).map(round1),
@@ -408,6 +443,9 @@ pub fn row(clients: usize, samples: &[(Kind, Sample)]) -> Value {
         "runs": all.count(),
     })
 }
+
+/// The ratio to the floor issue 21 steers by: at most this.
+pub const RATIO_GOAL: f64 = 1.5;
 
 fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
@@ -531,6 +569,7 @@ mod tests {
             us_per_client_s: us,
             server_core_pct: 10.0,
             server_user_over_sys: 1.0,
+            sys_us_per_client_s: us / 2.0,
             load_core_pct: 20.0,
             server_wait_pct: 1.0,
             load_wait_pct: 1.0,
@@ -569,10 +608,17 @@ mod tests {
         assert_eq!(r["floor"], json!("io_uring"));
         assert_eq!(r["server_us_per_client_s"], json!(120.0));
         assert_eq!(r["ratio"], json!(1.85));
+        // Half of each tessera run was the kernel's (the samples' split):
+        // the median of 75, 45 is 60, the user part 120 - 60, and the goal
+        // leaves 1.5 x 65 - 60 for tessera's own code.
+        assert_eq!(r["tessera_sys_us_per_client_s"], json!(60.0));
+        assert_eq!(r["tessera_user_us_per_client_s"], json!(60.0));
+        assert_eq!(r["user_budget_us_per_client_s"], json!(37.5));
         assert_eq!(r["all_connected"], json!(false), "one run had 99 moving");
         assert_eq!(r["runs"], json!(6));
         let none = row(100, &s[2..3]);
         assert_eq!(none["ratio"], Value::Null);
+        assert_eq!(none["user_budget_us_per_client_s"], Value::Null);
         assert_eq!(none["floor"], json!("none"));
         assert!(table(&[r]).contains("| 100 | 90.0 | 65.0 | 65.0 (io_uring) | 120.0 | 1.85 |"));
     }

@@ -69,13 +69,24 @@ pub fn config_with(
     loadgen::run::server_config(&cli)
 }
 
-/// Runs tessera until the process is killed.
+/// Runs tessera until the process is killed, with `sets` (`KEY=VALUE`)
+/// applied last.
 ///
 /// # Errors
 /// If the config is refused or the server cannot start.
-pub fn run(clients: usize, cpu: usize, write_ms: u64, io_backend: &str) -> anyhow::Result<()> {
+pub fn run(
+    clients: usize,
+    cpu: usize,
+    write_ms: u64,
+    io_backend: &str,
+    sets: &[String],
+) -> anyhow::Result<()> {
     sys::raise_nofile(sys::files_for(clients))?;
-    let config = config(clients, cpu, write_ms, io_backend)?;
+    let extra: Vec<String> = sets
+        .iter()
+        .flat_map(|kv| ["--set".to_owned(), kv.clone()])
+        .collect();
+    let config = config_with(clients, cpu, write_ms, io_backend, &extra)?;
     let server = EmbeddedServer::start(&config)?;
     sys::emit("ready", &json!({"addr": server.client_addr().to_string()}));
     loop {
@@ -99,6 +110,21 @@ pub fn run(clients: usize, cpu: usize, write_ms: u64, io_backend: &str) -> anyho
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Overrides come after the bench's own settings (the last word wins)
+    /// and an unknown key is refused.
+    #[test]
+    fn overrides_apply_last_and_unknown_keys_are_refused() {
+        let set = |kv: &str| vec!["--set".to_owned(), kv.to_owned()];
+        let c = config_with(2000, 0, 100, "epoll", &set("gateway.io_poll_ms=25")).unwrap();
+        assert_eq!(c.gateway.io_poll_ms, 25);
+        let c = config_with(2000, 0, 100, "epoll", &set("view.client_update_hz=20.0")).unwrap();
+        assert!(
+            (c.view.client_update_hz - 20.0).abs() < 1e-9,
+            "over --tick-ms"
+        );
+        assert!(config_with(2000, 0, 100, "epoll", &set("gateway.no_such_knob=1")).is_err());
+    }
 
     #[test]
     fn the_config_is_one_pinned_shard_in_loadgens_world() {
