@@ -80,10 +80,7 @@ pub struct RunOpts {
 impl RunOpts {
     /// The overrides as loadgen's (and so the tessera child's) arguments.
     pub fn tessera_extra(&self) -> Vec<String> {
-        self.tessera_sets
-            .iter()
-            .flat_map(|kv| ["--set".to_owned(), kv.clone()])
-            .collect()
+        super::tessera_server::set_args(&self.tessera_sets)
     }
 }
 

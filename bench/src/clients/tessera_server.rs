@@ -69,6 +69,13 @@ pub fn config_with(
     loadgen::run::server_config(&cli)
 }
 
+/// `KEY=VALUE` overrides as the `--set` arguments [`config_with`] takes.
+pub fn set_args(sets: &[String]) -> Vec<String> {
+    sets.iter()
+        .flat_map(|kv| ["--set".to_owned(), kv.clone()])
+        .collect()
+}
+
 /// Runs tessera until the process is killed, with `sets` (`KEY=VALUE`)
 /// applied last.
 ///
@@ -82,11 +89,7 @@ pub fn run(
     sets: &[String],
 ) -> anyhow::Result<()> {
     sys::raise_nofile(sys::files_for(clients))?;
-    let extra: Vec<String> = sets
-        .iter()
-        .flat_map(|kv| ["--set".to_owned(), kv.clone()])
-        .collect();
-    let config = config_with(clients, cpu, write_ms, io_backend, &extra)?;
+    let config = config_with(clients, cpu, write_ms, io_backend, &set_args(sets))?;
     let server = EmbeddedServer::start(&config)?;
     sys::emit("ready", &json!({"addr": server.client_addr().to_string()}));
     loop {
