@@ -7,7 +7,7 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::json;
 
-use super::driver::{LoadPlan, Peer};
+use super::driver::{LoadPlan, LoadWait, Peer};
 use super::epoll_server::BarePlan;
 use super::orchestrate::{self, Kind, RunOpts};
 use super::walk::Bounds;
@@ -60,6 +60,32 @@ pub struct Cli {
     /// Moves per client per second.
     #[arg(long, default_value_t = 10.0)]
     pub move_hz: f64,
+    /// Bare servers: walk this many KiB of their own memory every poll, a
+    /// stand-in for a game's working set (0: none). An experiment: does
+    /// user-space memory make the kernel's socket work dearer?
+    #[arg(long, default_value_t = 0)]
+    pub bare_touch_kib: usize,
+    /// Bare servers: write each client's tick from a buffer of its own,
+    /// rewritten every tick, instead of one shared buffer (an experiment).
+    #[arg(long)]
+    pub bare_own_buffers: bool,
+    /// Bare servers: write each client once per `--tick-ms` as now, but in
+    /// this many groups `tick_ms / N` apart, as tessera staggers its
+    /// clients' update phases (1: all at once, the issue's floor).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub bare_phases: u32,
+    /// How the load waits for the servers' bytes: `epoll` (blocks in
+    /// epoll_wait; on loopback each server send that finds it asleep
+    /// charges its wake-up to the server) or `sleep` (never blocks on the
+    /// sockets: polls, then naps on its own timer, as remote clients would
+    /// cost the server no wake-ups).
+    #[arg(long, value_enum, default_value_t = LoadWait::Epoll)]
+    pub load_wait: LoadWait,
+    /// Split each server's CPU into kernel and user by `perf record`
+    /// samples (1,999 Hz) instead of `/proc`'s scheduler-tick accounting,
+    /// which a server ticking every 50 ms can bias (needs `perf`).
+    #[arg(long)]
+    pub perf_split: bool,
     /// A tessera config override, `KEY=VALUE` as the server's `--set`
     /// takes it (repeatable; applied after the bench's own settings):
     /// tuning knobs measured against the same floor, e.g.
@@ -132,6 +158,12 @@ pub struct BareArgs {
     tick_ms: u64,
     #[arg(long)]
     bytes_per_tick: usize,
+    #[arg(long, default_value_t = 0)]
+    touch_bytes: usize,
+    #[arg(long)]
+    own_buffers: bool,
+    #[arg(long, default_value_t = 1)]
+    phases: usize,
 }
 
 /// tessera's arguments.
@@ -164,6 +196,8 @@ pub struct LoadArgs {
     move_hz: f64,
     #[arg(long, value_delimiter = ',')]
     world: Vec<f64>,
+    #[arg(long, value_enum, default_value_t = LoadWait::Epoll)]
+    wait: LoadWait,
 }
 
 /// Handshakes the load keeps in flight (below the listeners' backlog).
@@ -194,6 +228,9 @@ fn child(role: Role) -> anyhow::Result<()> {
         poll_ms: a.poll_ms,
         tick_ms: a.tick_ms,
         bytes_per_tick: a.bytes_per_tick,
+        touch_bytes: a.touch_bytes,
+        own_buffers: a.own_buffers,
+        phases: a.phases.max(1),
     };
     match role {
         Role::Epoll(a) => {
@@ -238,6 +275,7 @@ fn child(role: Role) -> anyhow::Result<()> {
                 unsent_bytes_max: UNSENT_BYTES_MAX,
                 connects_per_s: CONNECTS_PER_S,
                 seed: 21,
+                wait: a.wait,
             })
         }
     }
@@ -256,8 +294,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         tick_ms: cli.tick_ms,
         bytes_per_tick: cli.bytes_per_tick,
         move_hz: cli.move_hz,
+        touch_bytes: cli.bare_touch_kib.saturating_mul(1024),
+        own_buffers: cli.bare_own_buffers,
+        phases: cli.bare_phases as usize,
+        load_wait: cli.load_wait,
+        perf_split: cli.perf_split,
         tessera_sets: cli.tessera_sets.clone(),
     };
+    if o.perf_split {
+        super::perf_split::check()?;
+    }
     // A bad override is named now, not by a child that fails to start.
     for &n in &o.clients {
         tessera_server::config_with(n, o.server_cpu, o.tick_ms, "auto", &o.tessera_extra())
@@ -299,7 +345,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         "{}",
         json!({"bench": "clients", "rows": rows, "window_s": o.window_s, "repeats": o.repeats,
                "poll_ms": o.poll_ms, "tick_ms": o.tick_ms, "bytes_per_tick": o.bytes_per_tick,
-               "tessera_sets": o.tessera_sets})
+               "tessera_sets": o.tessera_sets,
+               "split": if o.perf_split { "perf" } else { "ticks" },
+               // Keys sort: "bench" stays first, as the issue prints it.
+               "experiments": {"bare_touch_kib": cli.bare_touch_kib,
+                   "bare_own_buffers": o.own_buffers, "bare_phases": o.phases,
+                   "load_wait": o.load_wait}})
     );
     let planned = o.clients.len() * o.repeats * kinds.len();
     if samples.len() < planned {

@@ -63,7 +63,37 @@ pub struct LoadPlan {
     pub unsent_bytes_max: usize,
     /// Seed of the walks.
     pub seed: u64,
+    /// How the load waits for the server's bytes.
+    pub wait: LoadWait,
 }
+
+/// How the load waits between its rounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadWait {
+    /// Blocks in `epoll_wait` (at most [`WAKE_MS`]): a server's send that
+    /// finds the load asleep wakes it, and on loopback that wake-up (an
+    /// interrupt to the load's CPU) is charged to the sending server.
+    Epoll,
+    /// Never blocks in `epoll_wait`: polls with a zero timeout and, when
+    /// nothing is ready, sleeps [`SLEEP_US`] on a timer of its own CPU. The
+    /// server's sends then wake no one, as on a real network, where the
+    /// clients' wake-ups are their own machines' cost.
+    Sleep,
+}
+
+impl LoadWait {
+    /// As the command line spells it.
+    pub fn as_arg(self) -> &'static str {
+        match self {
+            LoadWait::Epoll => "epoll",
+            LoadWait::Sleep => "sleep",
+        }
+    }
+}
+
+/// [`LoadWait::Sleep`]: the load's nap when nothing is ready.
+pub const SLEEP_US: u64 = 500;
 
 /// Events taken by one poll.
 pub const EVENTS_MAX: usize = 16_384;
@@ -154,7 +184,15 @@ pub fn run(plan: &LoadPlan) -> anyhow::Result<()> {
             handshaking += 1;
             st.opened += 1;
         }
-        poll.poll(&mut events, Some(Duration::from_millis(WAKE_MS)))?;
+        match plan.wait {
+            LoadWait::Epoll => poll.poll(&mut events, Some(Duration::from_millis(WAKE_MS)))?,
+            LoadWait::Sleep => {
+                poll.poll(&mut events, Some(Duration::ZERO))?;
+                if events.is_empty() {
+                    std::thread::sleep(Duration::from_micros(SLEEP_US));
+                }
+            }
+        }
         let now = Time(start.elapsed().as_micros() as u64);
         for ev in events.iter() {
             let i = ev.token().0;

@@ -16,6 +16,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use serde_json::json;
 
+use super::stand_in::{OwnBuffers, WorkingSet};
 use super::sys;
 use super::BareStats;
 
@@ -30,6 +31,29 @@ pub struct BarePlan {
     pub tick_ms: u64,
     /// Bytes written to each client each tick.
     pub bytes_per_tick: usize,
+    /// Bytes of its own memory walked every poll (a game's working set;
+    /// 0: none). See [`super::stand_in`].
+    pub touch_bytes: usize,
+    /// Each client's tick written from a buffer of its own, rewritten
+    /// every tick (false: one shared buffer).
+    pub own_buffers: bool,
+    /// Each client is written once a tick, but the clients are split into
+    /// this many groups written `tick_ms / phases` apart (tessera's
+    /// staggered client phases; 1: every client at once).
+    pub phases: usize,
+}
+
+impl BarePlan {
+    /// Between two rounds of writes (to one phase's clients).
+    pub fn write_every(&self) -> Duration {
+        Duration::from_millis(self.tick_ms) / self.phases.max(1) as u32
+    }
+
+    /// Whether client `i` is written in round `round`.
+    pub fn writes(&self, i: usize, round: u64) -> bool {
+        let p = self.phases.max(1);
+        i % p == (round % p as u64) as usize
+    }
 }
 
 const LISTENER: Token = Token(usize::MAX - 1);
@@ -57,10 +81,9 @@ pub fn run(plan: &BarePlan) -> anyhow::Result<()> {
     let mut st = BareStats::default();
     let mut buf = vec![0u8; READ_BYTES];
     let out = vec![0x5au8; plan.bytes_per_tick];
-    let (poll_every, tick_every) = (
-        Duration::from_millis(plan.poll_ms),
-        Duration::from_millis(plan.tick_ms),
-    );
+    let mut working_set = WorkingSet::new(plan.touch_bytes);
+    let mut own = OwnBuffers::new(plan.own_buffers, plan.bytes_per_tick);
+    let (poll_every, tick_every) = (Duration::from_millis(plan.poll_ms), plan.write_every());
     let start = Instant::now();
     let (mut next_poll, mut next_tick) = (start, start + tick_every);
     let mut next_stat = start + Duration::from_secs(1);
@@ -70,6 +93,7 @@ pub fn run(plan: &BarePlan) -> anyhow::Result<()> {
             std::thread::sleep(next_poll - now);
         }
         next_poll += poll_every;
+        working_set.walk();
         poll.poll(&mut events, Some(Duration::ZERO))?;
         st.polls += 1;
         for ev in events.iter() {
@@ -94,9 +118,19 @@ pub fn run(plan: &BarePlan) -> anyhow::Result<()> {
             let late = (now - next_tick).as_nanos() / tick_every.as_nanos();
             st.ticks_lost += late as u64;
             next_tick += tick_every * (late as u32 + 1);
+            let round = st.ticks;
             st.ticks += 1;
-            for s in conns.iter_mut().flatten() {
-                match s.write(&out) {
+            for (i, s) in conns.iter_mut().enumerate() {
+                let Some(s) = s else { continue };
+                if !plan.writes(i, round) {
+                    continue;
+                }
+                let out = if own.on() {
+                    own.fill(i, st.ticks)
+                } else {
+                    &out[..]
+                };
+                match s.write(out) {
                     Ok(n) if n == out.len() => st.bytes_out += n as u64,
                     Ok(n) => {
                         st.bytes_out += n as u64;
@@ -163,5 +197,32 @@ fn read_once(s: &mut TcpStream, buf: &mut [u8], st: &mut BareStats) -> bool {
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(_) => return false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_split_the_clients_and_the_period() {
+        let plan = |phases| BarePlan {
+            clients: 6,
+            poll_ms: 50,
+            tick_ms: 100,
+            bytes_per_tick: 250,
+            touch_bytes: 0,
+            own_buffers: false,
+            phases,
+        };
+        assert_eq!(plan(1).write_every(), Duration::from_millis(100));
+        assert!((0..6).all(|i| plan(1).writes(i, 0) && plan(1).writes(i, 1)));
+        let two = plan(2);
+        assert_eq!(two.write_every(), Duration::from_millis(50));
+        for i in 0..6 {
+            // Once in every two rounds, whichever two.
+            assert!(two.writes(i, 4) != two.writes(i, 5), "client {i}");
+        }
+        assert_eq!((0..6).filter(|&i| two.writes(i, 0)).count(), 3);
     }
 }

@@ -17,6 +17,8 @@ pub mod cli;
 pub mod driver;
 pub mod epoll_server;
 pub mod orchestrate;
+pub mod perf_split;
+pub mod stand_in;
 pub mod sys;
 pub mod tessera_server;
 pub mod uring_server;

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::sys;
 use super::walk::Bounds;
+use super::{perf_split, sys};
 
 /// A server under measurement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -73,6 +73,17 @@ pub struct RunOpts {
     pub bytes_per_tick: usize,
     /// Moves per client per second.
     pub move_hz: f64,
+    /// Bytes the bare servers walk every poll (`--bare-touch-kib`).
+    pub touch_bytes: usize,
+    /// The bare servers write from a buffer per client (`--bare-own-buffers`).
+    pub own_buffers: bool,
+    /// The bare servers write their clients in this many groups (`--bare-phases`).
+    pub phases: usize,
+    /// The kernel/user split from perf samples (`--perf-split`), not the
+    /// scheduler ticks of `/proc`.
+    pub perf_split: bool,
+    /// How the load waits (`--load-wait`).
+    pub load_wait: super::driver::LoadWait,
     /// tessera's config overrides (`--tessera-set`), `KEY=VALUE`.
     pub tessera_sets: Vec<String>,
 }
@@ -245,7 +256,12 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         format!("--poll-ms={}", o.poll_ms),
         format!("--tick-ms={}", o.tick_ms),
         format!("--bytes-per-tick={}", o.bytes_per_tick),
+        format!("--touch-bytes={}", o.touch_bytes),
+        format!("--phases={}", o.phases),
     ];
+    if o.own_buffers {
+        server_args.push("--own-buffers".to_owned());
+    }
     if kind.is_tessera() {
         server_args.truncate(3);
         server_args.push(format!("--tick-ms={}", o.tick_ms));
@@ -271,6 +287,7 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         format!("--peer={peer}"),
         format!("--move-hz={}", o.move_hz),
         format!("--world={},{},{},{}", w.min_x, w.min_z, w.max_x, w.max_z),
+        format!("--wait={}", o.load_wait.as_arg()),
     ])?;
     let mut server = server;
     let deadline = Instant::now() + Duration::from_secs_f64(o.ramp_timeout_s);
@@ -294,11 +311,21 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
     let (s0, l0) = (server.stat(), load.stat());
     let w0 = sys::process_sched_ns(server.pid()).map_or(0, |s| s.1);
     let lw0 = sys::process_sched_ns(load.pid()).map_or(0, |s| s.1);
+    let perf = if o.perf_split {
+        Some(perf_split::Recording::start(server.pid(), o.window_s)?)
+    } else {
+        None
+    };
     let (us0, d0, t0) = (server.user_sys_s()?, load.cpu_s()?, Instant::now());
     std::thread::sleep(Duration::from_secs_f64(o.window_s));
     let (us1, d1, t1) = (server.user_sys_s()?, load.cpu_s()?, Instant::now());
     let (c0, c1) = (us0.0 + us0.1, us1.0 + us1.1);
-    let sys_s = us1.1 - us0.1;
+    // The kernel's part: perf's share of the exact total, or the ticks'.
+    let kernel_share = perf.map(perf_split::Recording::finish).transpose()?;
+    let sys_s = match kernel_share {
+        Some(share) => share * (c1 - c0),
+        None => us1.1 - us0.1,
+    };
     let w1 = sys::process_sched_ns(server.pid()).map_or(0, |s| s.1);
     let lw1 = sys::process_sched_ns(load.pid()).map_or(0, |s| s.1);
     let (s1, l1) = (server.stat(), load.stat());
@@ -320,7 +347,7 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         us_per_client_s: (c1 - c0) * 1e6 * per(1),
         server_core_pct: (c1 - c0) / wall * 100.0,
         server_user_over_sys: if sys_s > 0.0 {
-            (us1.0 - us0.0) / sys_s
+            (c1 - c0 - sys_s) / sys_s
         } else {
             0.0
         },
@@ -370,6 +397,20 @@ pub fn row(clients: usize, samples: &[(Kind, Sample)]) -> Value {
         (None, Some(u)) => ("io_uring", Some(u)),
         (None, None) => ("none", None),
     };
+    // The floor's kernel part: tessera's own kernel part is held to it.
+    let floor_sys = match floor_kind {
+        "io_uring" => Some(Kind::Uring),
+        "epoll" => Some(Kind::Epoll),
+        _ => None,
+    }
+    .and_then(|k| {
+        median(
+            &of(k)
+                .iter()
+                .map(|s| s.sys_us_per_client_s)
+                .collect::<Vec<_>>(),
+        )
+    });
     let ratio = match (tessera, floor) {
         (Some(t), Some(f)) if f > 0.0 => Some(t / f),
         _ => None,
@@ -418,6 +459,7 @@ pub fn row(clients: usize, samples: &[(Kind, Sample)]) -> Value {
         "server_us_per_client_s": tessera.map(round1),
         "ratio": ratio.map(round2),
         "floor": floor_kind,
+        "floor_sys_us_per_client_s": floor_sys.map(round1),
         "epoll_us_per_client_s": epoll.map(round1),
         "io_uring_us_per_client_s": uring.map(round1),
         "tessera_epoll_us_per_client_s": tessera_epoll.map(round1),
@@ -603,6 +645,11 @@ mod tests {
         assert_eq!(r["io_uring_us_per_client_s"], json!(65.0));
         assert_eq!(r["ceiling_us_per_client_s"], json!(65.0));
         assert_eq!(r["floor"], json!("io_uring"));
+        assert_eq!(
+            r["floor_sys_us_per_client_s"],
+            json!(32.5),
+            "half of 60 and 70"
+        );
         assert_eq!(r["server_us_per_client_s"], json!(120.0));
         assert_eq!(r["ratio"], json!(1.85));
         // Half of each tessera run was the kernel's (the samples' split):
@@ -617,6 +664,7 @@ mod tests {
         assert_eq!(none["ratio"], Value::Null);
         assert_eq!(none["user_budget_us_per_client_s"], Value::Null);
         assert_eq!(none["floor"], json!("none"));
+        assert_eq!(none["floor_sys_us_per_client_s"], Value::Null);
         assert!(table(&[r]).contains("| 100 | 90.0 | 65.0 | 65.0 (io_uring) | 120.0 | 1.85 |"));
     }
 }

@@ -22,6 +22,7 @@ use io_uring::{cqueue, opcode, squeue, IoUring};
 use serde_json::json;
 
 use super::epoll_server::BarePlan;
+use super::stand_in::{OwnBuffers, WorkingSet};
 use super::sys;
 use super::BareStats;
 
@@ -142,6 +143,8 @@ pub struct UringServer {
     listener: TcpListener,
     conns: Vec<Option<TcpStream>>,
     out: Vec<u8>,
+    working_set: WorkingSet,
+    own: OwnBuffers,
     cqes: Vec<(u64, i32, u32)>,
     plan: BarePlan,
     /// What it did so far.
@@ -170,6 +173,8 @@ impl UringServer {
             listener,
             conns: Vec::with_capacity(plan.clients),
             out: vec![0x5a; plan.bytes_per_tick],
+            working_set: WorkingSet::new(plan.touch_bytes),
+            own: OwnBuffers::new(plan.own_buffers, plan.bytes_per_tick),
             cqes: Vec::with_capacity(CQ_ENTRIES as usize),
             plan,
             stats: BareStats::default(),
@@ -186,8 +191,9 @@ impl UringServer {
 
     fn push(&mut self, e: &squeue::Entry) -> std::io::Result<()> {
         loop {
-            // SAFETY: every buffer an entry refers to (`self.out` for sends,
-            // the provided ring for receives) lives as long as `self`, and
+            // SAFETY: every buffer an entry refers to (`self.out` or a
+            // client's own buffer, which never moves, for sends; the
+            // provided ring for receives) lives as long as `self`, and
             // the ring is dropped first.
             if unsafe { self.ring.submission().push(e) }.is_ok() {
                 return Ok(());
@@ -210,6 +216,7 @@ impl UringServer {
     /// If the ring fails.
     pub fn poll(&mut self, tick: bool) -> std::io::Result<()> {
         self.stats.polls += 1;
+        self.working_set.walk();
         loop {
             match self.listener.accept() {
                 Ok((s, _)) => {
@@ -229,11 +236,20 @@ impl UringServer {
             }
         }
         if tick {
+            let round = self.stats.ticks;
             self.stats.ticks += 1;
             let (ptr, len) = (self.out.as_ptr(), self.out.len() as u32);
             for i in 0..self.conns.len() {
                 let Some(fd) = self.conns[i].as_ref().map(|s| s.as_raw_fd()) else {
                     continue;
+                };
+                if !self.plan.writes(i, round) {
+                    continue;
+                }
+                let ptr = if self.own.on() {
+                    self.own.fill(i, self.stats.ticks).as_ptr()
+                } else {
+                    ptr
                 };
                 let e = opcode::Send::new(Fd(fd), ptr, len)
                     .build()
@@ -316,10 +332,7 @@ pub fn run(plan: &BarePlan) -> anyhow::Result<()> {
     sys::raise_nofile(sys::files_for(plan.clients))?;
     let mut server = UringServer::new(*plan)?;
     sys::emit("ready", &json!({"addr": server.addr()?.to_string()}));
-    let (poll_every, tick_every) = (
-        Duration::from_millis(plan.poll_ms),
-        Duration::from_millis(plan.tick_ms),
-    );
+    let (poll_every, tick_every) = (Duration::from_millis(plan.poll_ms), plan.write_every());
     let start = Instant::now();
     let (mut next_poll, mut next_tick) = (start, start + tick_every);
     let mut next_stat = start + Duration::from_secs(1);
@@ -359,6 +372,9 @@ mod tests {
             poll_ms: 1,
             tick_ms: 1,
             bytes_per_tick: 100,
+            touch_bytes: 0,
+            own_buffers: false,
+            phases: 1,
         };
         let mut srv = UringServer::new(plan).unwrap();
         let addr = srv.addr().unwrap();
@@ -415,5 +431,61 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!((srv.stats.closed, srv.stats.clients), (1, 2));
+    }
+
+    /// The experiment knobs: each client's own buffer (the unsafe send
+    /// path from a buffer per client) and two phases: a tick writes half
+    /// the clients, the next the other half, each from its own buffer.
+    #[test]
+    fn own_buffers_and_phases_write_each_client_once_per_period() {
+        let plan = BarePlan {
+            clients: 4,
+            poll_ms: 1,
+            tick_ms: 2,
+            bytes_per_tick: 100,
+            touch_bytes: 64 * 1024,
+            own_buffers: true,
+            phases: 2,
+        };
+        assert_eq!(plan.write_every(), Duration::from_millis(1));
+        let mut srv = UringServer::new(plan).unwrap();
+        let addr = srv.addr().unwrap();
+        let mut clients: Vec<_> = (0..4)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        for _ in 0..50 {
+            srv.poll(false).unwrap();
+            if srv.stats.clients == 4 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(srv.stats.clients, 4);
+        let mut got = [0u8; 100];
+        for (round, byte) in [(0usize, 1u8), (1, 2)] {
+            let before = srv.stats.bytes_out;
+            srv.poll(true).unwrap();
+            for _ in 0..100 {
+                if srv.stats.bytes_out == before + 200 {
+                    break;
+                }
+                srv.poll(false).unwrap();
+            }
+            assert_eq!(srv.stats.bytes_out, before + 200, "half the clients a tick");
+            for (i, c) in clients.iter_mut().enumerate() {
+                if i % 2 == round {
+                    c.read_exact(&mut got).unwrap();
+                    assert_eq!(
+                        got, [byte; 100],
+                        "client {i}: its own buffer of tick {byte}"
+                    );
+                } else {
+                    c.set_nonblocking(true).unwrap();
+                    let e = c.read(&mut got).expect_err("not this tick's");
+                    assert_eq!(e.kind(), ErrorKind::WouldBlock, "client {i}");
+                    c.set_nonblocking(false).unwrap();
+                }
+            }
+        }
     }
 }
