@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use tessera::core::aoi::AoiParams;
 use tessera::core::cell::{
-    Cell, CellEvent, CellMsg, CellParams, Dest, GridLayout, Layout, Msg, ProxyMsg, Residency,
-    Source, ToRealBody, ViewParams,
+    Cell, CellEvent, CellMsg, CellParams, Dest, FlushPhases, GridLayout, Layout, Msg, ProxyMsg,
+    Residency, Source, ToRealBody, ViewParams,
 };
 use tessera::core::combat::{CombatCall, CombatEvent, CombatParams};
 use tessera::core::down::{self, DownKind};
@@ -154,19 +154,23 @@ struct World {
     drop_combat: f64,
     hits: Hits,
     observer_migrations: u64,
+    /// View batches the cells sent in each step (all cells together).
+    sent_per_step: Vec<u64>,
 }
 
 impl World {
     fn new(seed: u64, arena: (f64, f64, f64)) -> World {
-        World::flushing_every(seed, arena, 1)
+        World::flushing_every(seed, arena, 1, FlushPhases::Spread)
     }
 
-    /// A world whose observers send a batch every `every` ticks.
-    fn flushing_every(seed: u64, arena: (f64, f64, f64), every: u16) -> World {
+    /// A world whose observers send a batch every `every` ticks, at
+    /// `phases`.
+    fn flushing_every(seed: u64, arena: (f64, f64, f64), every: u16, phases: FlushPhases) -> World {
         let layout = GridLayout::new(3, 3, 100.0);
         let types = Arc::new(TypeRegistry::with_builtins());
         let vp = ViewParams {
             flush_every_ticks: every,
+            flush_phases: phases,
             ..view_params(&layout)
         };
         let cells = layout
@@ -196,6 +200,7 @@ impl World {
             drop_combat: 0.0,
             hits: Hits::default(),
             observer_migrations: 0,
+            sent_per_step: Vec::new(),
         }
     }
 
@@ -272,9 +277,12 @@ impl World {
             self.play();
         }
         let now = self.now;
+        let sent = |w: &World| -> u64 { w.cells.values().map(|c| c.counters().view_batches).sum() };
+        let before = sent(self);
         for c in self.cells.values_mut() {
             c.tick(now, &self.layout);
         }
+        self.sent_per_step.push(sent(self) - before);
         self.drain();
         self.check_step();
     }
@@ -511,7 +519,11 @@ fn run_views(seed: u64) -> World {
 }
 
 fn run_views_every(seed: u64, every: u16) -> World {
-    let mut w = World::flushing_every(seed, (60.0, 60.0, 180.0), every);
+    run_views_at(seed, every, FlushPhases::Spread)
+}
+
+fn run_views_at(seed: u64, every: u16, phases: FlushPhases) -> World {
+    let mut w = World::flushing_every(seed, (60.0, 60.0, 180.0), every, phases);
     for i in 0..48u64 {
         let client = i % 4 != 3;
         let speed = 2.0 + (i % 5) as f64 * 2.0;
@@ -559,6 +571,42 @@ fn views_sent_every_third_tick_follow_the_ground_truth() {
             .map(|c| c.counters().view_batches)
             .sum();
         assert_eq!(slow, sent, "every batch sent reached its client");
+    }
+}
+
+/// The share of a world's view batches sent in its busiest step of every
+/// three (steps counted from the cells' creation).
+fn busiest_phase_share(w: &World) -> f64 {
+    let mut by_phase = [0u64; 3];
+    for (i, n) in w.sent_per_step.iter().enumerate() {
+        by_phase[i % 3] += n;
+    }
+    let total: u64 = by_phase.iter().sum();
+    assert!(total > 0, "no batches at all");
+    by_phase.iter().copied().max().unwrap_or(0) as f64 / total as f64
+}
+
+/// `view.client_phases = "aligned"`: every observer flushes in the same
+/// tick of three (only those flushed off phase at a migration or a notice
+/// do not), and the views still follow the ground truth; spread, the
+/// batches divide evenly over the three ticks.
+#[test]
+fn aligned_flushes_leave_together_and_follow_the_ground_truth() {
+    for seed in 1..=seeds() {
+        let aligned = run_views_at(seed, 3, FlushPhases::Aligned);
+        let spread = run_views_at(seed, 3, FlushPhases::Spread);
+        let (a, s) = (busiest_phase_share(&aligned), busiest_phase_share(&spread));
+        assert!(
+            a > 0.9,
+            "seed {seed}: aligned, {a:.2} of the batches in one phase"
+        );
+        assert!(
+            s < 0.45,
+            "seed {seed}: spread, {s:.2} of the batches in one phase"
+        );
+        let got: u64 = aligned.clients.values().map(|c| c.batches).sum();
+        let sent: u64 = aligned.sent_per_step.iter().sum();
+        assert_eq!(got, sent, "every batch sent reached its client");
     }
 }
 

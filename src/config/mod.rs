@@ -187,6 +187,7 @@ impl Config {
             leave_radius_m: self.aoi.leave_radius_m,
             max_interest: self.aoi.max_interest,
             flush_every_ticks: every,
+            flush_phases: self.view.client_phases.flush_phases(),
             observer: ObserverParams {
                 budget: self.view.budget(self.runtime.tick_ms * u64::from(every)),
                 fault: self.testing.fault(),
@@ -373,6 +374,18 @@ mod tests {
         // Above the tick rate: every tick (a slow tick alone stays valid).
         let c = Config::load(None, &["runtime.tick_ms=200".into()]).expect("valid");
         assert_eq!(c.view_params().flush_every_ticks, 1);
+    }
+
+    #[test]
+    fn client_phases_reach_the_cells_and_a_bad_one_is_named() {
+        use crate::core::cell::FlushPhases;
+        let c = Config::load(None, &[]).expect("defaults");
+        assert_eq!(c.view_params().flush_phases, FlushPhases::Spread);
+        let c = Config::load(None, &["view.client_phases=\"aligned\"".into()]).expect("valid");
+        assert_eq!(c.view_params().flush_phases, FlushPhases::Aligned);
+        let err = Config::load(None, &["view.client_phases=\"sideways\"".into()])
+            .expect_err("not a phase");
+        assert!(err.to_string().contains("sideways"), "{err}");
     }
 
     #[test]

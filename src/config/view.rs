@@ -38,9 +38,37 @@ pub struct ViewConfig {
     /// How often each client is sent its view batch, per second (rounded
     /// to a whole number of ticks; at or above the tick rate: every tick).
     pub client_update_hz: f64,
+    /// Below the tick rate, whether the clients' updates are spread over
+    /// the ticks of an update period (each client at its own phase) or all
+    /// sent in one tick of it.
+    pub client_phases: ClientPhases,
     /// Levels of detail: a client that has a property's current value keeps
     /// receiving its changes until this many metres beyond its reach.
     pub detail_hysteresis_m: f64,
+}
+
+/// `view.client_phases`: when, within an update period of several ticks,
+/// each client's view batch is made and sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientPhases {
+    /// Each client at its own phase: every tick makes and sends an equal
+    /// share of the batches (the smoothest tick).
+    Spread,
+    /// Every client in the same tick: one burst of sends per update period
+    /// (the kernel's cheaper pattern, measured on loopback; that tick does
+    /// the whole view work, the others none).
+    Aligned,
+}
+
+impl ClientPhases {
+    /// The core's name for it.
+    pub fn flush_phases(self) -> crate::core::cell::FlushPhases {
+        match self {
+            ClientPhases::Spread => crate::core::cell::FlushPhases::Spread,
+            ClientPhases::Aligned => crate::core::cell::FlushPhases::Aligned,
+        }
+    }
 }
 
 impl ViewConfig {

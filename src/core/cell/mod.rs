@@ -149,4 +149,4 @@ pub use msg::{
 pub use params::{CellParams, CellParamsError};
 pub use residency::{IllegalTransition, Residency, HISTORY_MAX};
 pub use seq_buffer::{SeqBuffer, SeqPush};
-pub use view_params::ViewParams;
+pub use view_params::{FlushPhases, ViewParams};

@@ -49,6 +49,36 @@ pub struct ViewParams {
     /// ticks (config `view.client_update_hz`). The observer's budget
     /// counts in flushes: its `tick_ms` is the flush period. Default 1.
     pub flush_every_ticks: u16,
+    /// Whether the observers' flushes are spread over the
+    /// `flush_every_ticks` ticks (each at its own phase) or all made in
+    /// the same tick (config `view.client_phases`). Default spread.
+    pub flush_phases: FlushPhases,
+}
+
+/// When the observers of a cell flush, with `flush_every_ticks` > 1.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FlushPhases {
+    /// Each observer at the phase of its slot: a cell's flushes, and its
+    /// sends, spread evenly over the ticks (a smooth tick).
+    #[default]
+    Spread,
+    /// Every observer in the ticks where the step is a multiple of
+    /// `flush_every_ticks`: the sends leave in one burst per update
+    /// period (cheaper for the kernel on loopback, a heavier tick).
+    Aligned,
+}
+
+impl FlushPhases {
+    /// True when the observer in watch slot `slot` flushes at view step
+    /// `step`, one flush every `every` steps.
+    #[inline]
+    pub fn flushes(self, step: u64, slot: usize, every: u64) -> bool {
+        let phase = match self {
+            FlushPhases::Spread => slot as u64,
+            FlushPhases::Aligned => 0,
+        };
+        (step + phase) % every == 0
+    }
 }
 
 impl Default for ViewParams {
@@ -64,6 +94,7 @@ impl Default for ViewParams {
             ghost_cache_age_max_ms: 3_000,
             combat: CombatParams::default(),
             flush_every_ticks: 1,
+            flush_phases: FlushPhases::Spread,
         }
     }
 }

@@ -62,7 +62,7 @@ use crate::core::view::{
 use super::machine::Cell;
 use super::params::CellParamsError;
 use super::table::{EntityTable, Part};
-use super::view_params::ViewParams;
+use super::view_params::{FlushPhases, ViewParams};
 
 /// One observer and its AOI area.
 #[derive(Clone, Debug)]
@@ -210,13 +210,20 @@ impl Views {
     /// has interest to force (so both are seen by this update).
     fn collect_due(&mut self, step: u64, every: u64) {
         self.due.clear();
-        // The slots that flush at `step` are every `every`-th one from the
-        // first `s` with `(step + s) % every == 0`.
-        let first = (every - step % every) % every;
-        let stride = usize::try_from(every).unwrap_or(usize::MAX);
-        let first = usize::try_from(first).unwrap_or(usize::MAX);
+        let phases = self.params.flush_phases;
+        // Spread: the slots that flush at `step` are every `every`-th one
+        // from the first `s` with `(step + s) % every == 0`. Aligned: all
+        // of them or none.
+        let (first, stride) = match phases {
+            FlushPhases::Spread => (
+                usize::try_from((every - step % every) % every).unwrap_or(usize::MAX),
+                usize::try_from(every).unwrap_or(usize::MAX),
+            ),
+            FlushPhases::Aligned if step % every == 0 => (0, 1),
+            FlushPhases::Aligned => (usize::MAX, 1),
+        };
         for slot in (first..self.watches.len()).step_by(stride) {
-            debug_assert!(flushes(step, slot, every));
+            debug_assert!(phases.flushes(step, slot, every));
             if let Some(w) = &self.watches[slot] {
                 self.due.push(w.area);
             }
@@ -425,9 +432,14 @@ impl Cell {
         self.views.interest = interest;
         let mut batches = std::mem::take(&mut self.views.batches);
         let pool = &mut self.views.pool;
-        let stride = usize::try_from(every).unwrap_or(usize::MAX);
+        let phases = self.views.params.flush_phases;
+        // The next observer to flush after this one.
+        let stride = match phases {
+            FlushPhases::Spread => usize::try_from(every).unwrap_or(usize::MAX),
+            FlushPhases::Aligned => 1,
+        };
         for slot in 0..self.views.watches.len() {
-            if !flushes(step, slot, every) {
+            if !phases.flushes(step, slot, every) {
                 continue;
             }
             // The observers flushed next: two on, the watch itself; one on,
@@ -562,12 +574,6 @@ fn prefetch_watch(watches: &[Option<Watch>], i: usize) {
 /// At most this much of a watch is prefetched ahead of its flush.
 const WATCH_PREFETCH_BYTES_MAX: usize = 1024;
 
-/// True when the observer in watch slot `slot` flushes at view step `step`.
-#[inline]
-fn flushes(step: u64, slot: usize, every: u64) -> bool {
-    (step + slot as u64) % every == 0
-}
-
 /// Flushes `w`'s observer: its batch of the tick (`None` if it has no
 /// news), with what it sent since its last flush here added to `counters`.
 fn flush_counted(
@@ -646,21 +652,24 @@ mod tests {
         }
         cell.run_views();
         assert!(cell.restart_view(EntityId(7)));
-        for every in 1..5u64 {
-            for step in 0..9u64 {
-                let v = &mut cell.views;
-                v.collect_due(step, every);
-                let mut want: Vec<_> = (v.watches.iter().enumerate())
-                    .filter_map(|(slot, w)| {
-                        let w = w.as_ref()?;
-                        let due = super::flushes(step, slot, every)
-                            || w.observer.needs_view()
-                            || !w.forced.is_empty();
-                        due.then_some(w.area)
-                    })
-                    .collect();
-                want.sort_unstable();
-                assert_eq!(v.due, want, "step {step} every {every}");
+        for phases in [super::FlushPhases::Spread, super::FlushPhases::Aligned] {
+            cell.views.params.flush_phases = phases;
+            for every in 1..5u64 {
+                for step in 0..9u64 {
+                    let v = &mut cell.views;
+                    v.collect_due(step, every);
+                    let mut want: Vec<_> = (v.watches.iter().enumerate())
+                        .filter_map(|(slot, w)| {
+                            let w = w.as_ref()?;
+                            let due = phases.flushes(step, slot, every)
+                                || w.observer.needs_view()
+                                || !w.forced.is_empty();
+                            due.then_some(w.area)
+                        })
+                        .collect();
+                    want.sort_unstable();
+                    assert_eq!(v.due, want, "{phases:?} step {step} every {every}");
+                }
             }
         }
     }
