@@ -5,7 +5,9 @@
 #
 #   git worktree add /tmp/base <commit>
 #   (cd /tmp/base && CARGO_TARGET_DIR=/tmp/base-target cargo build --release --bin tessera)
-#   cargo build --release --bin tessera --bin loadgen
+#   cargo build --release --bin tessera --bin loadgen   (right before: a `cargo test
+#   --release` in between rebuilds tessera with the costly invariant checks; a run
+#   on such a binary prints a WARNING)
 #   bash loadgen/ab.sh /tmp/base-target/release/tessera target/release/tessera
 #
 # BOTS (1000), SHARDS ("2 1"), ROUNDS (2), DURATION (20s), EXTRA (fixed
@@ -59,6 +61,11 @@ for shards in $SHARDS; do
         --server-pid $pid $sets $EXTRA $LG_EXTRA --json $OUT/$name.json" >"$OUT/$name.log" 2>&1 || true
       kill -TERM "$pid" 2>/dev/null || true
       wait "$pid" || true
+      # A `cargo test --release` leaves target/release/tessera built with the
+      # costly invariant checks (35 % longer ticks at 10,000 bots).
+      if grep -q "costly invariant checks" "$OUT/$name.server.log"; then
+        echo "$name: WARNING: $bin is a test build with the invariant checks on: its figures are not comparable" >&2
+      fi
       python3 - "$OUT/$name.json" "$name" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -237,6 +237,13 @@ fn main() -> ExitCode {
 
 /// Runs the server until a signal stops it; exit 0 on a clean stop.
 fn serve(config: &Config) -> anyhow::Result<ExitCode> {
+    if tessera::INVARIANT_CHECKS {
+        tracing::warn!(
+            "built with the costly invariant checks (feature `verify`, which every `cargo test` \
+             build turns on, target/release/tessera included): not a binary to benchmark; \
+             `cargo build --release --bin tessera` makes a plain one"
+        );
+    }
     let mut server = EmbeddedServer::start(config).context("cannot start the server")?;
     server
         .handle()
