@@ -7,20 +7,28 @@ use std::process::Command;
 
 use serde_json::Value;
 
-#[test]
-fn quick_run_gives_one_plausible_row() {
+/// Runs the bench with `args`; its JSON line (which must start as the
+/// issue prints it), parsed, and its stderr.
+fn run_bench(args: &[&str]) -> (String, Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_clients"))
-        .arg("--quick")
+        .args(args)
         .output()
         .expect("the clients bench runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "exit {:?}:\n{stderr}", out.status);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout
         .lines()
         .find(|l| l.starts_with("{\"bench\":\"clients\""))
-        .unwrap_or_else(|| panic!("no JSON line in:\n{stdout}\n{stderr}"));
-    let v: Value = serde_json::from_str(line).expect("the JSON line parses");
+        .unwrap_or_else(|| panic!("no JSON line in:\n{stdout}\n{stderr}"))
+        .to_owned();
+    let v: Value = serde_json::from_str(&line).expect("the JSON line parses");
+    (line, v, stderr)
+}
+
+#[test]
+fn quick_run_gives_one_plausible_row() {
+    let (line, v, stderr) = run_bench(&["--quick"]);
     let rows = v["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 1, "{line}");
     let r = &rows[0];
@@ -111,32 +119,20 @@ fn perf_split_and_the_bare_experiments_give_a_plausible_row() {
         eprintln!("SKIPPED: perf cannot record here");
         return;
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_clients"))
-        .args([
-            "--quick",
-            "--servers",
-            "io-uring",
-            "--perf-split",
-            "--bare-phases",
-            "2",
-            "--bare-own-buffers",
-            "--bare-touch-kib",
-            "256",
-            "--load-wait",
-            "sleep",
-        ])
-        .output()
-        .expect("the clients bench runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "exit {:?}:\n{stderr}", out.status);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or_else(|| panic!("no JSON line in:\n{stdout}\n{stderr}"));
-    let v: Value = serde_json::from_str(line).expect("the JSON line parses");
+    let (line, v, stderr) = run_bench(&[
+        "--quick",
+        "--servers",
+        "io-uring",
+        "--perf-split",
+        "--bare-phases",
+        "2",
+        "--bare-own-buffers",
+        "--bare-touch-kib",
+        "256",
+        "--load-wait",
+        "sleep",
+    ]);
     assert_eq!(v["split"], "perf", "{line}");
-    assert!(line.starts_with("{\"bench\":\"clients\""), "{line}");
     assert_eq!(v["experiments"]["bare_phases"], 2, "{line}");
     assert_eq!(v["experiments"]["load_wait"], "sleep", "{line}");
     let r = &v["rows"][0];

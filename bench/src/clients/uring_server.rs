@@ -361,6 +361,23 @@ pub fn run(plan: &BarePlan) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    /// A server on `plan` with `n` clients connected and accepted.
+    fn serving(plan: BarePlan, n: u64) -> (UringServer, Vec<TcpStream>) {
+        let mut srv = UringServer::new(plan).unwrap();
+        let addr = srv.addr().unwrap();
+        let clients: Vec<_> = (0..n).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        for _ in 0..50 {
+            srv.poll(false).unwrap();
+            if srv.stats.clients == n {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(srv.stats.clients, n);
+        (srv, clients)
+    }
 
     /// Exercises the unsafe parts: the buffer ring is filled, registered,
     /// consumed by multishot receives and refilled many times over (more
@@ -376,19 +393,7 @@ mod tests {
             own_buffers: false,
             phases: 1,
         };
-        let mut srv = UringServer::new(plan).unwrap();
-        let addr = srv.addr().unwrap();
-        let mut clients: Vec<_> = (0..3)
-            .map(|_| std::net::TcpStream::connect(addr).unwrap())
-            .collect();
-        for _ in 0..50 {
-            srv.poll(false).unwrap();
-            if srv.stats.clients == 3 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        assert_eq!(srv.stats.clients, 3);
+        let (mut srv, mut clients) = serving(plan, 3);
         let rounds = usize::from(RING_BUFS) / 3 + 100;
         let mut sent = 0u64;
         for _ in 0..rounds {
@@ -448,19 +453,7 @@ mod tests {
             phases: 2,
         };
         assert_eq!(plan.write_every(), Duration::from_millis(1));
-        let mut srv = UringServer::new(plan).unwrap();
-        let addr = srv.addr().unwrap();
-        let mut clients: Vec<_> = (0..4)
-            .map(|_| std::net::TcpStream::connect(addr).unwrap())
-            .collect();
-        for _ in 0..50 {
-            srv.poll(false).unwrap();
-            if srv.stats.clients == 4 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        assert_eq!(srv.stats.clients, 4);
+        let (mut srv, mut clients) = serving(plan, 4);
         let mut got = [0u8; 100];
         for (round, byte) in [(0usize, 1u8), (1, 2)] {
             let before = srv.stats.bytes_out;
