@@ -62,7 +62,7 @@ for shards in $SHARDS; do
       kill -TERM "$pid" 2>/dev/null || true
       wait "$pid" || true
       # A `cargo test --release` leaves target/release/tessera built with the
-      # costly invariant checks (35 % longer ticks at 10,000 bots).
+      # costly invariant checks (ticks about 40 % longer at 10,000 bots).
       if grep -q "costly invariant checks" "$OUT/$name.server.log"; then
         echo "$name: WARNING: $bin is a test build with the invariant checks on: its figures are not comparable" >&2
       fi

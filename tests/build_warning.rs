@@ -1,8 +1,8 @@
 //! A `tessera` built with the costly invariant checks (feature `verify`,
 //! on in every test build, `target/release/tessera` included after a
 //! `cargo test --release`) says so at start, before it serves: such a
-//! binary once passed for the server in a 10,000-bot A/B, its ticks 35 %
-//! longer (`loadgen/ab.sh` now warns on that line).
+//! binary once passed for the server in a 10,000-bot A/B, its ticks
+//! about 40 % longer (`loadgen/ab.sh` now warns on that line).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

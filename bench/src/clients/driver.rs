@@ -82,16 +82,6 @@ pub enum LoadWait {
     Sleep,
 }
 
-impl LoadWait {
-    /// As the command line spells it.
-    pub fn as_arg(self) -> &'static str {
-        match self {
-            LoadWait::Epoll => "epoll",
-            LoadWait::Sleep => "sleep",
-        }
-    }
-}
-
 /// [`LoadWait::Sleep`]: the load's nap when nothing is ready.
 pub const SLEEP_US: u64 = 500;
 

@@ -37,7 +37,8 @@ pub struct BareStats {
     pub closed: u64,
     /// Polls of the sockets.
     pub polls: u64,
-    /// Ticks that wrote to every client.
+    /// Write rounds: ticks that wrote to every client (with `phases` > 1,
+    /// one phase's group each).
     pub ticks: u64,
     /// Ticks skipped because the loop was a whole tick late.
     pub ticks_lost: u64,

@@ -287,7 +287,12 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         format!("--peer={peer}"),
         format!("--move-hz={}", o.move_hz),
         format!("--world={},{},{},{}", w.min_x, w.min_z, w.max_x, w.max_z),
-        format!("--wait={}", o.load_wait.as_arg()),
+        format!(
+            "--wait={}",
+            clap::ValueEnum::to_possible_value(&o.load_wait)
+                .expect("no variant is skipped")
+                .get_name()
+        ),
     ])?;
     let mut server = server;
     let deadline = Instant::now() + Duration::from_secs_f64(o.ramp_timeout_s);
