@@ -56,7 +56,7 @@ use crate::core::entity::{Audience, Entity, SyncCache};
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use crate::core::view::{
-    CopyHeadRef, CopyRef, HeadRef, Observer, ObserverHost, ObserverStats, RunHead,
+    CopyHeadRef, CopyRef, FlushScratch, HeadRef, Observer, ObserverHost, ObserverStats, RunHead,
 };
 
 use super::machine::Cell;
@@ -100,6 +100,9 @@ pub(super) struct Views {
     pool: DownPool,
     /// View steps run (the phase of the staggered flushes).
     steps: u64,
+    /// The flush buffers lent to each observer for its flush (one warm set
+    /// for all of them: `Observer::swap_scratch`).
+    scratch: FlushScratch,
     /// Slab indices of the watches inserted or restarted since the last
     /// view step: the only ones that can want a full view or have interest
     /// to force. The per-tick walks visit these and the observers that
@@ -136,6 +139,7 @@ impl Views {
             batches: Vec::new(),
             pool: DownPool::default(),
             steps: 0,
+            scratch: FlushScratch::default(),
             fresh: Vec::new(),
         })
     }
@@ -365,8 +369,15 @@ impl Cell {
         let Some((_, mut w)) = self.views.take(id) else {
             return Vec::new();
         };
-        let pool = &mut self.views.pool;
-        let batch = flush_counted(false, &mut w, &self.entities, &mut self.counters, pool);
+        let (pool, scratch) = (&mut self.views.pool, &mut self.views.scratch);
+        let batch = flush_counted(
+            false,
+            &mut w,
+            &self.entities,
+            &mut self.counters,
+            pool,
+            scratch,
+        );
         if let Some(data) = batch {
             self.send_batch(id, data);
         }
@@ -385,8 +396,8 @@ impl Cell {
         let Some(w) = self.views.watches[slot as usize].as_mut() else {
             return;
         };
-        let pool = &mut self.views.pool;
-        let batch = flush_counted(false, w, &self.entities, &mut self.counters, pool);
+        let (pool, scratch) = (&mut self.views.pool, &mut self.views.scratch);
+        let batch = flush_counted(false, w, &self.entities, &mut self.counters, pool, scratch);
         if let Some(data) = batch {
             self.send_batch(id, data);
         }
@@ -457,7 +468,10 @@ impl Cell {
             let Some(w) = self.views.watches[slot].as_mut() else {
                 continue;
             };
-            if let Some(b) = flush_counted(true, w, &self.entities, &mut self.counters, pool) {
+            let scratch = &mut self.views.scratch;
+            if let Some(b) =
+                flush_counted(true, w, &self.entities, &mut self.counters, pool, scratch)
+            {
                 batches.push((w.owner, b));
             }
         }
@@ -582,13 +596,16 @@ fn flush_counted(
     entities: &EntityTable,
     counters: &mut super::counters::Counters,
     pool: &mut DownPool,
+    scratch: &mut FlushScratch,
 ) -> Option<DownBody> {
+    w.observer.swap_scratch(scratch);
     let batch = if paced {
         w.observer.flush_paced(entities)
     } else {
         w.observer.flush(entities)
     };
     let data = (!batch.is_empty()).then(|| pool.body(DownKind::View, batch));
+    w.observer.swap_scratch(scratch);
     let (now, was) = (*w.observer.stats(), w.counted);
     w.counted = now;
     // Saturating: a fresh observer (a blob that did not decode) starts its

@@ -24,7 +24,8 @@
 
 use super::codec::DecodeError;
 use super::event::Handle;
-use super::observer::{Observer, ObserverParams, Slot, SlotState};
+use super::observer::{Observer, ObserverParams, Slot, SlotCold, SlotState};
+use super::slots::SlotMut;
 use crate::core::entity::codec::{put_ivar, put_uvar, Reader};
 use crate::core::ids::EntityId;
 
@@ -91,24 +92,24 @@ impl Observer {
         // is in arrival order.
         let mut shown: Vec<_> = self
             .slots
-            .iter()
-            .filter(|(_, s)| s.handle.is_some())
+            .iter_both()
+            .filter(|(_, _, c)| c.handle.is_some())
             .collect();
-        shown.sort_unstable_by_key(|&(e, _)| *e);
+        shown.sort_unstable_by_key(|&(e, _, _)| *e);
         put_uvar(out, shown.len() as u64);
-        for (e, s) in shown {
+        for (e, s, c) in shown {
             put_uvar(out, e.0);
             out.push(match s.state {
                 SlotState::ResyncPending => STATE_RESYNC,
                 _ => STATE_LIVE,
             });
-            put_uvar(out, u64::from(s.handle.expect("shown")));
+            put_uvar(out, u64::from(c.handle.expect("shown")));
             debug_assert!(!s.has_pending(), "flushed before the blob");
             put_uvar(out, s.sent);
-            for c in s.q() {
-                put_ivar(out, c);
+            for q in c.q() {
+                put_ivar(out, q);
             }
-            put_uvar(out, s.stale());
+            put_uvar(out, c.stale());
         }
     }
 
@@ -178,10 +179,14 @@ fn read_slot(r: &mut Reader<'_>, o: &mut Observer, used: &mut [bool]) -> Result<
         _ => return Err(BlobError::Handle(handle)),
     }
     let last = r.uvar()?;
-    let mut slot = Slot::new(Some(handle), state, last);
+    let (mut hot, mut cold) = (Slot::new(state, last), SlotCold::new(Some(handle)));
+    let mut slot = SlotMut {
+        hot: &mut hot,
+        cold: &mut cold,
+    };
     slot.set_q([r.ivar()?, r.ivar()?, r.ivar()?]);
     slot.set_stale(r.uvar()?);
-    o.slots.insert(e, slot);
+    o.slots.insert(e, hot, cold);
     if state == SlotState::ResyncPending {
         o.queue.push_back(e);
     }

@@ -87,7 +87,7 @@ pub use client::{ClientView, ClientViewParams, Rule, Shown, Violation};
 pub use codec::{decode_event, encode_event, BatchReader, DecodeError, POSITION_RESOLUTION_M};
 pub use event::{step_from, ClientEvent, Handle, Movement};
 pub use host::{CopyHeadRef, CopyRef, HeadRef, LocalCopy, ObserverHost, RunHead};
-pub use observer::{Observer, ObserverParams, ObserverStats};
+pub use observer::{FlushScratch, Observer, ObserverParams, ObserverStats};
 pub use shown::ShownMap;
 
 #[cfg(test)]

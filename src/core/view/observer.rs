@@ -79,7 +79,7 @@ use super::codec::{
 };
 use super::event::{ClientEvent, Handle, Movement, STEP_MAX};
 use super::host::ObserverHost;
-use super::slots::Slots;
+use super::slots::{SlotMut, Slots};
 use crate::core::aoi::EventKind;
 use crate::core::entity::codec::Reader;
 use crate::core::entity::detail::filter_delta;
@@ -166,21 +166,14 @@ pub(super) enum SlotState {
     ResyncPending,
 }
 
-/// One entity of the view.
-///
-/// Laid out by hand (`repr(C)`): the fields every flush reads for every
-/// slot (the pull's version check, head hint and level-of-detail skip, the
-/// budget loop's priority, age and pending movement) come first, so that
-/// with the entity id before them ([`Slots`] stores the pair 64-byte
-/// aligned) the two walks of a flush touch one cache line per slot. The
-/// rest (the handle, the base of the next delta, the stale bits) is read
-/// only for the few slots that send, snapshot or catch up. The clients
-/// benchmark's profile put half of the pull in misses on the three lines a
-/// slot used to span.
+/// One entity of the view: the hot part, read by every pull and every
+/// budget walk of a flush (56 bytes: with the entity id before it,
+/// [`Slots`] stores the pair as one 64-byte line). What only a send,
+/// snapshot or catch-up reads is the slot's [`SlotCold`] part, kept apart
+/// (see [`Slots`]'s module doc for why).
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[repr(C)]
 pub(super) struct Slot {
-    // --- hot: read by every pull and every budget loop (56 bytes) ---
     /// The last version taken from the entity's stream (meaningful once it
     /// has a handle): the client has it, or a coalesced movement holds it.
     pub(super) last: u64,
@@ -188,7 +181,8 @@ pub(super) struct Slot {
     /// movement is pending).
     pub(super) sent: u64,
     /// The newest position taken from the stream, quantised: the pending
-    /// movement's while `has_pending`, else `q` (kept so by the setters).
+    /// movement's while `has_pending`, else the cold part's `q` (kept so by
+    /// [`SlotMut::set_q`] and [`SlotMut::take_pending`]).
     newest_q: [i64; 3],
     /// Where the host last found the entity's copy
     /// ([`ObserverHost::copy_head_hinted`]; a guess it checks).
@@ -200,8 +194,9 @@ pub(super) struct Slot {
     pending_yaw: u8,
     /// A movement taken from the stream and not sent yet (the newest).
     has_pending: bool,
-    /// `stale != 0` (kept with it by [`Slot::set_stale`]): the pull reads
-    /// the levels of detail only for such slots.
+    /// The cold part's `stale != 0` (kept with it by
+    /// [`SlotMut::set_stale`]): the pull reads the levels of detail only
+    /// for such slots.
     any_stale: bool,
     /// Ticks since a movement of this entity was last sent.
     pub(super) age: u16,
@@ -210,31 +205,33 @@ pub(super) struct Slot {
     /// skips the check). [`REACH_UNKNOWN`] until worked out for the current
     /// stale bits (and when too far to hold).
     reach_m: u16,
-    // --- cold: read when the slot sends, snapshots or catches up ---
-    /// Movements sent since the last key frame.
-    pub(super) since_key: u16,
-    pub(super) handle: Option<Handle>,
+}
+
+const _: () = assert!(
+    8 + std::mem::size_of::<Slot>() <= 64,
+    "a slot's hot part and its entity id fit one line"
+);
+
+/// The part of a slot read only when it sends, snapshots or catches up
+/// (see [`Slot`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct SlotCold {
     /// The last position given to the client, quantised (the base of the
     /// next movement delta).
     q: [i64; 3],
     /// Detail properties whose current value the client may lack (see the
     /// module doc; bit `i` = property `i`).
     stale: u64,
+    pub(super) handle: Option<Handle>,
+    /// Movements sent since the last key frame.
+    pub(super) since_key: u16,
 }
-
-/// The bytes of a slot the flush's walks read: with the 8-byte entity id
-/// before them they fill one cache line.
-const SLOT_HOT_BYTES: usize = std::mem::offset_of!(Slot, since_key);
-const _: () = assert!(
-    8 + SLOT_HOT_BYTES <= 64,
-    "the hot part of a slot spans one line"
-);
 
 /// [`Slot::reach_m`] not worked out (or beyond what it holds): never skip.
 const REACH_UNKNOWN: u16 = u16::MAX;
 
 impl Slot {
-    pub(super) fn new(handle: Option<Handle>, state: SlotState, last: u64) -> Slot {
+    pub(super) fn new(state: SlotState, last: u64) -> Slot {
         Slot {
             last,
             sent: last,
@@ -247,10 +244,6 @@ impl Slot {
             any_stale: false,
             age: 0,
             reach_m: REACH_UNKNOWN,
-            since_key: 0,
-            handle,
-            q: [0; 3],
-            stale: 0,
         }
     }
 
@@ -261,6 +254,13 @@ impl Slot {
             q: self.newest_q,
             yaw: self.pending_yaw,
         })
+    }
+
+    /// True once the client has the entity (it has a handle: the cold
+    /// part's `handle` is set exactly when the slot is not `EnterPending`).
+    #[inline]
+    pub(super) fn shown(&self) -> bool {
+        self.state != SlotState::EnterPending
     }
 
     /// True while a movement is pending.
@@ -279,54 +279,6 @@ impl Slot {
         was
     }
 
-    /// Takes the pending movement out (the newest position is the client's
-    /// again).
-    #[inline]
-    pub(super) fn take_pending(&mut self) -> Option<Pending> {
-        let was = self.pending();
-        self.has_pending = false;
-        self.newest_q = self.q;
-        was
-    }
-
-    /// Starts fetching the slot's cold line (what a send reads).
-    #[inline]
-    pub(super) fn prefetch_cold(&self) {
-        crate::core::prefetch::line(std::ptr::from_ref(&self.since_key));
-    }
-
-    /// The last position given to the client, quantised.
-    #[inline]
-    pub(super) fn q(&self) -> [i64; 3] {
-        self.q
-    }
-
-    /// Sets the last position given to the client.
-    #[inline]
-    pub(super) fn set_q(&mut self, q: [i64; 3]) {
-        self.q = q;
-        if !self.has_pending {
-            self.newest_q = q;
-        }
-    }
-
-    /// The detail properties the client may lack.
-    #[inline]
-    pub(super) fn stale(&self) -> u64 {
-        self.stale
-    }
-
-    /// Sets the detail properties the client may lack (their reach is
-    /// worked out again at the next pull).
-    #[inline]
-    pub(super) fn set_stale(&mut self, stale: u64) {
-        if stale != self.stale {
-            self.reach_m = REACH_UNKNOWN;
-        }
-        self.stale = stale;
-        self.any_stale = stale != 0;
-    }
-
     /// The squared ground distance from `me` (x and z in the wire's units)
     /// to [`Slot::pos`], in the wire's units squared.
     #[inline]
@@ -339,11 +291,72 @@ impl Slot {
     /// Where the client will show the entity once its pending movement is
     /// sent (the newest position the observer took from the stream).
     fn pos(&self) -> Vec3 {
+        super::codec::dequantise(self.newest_q)
+    }
+}
+
+impl SlotCold {
+    pub(super) fn new(handle: Option<Handle>) -> SlotCold {
+        SlotCold {
+            q: [0; 3],
+            stale: 0,
+            handle,
+            since_key: 0,
+        }
+    }
+
+    /// The last position given to the client, quantised.
+    #[inline]
+    pub(super) fn q(&self) -> [i64; 3] {
+        self.q
+    }
+
+    /// The detail properties the client may lack.
+    #[inline]
+    pub(super) fn stale(&self) -> u64 {
+        self.stale
+    }
+}
+
+impl SlotMut<'_> {
+    /// Takes the pending movement out (the newest position is the client's
+    /// again).
+    #[inline]
+    pub(super) fn take_pending(&mut self) -> Option<Pending> {
+        let was = self.hot.pending();
+        self.hot.has_pending = false;
+        self.hot.newest_q = self.cold.q;
+        was
+    }
+
+    /// Sets the last position given to the client.
+    #[inline]
+    pub(super) fn set_q(&mut self, q: [i64; 3]) {
+        self.cold.q = q;
+        if !self.hot.has_pending {
+            self.hot.newest_q = q;
+        }
+    }
+
+    /// Sets the detail properties the client may lack (their reach is
+    /// worked out again at the next pull).
+    #[inline]
+    pub(super) fn set_stale(&mut self, stale: u64) {
+        if stale != self.cold.stale {
+            self.hot.reach_m = REACH_UNKNOWN;
+        }
+        self.cold.stale = stale;
+        self.hot.any_stale = stale != 0;
+    }
+
+    /// Where the client will show the entity once its pending movement is
+    /// sent ([`Slot::pos`]).
+    fn pos(&self) -> Vec3 {
         debug_assert!(
-            self.has_pending || self.newest_q == self.q,
+            self.hot.has_pending || self.hot.newest_q == self.cold.q,
             "newest_q tracks q"
         );
-        super::codec::dequantise(self.newest_q)
+        self.hot.pos()
     }
 }
 
@@ -407,10 +420,24 @@ pub struct Observer {
     own_changed: bool,
     batch: Vec<u8>,
     flushed: bool,
+    /// The buffers a flush works in: its own, or lent by the caller for
+    /// the flush ([`Observer::swap_scratch`]).
+    work: FlushScratch,
+}
+
+/// The buffers an observer's flush works in, empty between flushes (what
+/// they hold matters only within one call): a host that flushes many
+/// observers one after another lends each the same set
+/// ([`Observer::swap_scratch`]), so they stay in the core's first-level
+/// cache instead of each observer touching buffers of its own, cold since
+/// its last flush.
+#[derive(Clone, Debug, Default)]
+pub struct FlushScratch {
+    /// A snapshot being sent (reused).
     snap: Vec<u8>,
     /// Slot positions of this flush's movements that must go, in table
     /// order (reused).
-    scratch: Vec<u32>,
+    due: Vec<u32>,
     /// The movements that may wait, as [`prio_key`]s: sorted, they run by
     /// priority, highest first, then by slot position (reused).
     by_prio: Vec<u64>,
@@ -445,11 +472,7 @@ impl Observer {
             own_changed: false,
             batch: Vec::new(),
             flushed: false,
-            snap: Vec::new(),
-            scratch: Vec::new(),
-            by_prio: Vec::new(),
-            lod_buf: Vec::new(),
-            lod_due: Vec::new(),
+            work: FlushScratch::default(),
         }
     }
 
@@ -481,7 +504,7 @@ impl Observer {
 
     /// The client handle of `entity`, if the client has it.
     pub fn handle_of(&self, entity: EntityId) -> Option<Handle> {
-        self.slots.get(&entity).and_then(|s| s.handle)
+        self.slots.cold(&entity).and_then(|c| c.handle)
     }
 
     /// True if `entity` is in the view (shown or about to be).
@@ -493,13 +516,13 @@ impl Observer {
     pub fn client_version(&self, entity: EntityId) -> Option<u64> {
         self.slots
             .get(&entity)
-            .and_then(|s| s.handle.map(|_| s.last))
+            .and_then(|s| s.shown().then_some(s.last))
     }
 
     /// Per-entity delivery rule: only `last + 1` is delivered (and
     /// advances); older is stale; newer is a gap.
     fn offer(&mut self, entity: EntityId, version: u64) -> Delivery {
-        let Some(slot) = self.slots.get_mut(&entity).filter(|s| s.handle.is_some()) else {
+        let Some(slot) = self.slots.get_mut(&entity).filter(|s| s.shown()) else {
             return Delivery::NotTracked;
         };
         if version <= slot.last {
@@ -529,6 +552,16 @@ impl Observer {
         for i in 0..2 * PULL_PREFETCH_AHEAD {
             self.slots.prefetch(i);
         }
+    }
+
+    /// Swaps the observer's flush buffers with `scratch`: a host lends its
+    /// set before a flush and takes it back after (a second swap), so every
+    /// observer it flushes works in the same warm buffers. Nothing carries
+    /// over between flushes in them; each call leaves them as reusable as
+    /// it found them.
+    #[inline]
+    pub fn swap_scratch(&mut self, scratch: &mut FlushScratch) {
+        std::mem::swap(&mut self.work, scratch);
     }
 
     /// True if events were produced since the last [`Observer::flush`].
@@ -594,19 +627,22 @@ impl Observer {
             self.stats.refused += 1;
             return;
         }
-        self.slots
-            .insert(entity, Slot::new(None, SlotState::EnterPending, 0));
+        self.slots.insert(
+            entity,
+            Slot::new(SlotState::EnterPending, 0),
+            SlotCold::new(None),
+        );
         self.queue.push_back(entity);
     }
 
     fn leave(&mut self, entity: EntityId) {
-        let Some(slot) = self.slots.remove(&entity) else {
+        let Some((slot, cold)) = self.slots.remove(&entity) else {
             return;
         };
         if slot.state != SlotState::Live {
             self.queue.retain(|&e| e != entity);
         }
-        if let Some(handle) = slot.handle {
+        if let Some(handle) = cold.handle {
             if self.params.fault != Fault::DropLeave {
                 encode_event(&mut self.batch, &ClientEvent::Leave { handle });
             }
@@ -672,7 +708,7 @@ impl Observer {
     /// A slot with detail properties to catch up, now near enough, is listed
     /// for `catch_up`.
     fn pull<H: ObserverHost + ?Sized>(&mut self, host: &H) {
-        self.lod_due.clear();
+        self.work.lod_due.clear();
         let me = host.copy_position(self.owner);
         // The observer's ground position in the wire's units: the far check
         // below compares squared distances there (no division per slot).
@@ -725,6 +761,8 @@ impl Observer {
             }
             let slot = self.slots.at(i).1;
             if slot.any_stale && slot.state == SlotState::Live && slot.last == head.version {
+                // Stale bits: the rare case that reads the cold part.
+                let stale = self.slots.cold_at(i).stale();
                 // Far beyond every stale property's reach: nothing is due, and
                 // the copy need not be read. The slot's position is the copy's
                 // (this version's movement, quantised: within a centimetre).
@@ -736,7 +774,7 @@ impl Observer {
                         host.copy_ref(e).is_none_or(|c| {
                             let d = me.map_or(0.0, |m| m.dist_xz(c.entity.core().pos));
                             let ty = c.entity.props().entity_type();
-                            slot.stale & !self.params.budget.beyond(ty, d, 0.0) == 0
+                            stale & !self.params.budget.beyond(ty, d, 0.0) == 0
                         }),
                         "a stale property skipped within reach"
                     );
@@ -747,7 +785,6 @@ impl Observer {
                 };
                 let dist = me.map_or(0.0, |m| m.dist_xz(copy.entity.core().pos));
                 let ty = copy.entity.props().entity_type();
-                let stale = slot.stale;
                 if slot.reach_m == REACH_UNKNOWN {
                     let reach = self.params.budget.reach_of(ty, stale).max(0.0).ceil();
                     // Rounded up, so the skip stays on the safe side; a reach
@@ -757,7 +794,7 @@ impl Observer {
                     }
                 }
                 if stale & !self.params.budget.beyond(ty, dist, 0.0) != 0 {
-                    self.lod_due.push(e);
+                    self.work.lod_due.push(e);
                 }
             }
         }
@@ -814,9 +851,9 @@ impl Observer {
     }
 
     fn want_resync(&mut self, entity: EntityId) {
-        if let Some(slot) = self.slots.get_mut(&entity) {
-            if slot.state == SlotState::Live {
-                slot.state = SlotState::ResyncPending;
+        if let Some(mut slot) = self.slots.both_mut(&entity) {
+            if slot.hot.state == SlotState::Live {
+                slot.hot.state = SlotState::ResyncPending;
                 if slot.take_pending().is_some() {
                     self.stats.coalesced += 1;
                 }
@@ -858,7 +895,7 @@ impl Observer {
             if kind == SyncKind::Movement {
                 let mut r = Reader::new(others);
                 if let Ok((pos, yaw)) = read_movement(&mut r).and_then(|m| r.finish().map(|()| m)) {
-                    debug_assert!(slot.handle.is_some(), "live slots have handles");
+                    debug_assert!(slot.shown(), "live slots have handles");
                     if slot.replace_pending(Pending::of(pos, yaw)).is_some() {
                         self.stats.coalesced += 1;
                     }
@@ -913,13 +950,13 @@ impl Observer {
             SyncKind::MovementAndProps => &p[super::codec::MOVEMENT_BYTES..],
             _ => &[],
         };
-        let mut buf = std::mem::take(&mut self.lod_buf);
+        let mut buf = std::mem::take(&mut self.work.lod_buf);
         buf.clear();
         let at = kind.has_movement().then_some(pos);
         let cut = match self.cut_detail(host, entity, at, delta, &mut buf) {
             Ok(cut) => cut,
             Err(()) => {
-                self.lod_buf = buf;
+                self.work.lod_buf = buf;
                 self.stats.bad_payloads += 1;
                 self.want_resync(entity);
                 return false;
@@ -927,7 +964,7 @@ impl Observer {
         };
         let delta = if cut { &buf[..] } else { delta };
         self.emit_delta(entity, version, kind, (pos, yaw), delta, cut);
-        self.lod_buf = buf;
+        self.work.lod_buf = buf;
         true
     }
 
@@ -954,16 +991,16 @@ impl Observer {
             return Ok(false);
         }
         let me = host.copy_position(self.owner);
-        let slot = self.slots.get_mut(&entity).expect("delivered to a slot");
+        let mut slot = self.slots.both_mut(&entity).expect("delivered to a slot");
         let dist = me.map_or(0.0, |m| m.dist_xz(at.unwrap_or_else(|| slot.pos())));
         let slack = f64::from(self.params.budget.detail_hysteresis_m);
-        let drop = self.params.budget.beyond(ty, dist, slack) | slot.stale;
+        let drop = self.params.budget.beyond(ty, dist, slack) | slot.cold.stale();
         if drop == 0 {
             return Ok(false);
         }
         let present = filter_delta(ty, Audience::OtherClients, delta, drop, out).map_err(|_| ())?;
         let cut = present & drop;
-        slot.set_stale(slot.stale | cut);
+        slot.set_stale(slot.cold.stale() | cut);
         self.stats.detail_cut += u64::from(cut.count_ones());
         Ok(cut != 0)
     }
@@ -990,34 +1027,34 @@ impl Observer {
         } else {
             kind
         };
-        let slot = self.slots.get_mut(&entity).expect("delivered to a slot");
-        let handle = slot.handle.expect("live slots have handles");
+        let mut slot = self.slots.both_mut(&entity).expect("delivered to a slot");
+        let handle = slot.cold.handle.expect("live slots have handles");
         if kind == SyncKind::Movement {
-            if slot.replace_pending(Pending::of(pos, yaw)).is_some() {
+            if slot.hot.replace_pending(Pending::of(pos, yaw)).is_some() {
                 self.stats.coalesced += 1;
             }
             return;
         }
         self.stats.delivered += 1;
         debug_assert!(
-            version - slot.sent <= STEP_MAX,
+            version - slot.hot.sent <= STEP_MAX,
             "a step the wire cannot carry"
         );
         let version_low = wire_version(self.params.fault, version);
         let mv = match (kind, slot.take_pending()) {
             (SyncKind::MovementAndProps, _) => Some(movement_to(
-                slot,
+                &mut slot,
                 &self.params.budget,
                 Pending::of(pos, yaw),
             )),
-            (_, Some(pd)) => Some(movement_to(slot, &self.params.budget, pd)),
+            (_, Some(pd)) => Some(movement_to(&mut slot, &self.params.budget, pd)),
             _ => None,
         };
-        slot.sent = version;
+        slot.hot.sent = version;
         let ev = match mv {
             Some(mv) => {
-                slot.prio = 0.0;
-                slot.age = 0;
+                slot.hot.prio = 0.0;
+                slot.hot.age = 0;
                 ClientEvent::MoveProps {
                     handle,
                     version_low,
@@ -1040,13 +1077,13 @@ impl Observer {
     /// Reads only the slots the pull listed (stale and near enough), so a
     /// flush with nothing to catch up costs nothing here.
     fn catch_up<H: ObserverHost + ?Sized>(&mut self, host: &H) {
-        let due = std::mem::take(&mut self.lod_due);
+        let due = std::mem::take(&mut self.work.lod_due);
         let me = host.copy_position(self.owner);
         for &e in &due {
             let Some((copy, version)) = host.copy_entity(e) else {
                 continue;
             };
-            let Some(&slot) = self.slots.get(&e) else {
+            let (Some(&slot), Some(cold)) = (self.slots.get(&e), self.slots.cold(&e)) else {
                 continue;
             };
             if version != slot.last || slot.state != SlotState::Live {
@@ -1054,29 +1091,29 @@ impl Observer {
             }
             let dist = me.map_or(0.0, |m| m.dist_xz(copy.core().pos));
             let ty = copy.props().entity_type();
-            let near = slot.stale & !self.params.budget.beyond(ty, dist, 0.0);
+            let near = cold.stale() & !self.params.budget.beyond(ty, dist, 0.0);
             if near == 0 {
                 continue;
             }
             if slot.has_pending() {
                 self.send_pending(e);
             }
-            self.snap.clear();
+            self.work.snap.clear();
             copy.props()
-                .encode_whole(Audience::OtherClients, near, &mut self.snap);
-            let s = self.slots.get_mut(&e).expect("present");
-            s.set_stale(s.stale & !near);
-            debug_assert_eq!(s.sent, s.last, "a catch-up at the version shown");
+                .encode_whole(Audience::OtherClients, near, &mut self.work.snap);
+            let mut s = self.slots.both_mut(&e).expect("present");
+            s.set_stale(s.cold.stale() & !near);
+            debug_assert_eq!(s.hot.sent, s.hot.last, "a catch-up at the version shown");
             let ev = ClientEvent::Detail {
-                handle: s.handle.expect("live slots have handles"),
-                version_low: s.last as u8,
-                delta: &self.snap,
+                handle: s.cold.handle.expect("live slots have handles"),
+                version_low: s.hot.last as u8,
+                delta: &self.work.snap,
             };
             encode_event(&mut self.batch, &ev);
             self.stats.details += 1;
         }
-        self.lod_due = due;
-        self.lod_due.clear();
+        self.work.lod_due = due;
+        self.work.lod_due.clear();
     }
 
     /// Sends `entity`'s pending movement now.
@@ -1090,20 +1127,20 @@ impl Observer {
     /// flush walks positions: no lookup by id).
     #[inline]
     fn send_pending_at(&mut self, i: usize) {
-        let slot = self.slots.at_mut(i);
-        let (Some(pd), Some(handle)) = (slot.take_pending(), slot.handle) else {
+        let mut slot = self.slots.both_at(i);
+        let (Some(pd), Some(handle)) = (slot.take_pending(), slot.cold.handle) else {
             return;
         };
-        let step = slot.last - slot.sent;
+        let step = slot.hot.last - slot.hot.sent;
         debug_assert!(
             (1..=STEP_MAX).contains(&step),
             "a pending movement is ahead of the client, within a step"
         );
-        let version_low = wire_version(self.params.fault, slot.last);
-        let mv = movement_to(slot, &self.params.budget, pd);
-        slot.sent = slot.last;
-        slot.prio = 0.0;
-        slot.age = 0;
+        let version_low = wire_version(self.params.fault, slot.hot.last);
+        let mv = movement_to(&mut slot, &self.params.budget, pd);
+        slot.hot.sent = slot.hot.last;
+        slot.hot.prio = 0.0;
+        slot.hot.age = 0;
         encode_move(&mut self.batch, handle, version_low, &mv);
         self.stats.delivered += 1;
     }
@@ -1157,7 +1194,7 @@ impl Observer {
         self.pull(host);
         self.flush_snapshots(host, f64::INFINITY);
         self.catch_up(host);
-        let mut pending = std::mem::take(&mut self.scratch);
+        let mut pending = std::mem::take(&mut self.work.due);
         pending.clear();
         pending.extend(
             (self.slots.iter().enumerate())
@@ -1167,7 +1204,7 @@ impl Observer {
         for &i in &pending {
             self.send_pending_at(i as usize);
         }
-        self.scratch = pending;
+        self.work.due = pending;
         self.end_flush()
     }
 
@@ -1203,8 +1240,8 @@ impl Observer {
         // Each band's refresh interval, worked out once per flush.
         let intervals: [u16; BANDS_MAX] = std::array::from_fn(|b| p.interval_ticks(b));
         let ranks = Ranks::new(&p, UNITS_PER_M);
-        let mut due = std::mem::take(&mut self.scratch);
-        let mut rest = std::mem::take(&mut self.by_prio);
+        let mut due = std::mem::take(&mut self.work.due);
+        let mut rest = std::mem::take(&mut self.work.by_prio);
         due.clear();
         rest.clear();
         // At most one entry per slot in either list: room for all up front,
@@ -1214,6 +1251,7 @@ impl Observer {
         // Usually none: the per-slot search is skipped outright.
         let important: &[(EntityId, u16)] = &self.important;
         let any_important = !important.is_empty();
+        let cold = self.slots.cold_prefetcher();
         for (i, (&e, slot)) in self.slots.iter_mut().enumerate() {
             if slot.state != SlotState::Live {
                 continue;
@@ -1240,15 +1278,15 @@ impl Observer {
             if must {
                 // What the send reads (the client's base, the handle) is
                 // asked for now, a walk ahead of the send.
-                slot.prefetch_cold();
+                cold.line(i);
                 due.push(i as u32);
             } else {
                 rest.push(prio_key(slot.prio, i as u32));
             }
         }
         self.send_paced(&p, &due, &mut rest);
-        self.scratch = due;
-        self.by_prio = rest;
+        self.work.due = due;
+        self.work.by_prio = rest;
         if !self.batch.is_empty() {
             self.pacer.charge(&p, usize::from(p.frame_bytes));
         }
@@ -1327,16 +1365,18 @@ impl Observer {
     fn flush_snapshots<H: ObserverHost + ?Sized>(&mut self, host: &H, room: f64) {
         self.start();
         if self.own_version.is_none() {
-            self.snap.clear();
-            if let Some(v) = host.copy_snapshot(self.owner, Audience::OwnClient, &mut self.snap) {
+            self.work.snap.clear();
+            if let Some(v) =
+                host.copy_snapshot(self.owner, Audience::OwnClient, &mut self.work.snap)
+            {
                 let ev = ClientEvent::Own {
                     version: v,
                     kind: SyncKind::Snapshot,
-                    payload: &self.snap,
+                    payload: &self.work.snap,
                 };
                 encode_event(&mut self.batch, &ev);
                 self.own_version = Some(v);
-                self.own_q = snapshot_header(&self.snap)
+                self.own_q = snapshot_header(&self.work.snap)
                     .ok()
                     .map(|(_, p, _)| quantise(p));
                 self.own_since_key = 0;
@@ -1424,7 +1464,7 @@ impl Observer {
             self.queue.push_back(entity);
             return false;
         }
-        self.snap.clear();
+        self.work.snap.clear();
         let Some((copy, version)) = host.copy_entity(entity) else {
             // No copy here although the AOI has it: not shown.
             self.leave(entity);
@@ -1439,28 +1479,30 @@ impl Observer {
             }
             _ => 0,
         };
-        copy.encode_snapshot_except(Audience::OtherClients, omit, &mut self.snap);
+        copy.encode_snapshot_except(Audience::OtherClients, omit, &mut self.work.snap);
         self.slots
-            .get_mut(&entity)
+            .both_mut(&entity)
             .expect("present")
             .set_stale(omit);
         match slot.state {
             SlotState::EnterPending => self.send_enter(entity, version),
             SlotState::ResyncPending => {
-                let handle = slot.handle.expect("shown");
+                let handle = (self.slots.cold(&entity))
+                    .and_then(|c| c.handle)
+                    .expect("shown");
                 let ev = ClientEvent::Resync {
                     handle,
                     version,
-                    snapshot: &self.snap,
+                    snapshot: &self.work.snap,
                 };
                 encode_event(&mut self.batch, &ev);
-                let q = snapshot_header(&self.snap).map_or([0; 3], |(_, p, _)| quantise(p));
-                let s = self.slots.get_mut(&entity).expect("present");
-                s.last = version;
-                s.sent = version;
+                let q = snapshot_header(&self.work.snap).map_or([0; 3], |(_, p, _)| quantise(p));
+                let mut s = self.slots.both_mut(&entity).expect("present");
+                s.hot.last = version;
+                s.hot.sent = version;
                 s.set_q(q);
                 s.take_pending();
-                s.since_key = 0;
+                s.cold.since_key = 0;
                 self.stats.resyncs += 1;
             }
             SlotState::Live => return false,
@@ -1470,19 +1512,19 @@ impl Observer {
     }
 
     fn send_enter(&mut self, entity: EntityId, version: u64) {
-        let Ok((type_id, pos, yaw)) = super::codec::snapshot_header(&self.snap) else {
+        let Ok((type_id, pos, yaw)) = super::codec::snapshot_header(&self.work.snap) else {
             unreachable!("encode_snapshot writes a header");
         };
         let handle = self.free.pop().unwrap_or_else(|| {
             self.next_handle += 1;
             self.next_handle - 1
         });
-        let slot = self.slots.get_mut(&entity).expect("present");
-        slot.handle = Some(handle);
-        slot.last = version;
-        slot.sent = version;
+        let mut slot = self.slots.both_mut(&entity).expect("present");
+        slot.cold.handle = Some(handle);
+        slot.hot.last = version;
+        slot.hot.sent = version;
         slot.set_q(quantise(pos));
-        slot.since_key = 0;
+        slot.cold.since_key = 0;
         let ev = ClientEvent::Enter {
             handle,
             entity,
@@ -1490,7 +1532,7 @@ impl Observer {
             pos,
             yaw,
             version,
-            snapshot: &self.snap,
+            snapshot: &self.work.snap,
         };
         encode_event(&mut self.batch, &ev);
         self.stats.enters += 1;
@@ -1502,18 +1544,30 @@ impl Observer {
     /// If handles are not unique, or the queue and the pending states
     /// disagree.
     pub fn verify(&self) {
-        let mut handles: Vec<Handle> = self.slots.values().filter_map(|s| s.handle).collect();
+        let mut handles: Vec<Handle> = (self.slots.iter_both())
+            .filter_map(|(_, _, c)| c.handle)
+            .collect();
         let shown = handles.len();
         handles.extend_from_slice(&self.free);
         handles.sort_unstable();
         handles.dedup();
         assert_eq!(handles.len(), shown + self.free.len(), "handles unique");
         assert!(handles.iter().all(|&h| h < self.next_handle));
-        for (e, s) in &self.slots {
-            assert_eq!(s.handle.is_some(), s.state != SlotState::EnterPending);
+        for (e, s, c) in self.slots.iter_both() {
+            assert_eq!(c.handle.is_some(), s.state != SlotState::EnterPending);
+            assert_eq!(
+                s.shown(),
+                c.handle.is_some(),
+                "{e}: shown as it has a handle"
+            );
             assert!(
-                s.handle.is_some() || s.stale == 0,
+                c.handle.is_some() || c.stale == 0,
                 "{e}: stale before enter"
+            );
+            assert_eq!(s.any_stale, c.stale != 0, "{e}: the hot stale flag");
+            assert!(
+                s.has_pending || s.newest_q == c.q,
+                "{e}: the newest position is the client's when nothing is pending"
             );
             assert!(s.sent <= s.last, "{e}: client ahead of the stream");
             assert_eq!(
@@ -1572,8 +1626,8 @@ const PULL_PREFETCH_AHEAD: usize = 6;
 /// with room to spare.
 const STALE_REACH_MARGIN_M: f64 = 0.05;
 
-fn movement_to(slot: &mut Slot, p: &BudgetParams, to: Pending) -> Movement {
-    let (mv, q) = movement_from(slot.q, &mut slot.since_key, p, to);
+fn movement_to(slot: &mut SlotMut<'_>, p: &BudgetParams, to: Pending) -> Movement {
+    let (mv, q) = movement_from(slot.cold.q, &mut slot.cold.since_key, p, to);
     slot.set_q(q);
     mv
 }

@@ -12,15 +12,24 @@
 //! table stays dense; its order is the order of arrival, deterministic for
 //! the same inputs (the migration blob sorts what it writes).
 //!
+//! Each slot is kept in two parts at the same position of two arrays: the
+//! hot part ([`Slot`]: what every pull and budget walk reads, one cache
+//! line with the entity id) and the cold part ([`SlotCold`]: what a send,
+//! snapshot or catch-up reads). A flush streams only the hot lines of its
+//! whole view and the cold records of the slots that send: at 5,000
+//! clients the pull waited on the second line of every slot (the line
+//! fill buffers full of slot lines, the head prefetches queued behind
+//! them), and the slot tables of all the observers, half of them cold
+//! bytes, pushed the cell's shared heads out of the core's cache.
+//!
 //! Owns only the table; knows nothing of versions, budgets or the wire.
 
 use rustc_hash::FxHashMap; // tidy: allow(HashMap): no random seed; lookups only, never iterated
 
-use super::observer::Slot;
+use super::observer::{Slot, SlotCold};
 use crate::core::ids::EntityId;
 
-/// One slot with its entity, aligned to a cache line: the id and the slot's
-/// hot fields share the first line (see [`Slot`]'s layout).
+/// One slot's hot part with its entity, aligned to a cache line.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(64))]
 pub(super) struct Entry {
@@ -29,14 +38,25 @@ pub(super) struct Entry {
 }
 
 const _: () = assert!(
-    std::mem::size_of::<Entry>() == 128,
-    "a slot entry is two lines"
+    std::mem::size_of::<Entry>() == 64,
+    "a slot's hot part and its id are one line"
 );
+
+/// Both parts of one slot, mutable (see the module doc).
+#[derive(Debug)]
+pub(super) struct SlotMut<'a> {
+    /// What every flush reads.
+    pub(super) hot: &'a mut Slot,
+    /// What a send, snapshot or catch-up reads.
+    pub(super) cold: &'a mut SlotCold,
+}
 
 /// Dense slots with an index by entity (see the module doc).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Slots {
     entries: Vec<Entry>,
+    /// The cold parts, at the positions of their hot parts.
+    cold: Vec<SlotCold>,
     index: FxHashMap<EntityId, u32>, // tidy: allow(HashMap): no random seed; lookups only, never iterated
 }
 
@@ -57,6 +77,33 @@ impl Slots {
     pub(super) fn get_mut(&mut self, entity: &EntityId) -> Option<&mut Slot> {
         let &i = self.index.get(entity)?;
         Some(&mut self.entries[i as usize].slot)
+    }
+
+    /// The cold part of `entity`'s slot.
+    pub(super) fn cold(&self, entity: &EntityId) -> Option<&SlotCold> {
+        let &i = self.index.get(entity)?;
+        Some(&self.cold[i as usize])
+    }
+
+    /// The cold part of the slot at table position `i` (`i < len()`).
+    #[inline]
+    pub(super) fn cold_at(&self, i: usize) -> &SlotCold {
+        &self.cold[i]
+    }
+
+    /// Both parts of `entity`'s slot, mutable.
+    pub(super) fn both_mut(&mut self, entity: &EntityId) -> Option<SlotMut<'_>> {
+        let &i = self.index.get(entity)?;
+        Some(self.both_at(i as usize))
+    }
+
+    /// Both parts of the slot at table position `i` (`i < len()`), mutable.
+    #[inline]
+    pub(super) fn both_at(&mut self, i: usize) -> SlotMut<'_> {
+        SlotMut {
+            hot: &mut self.entries[i].slot,
+            cold: &mut self.cold[i],
+        }
     }
 
     /// The table position of `entity`'s slot.
@@ -86,40 +133,40 @@ impl Slots {
         self.prefetch_at(i, 0);
     }
 
-    /// Starts fetching the cold line of the slot at `i` (what a send
+    /// Starts fetching the cold part of the slot at `i` (what a send
     /// reads): the budget loop asks for those it will send before it sends
     /// them, so their misses overlap.
     #[inline]
     pub(super) fn prefetch_cold(&self, i: usize) {
-        self.prefetch_at(i, 64);
+        crate::core::prefetch::line(nth_addr(&self.cold, i));
     }
 
-    /// Starts fetching both lines of the slot at `i`: the pull's look-ahead.
-    /// Nearly half the slots a flush pulls also send (their cold line), and
+    /// What prefetches the cold parts while the hot ones are borrowed (a
+    /// walk over [`Slots::iter_mut`]); valid until the table changes size.
+    #[inline]
+    pub(super) fn cold_prefetcher(&self) -> ColdPrefetch {
+        ColdPrefetch {
+            base: nth_addr(&self.cold, 0),
+        }
+    }
+
+    /// Starts fetching both parts of the slot at `i`: the pull's look-ahead.
+    /// Nearly half the slots a flush pulls also send (their cold part), and
     /// the budget loop's own request for it comes too late to hide the
     /// miss; asked for with the hot line, a pull ahead, it is there when the
     /// send reads it (the cost probe at 5,000 clients: a median of -4.5 %
-    /// over 19 alternated pairs, a noisy figure; `bench/README.md`).
+    /// over 19 alternated pairs, a noisy figure; `bench/README.md`). The
+    /// cold parts are dense: one request brings a line of them.
     #[inline]
     pub(super) fn prefetch_whole(&self, i: usize) {
-        self.prefetch_at(i, 0);
-        self.prefetch_at(i, 64);
+        self.prefetch(i);
+        self.prefetch_cold(i);
     }
 
     #[inline]
     fn prefetch_at(&self, i: usize, offset: usize) {
         debug_assert!(offset < std::mem::size_of::<Entry>());
-        // No bounds check: a walk asks for slots past the table's end near
-        // its end, and a prefetch of any address is harmless. The address is
-        // worked out with wrapping arithmetic (never an out-of-bounds `add`),
-        // and only handed to the prefetch.
-        let p = self
-            .entries
-            .as_ptr()
-            .cast::<u8>()
-            .wrapping_add(i.wrapping_mul(std::mem::size_of::<Entry>()))
-            .wrapping_add(offset);
-        crate::core::prefetch::line(p);
+        crate::core::prefetch::line(nth_addr(&self.entries, i).wrapping_add(offset));
     }
 
     /// The entity and slot at table position `i` (`i < len()`), the slot
@@ -143,20 +190,23 @@ impl Slots {
     }
 
     /// Adds or replaces the slot of `entity`.
-    pub(super) fn insert(&mut self, entity: EntityId, slot: Slot) {
-        if let Some(s) = self.get_mut(&entity) {
-            *s = slot;
+    pub(super) fn insert(&mut self, entity: EntityId, slot: Slot, cold: SlotCold) {
+        if let Some(s) = self.both_mut(&entity) {
+            *s.hot = slot;
+            *s.cold = cold;
             return;
         }
         let i = u32::try_from(self.entries.len()).expect("views hold far fewer than 2^32 entities");
         self.entries.push(Entry { id: entity, slot });
+        self.cold.push(cold);
         self.index.insert(entity, i);
     }
 
     /// Removes the slot of `entity`; the last slot takes its place.
-    pub(super) fn remove(&mut self, entity: &EntityId) -> Option<Slot> {
+    pub(super) fn remove(&mut self, entity: &EntityId) -> Option<(Slot, SlotCold)> {
         let i = self.index.remove(entity)? as usize;
         let Entry { id, slot } = self.entries.swap_remove(i);
+        let cold = self.cold.swap_remove(i);
         debug_assert_eq!(id, *entity);
         if let Some(moved) = self.entries.get(i) {
             *self
@@ -164,12 +214,20 @@ impl Slots {
                 .get_mut(&moved.id)
                 .expect("every entry is indexed") = i as u32;
         }
-        Some(slot)
+        Some((slot, cold))
     }
 
     /// The slots in table order.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&EntityId, &Slot)> + Clone + '_ {
         self.entries.iter().map(|en| (&en.id, &en.slot))
+    }
+
+    /// Both parts of every slot, in table order.
+    pub(super) fn iter_both(&self) -> impl Iterator<Item = (&EntityId, &Slot, &SlotCold)> + '_ {
+        self.entries
+            .iter()
+            .zip(&self.cold)
+            .map(|(en, c)| (&en.id, &en.slot, c))
     }
 
     /// The slots in table order, mutable.
@@ -194,6 +252,7 @@ impl Slots {
     /// keys.
     pub(super) fn verify(&self) {
         assert_eq!(self.index.len(), self.entries.len(), "slot index size");
+        assert_eq!(self.cold.len(), self.entries.len(), "a cold part per slot");
         for (i, en) in self.entries.iter().enumerate() {
             let e = en.id;
             assert_eq!(self.index.get(&e), Some(&(i as u32)), "{e} indexed");
@@ -222,6 +281,35 @@ impl<'a> IntoIterator for &'a Slots {
     }
 }
 
+/// Prefetches cold parts by position ([`Slots::cold_prefetcher`]): holds
+/// only an address, never read through.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ColdPrefetch {
+    base: *const u8,
+}
+
+impl ColdPrefetch {
+    /// Starts fetching the cold part at table position `i`.
+    #[inline]
+    pub(super) fn line(self, i: usize) {
+        crate::core::prefetch::line(
+            self.base
+                .wrapping_add(i.wrapping_mul(std::mem::size_of::<SlotCold>())),
+        );
+    }
+}
+
+/// The address of `v[i]`, in range or not: only ever handed to a
+/// prefetch. No bounds check: a walk asks for slots past the table's end
+/// near its end, and a prefetch of any address is harmless; the address is
+/// worked out with wrapping arithmetic (never an out-of-bounds `add`).
+#[inline]
+fn nth_addr<T>(v: &[T], i: usize) -> *const u8 {
+    v.as_ptr()
+        .cast::<u8>()
+        .wrapping_add(i.wrapping_mul(std::mem::size_of::<T>()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,19 +318,22 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn slot(last: u64) -> Slot {
-        Slot::new(Some(0), SlotState::Live, last)
+        Slot::new(SlotState::Live, last)
     }
 
-    /// The entry is two lines, 64-byte aligned, and the slot's hot part
-    /// shares the first line with the id; prefetching any slot (in range or
-    /// not) changes nothing.
+    fn cold() -> SlotCold {
+        SlotCold::new(Some(0))
+    }
+
+    /// The entry (id and hot part) is one line, 64-byte aligned; prefetching
+    /// any slot, either part (in range or not), changes nothing.
     #[test]
     fn entries_are_line_aligned_and_prefetch_is_harmless() {
         assert_eq!(std::mem::align_of::<Entry>(), 64);
         assert_eq!(std::mem::offset_of!(Entry, slot), 8);
         let mut slots = Slots::default();
         for e in 0..20 {
-            slots.insert(EntityId(e), slot(e));
+            slots.insert(EntityId(e), slot(e), cold());
         }
         for (i, _) in slots.iter().enumerate() {
             let p = std::ptr::from_ref(&slots.entries[i]) as usize;
@@ -253,10 +344,15 @@ mod tests {
             slots.prefetch_cold(i);
             slots.prefetch_whole(i);
         }
+        let prefetch = slots.cold_prefetcher();
+        for i in [0, 7, 19, 20, 1000, usize::MAX] {
+            prefetch.line(i);
+        }
         let empty = Slots::default();
         empty.prefetch(0);
         empty.prefetch_cold(3);
         empty.prefetch_whole(5);
+        empty.cold_prefetcher().line(2);
         slots.verify();
         assert_eq!(slots.get(&EntityId(7)).map(|s| s.last), Some(7));
     }
@@ -267,37 +363,50 @@ mod tests {
     #[test]
     fn slot_setters_keep_the_hot_fields_true() {
         use crate::core::view::observer::Pending;
-        let mut s = slot(1);
+        let (mut hot, mut c) = (slot(1), cold());
+        let mut s = SlotMut {
+            hot: &mut hot,
+            cold: &mut c,
+        };
         s.set_q([1, 2, 3]);
-        assert_eq!(s.pending(), None);
-        assert!(s
-            .replace_pending(Pending {
-                q: [4, 5, 6],
-                yaw: 7
-            })
-            .is_none());
+        assert_eq!(s.hot.pending(), None);
+        let p = Pending {
+            q: [4, 5, 6],
+            yaw: 7,
+        };
+        assert!(s.hot.replace_pending(p).is_none());
         s.set_q([8, 9, 10]);
-        assert_eq!(
-            s.pending(),
-            Some(Pending {
-                q: [4, 5, 6],
-                yaw: 7
-            }),
-            "set_q keeps the pending"
-        );
-        assert_eq!(
-            s.take_pending(),
-            Some(Pending {
-                q: [4, 5, 6],
-                yaw: 7
-            })
-        );
-        assert!(!s.has_pending());
-        assert_eq!(s.q(), [8, 9, 10]);
+        assert_eq!(s.hot.pending(), Some(p), "set_q keeps the pending");
+        assert_eq!(s.take_pending(), Some(p));
+        assert!(!s.hot.has_pending());
+        assert_eq!(s.cold.q(), [8, 9, 10]);
         s.set_stale(0b101);
-        assert_eq!(s.stale(), 0b101);
+        assert_eq!(s.cold.stale(), 0b101);
         s.set_stale(0);
-        assert_eq!(s.stale(), 0);
+        assert_eq!(s.cold.stale(), 0);
+    }
+
+    /// Both parts move together: after removals (the last slot swapped into
+    /// the hole) each entity still finds its own cold part.
+    #[test]
+    fn the_cold_parts_follow_their_slots_through_removals() {
+        let mut slots = Slots::default();
+        for e in 0..10u32 {
+            slots.insert(
+                EntityId(u64::from(e)),
+                slot(u64::from(e)),
+                SlotCold::new(Some(e)),
+            );
+        }
+        for e in [0u64, 4, 9, 5] {
+            let (hot, c) = slots.remove(&EntityId(e)).expect("present");
+            assert_eq!((hot.last, c.handle), (e, Some(e as u32)));
+        }
+        for (e, hot, c) in slots.iter_both() {
+            assert_eq!(hot.last, e.0);
+            assert_eq!(c.handle, Some(e.0 as u32), "{e}'s cold part");
+        }
+        slots.verify();
     }
 
     proptest! {
@@ -310,10 +419,10 @@ mod tests {
             for (insert, e, v) in ops {
                 let e = EntityId(e);
                 if insert {
-                    slots.insert(e, slot(v));
+                    slots.insert(e, slot(v), cold());
                     model.insert(e, v);
                 } else {
-                    prop_assert_eq!(slots.remove(&e).map(|s| s.last), model.remove(&e));
+                    prop_assert_eq!(slots.remove(&e).map(|(s, _)| s.last), model.remove(&e));
                 }
                 slots.verify();
                 prop_assert_eq!(slots.len(), model.len());

@@ -297,7 +297,11 @@ fn bad_blobs_are_typed_errors() {
     let o = Observer::decode_blob(OWNER, p, &ok).expect("valid");
     assert_eq!(o.handle_of(EntityId(5)), Some(1));
     assert_eq!(o.client_version(EntityId(5)), Some(3));
-    assert_eq!(o.slots[&EntityId(5)].stale(), 4, "stale detail travels");
+    assert_eq!(
+        o.slots.cold(&EntityId(5)).map(|c| c.stale()),
+        Some(4),
+        "stale detail travels"
+    );
     let mut back = Vec::new();
     o.encode_blob(&mut back);
     assert_eq!(back, ok, "round trip");
