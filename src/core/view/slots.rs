@@ -17,10 +17,9 @@
 //! line with the entity id) and the cold part ([`SlotCold`]: what a send,
 //! snapshot or catch-up reads). A flush streams only the hot lines of its
 //! whole view and the cold records of the slots that send: at 5,000
-//! clients the pull waited on the second line of every slot (the line
-//! fill buffers full of slot lines, the head prefetches queued behind
-//! them), and the slot tables of all the observers, half of them cold
-//! bytes, pushed the cell's shared heads out of the core's cache.
+//! clients the pull waited on its look-ahead loads with the slots' second
+//! lines queued before them, and half of the 38 MB of slot tables it
+//! streamed was bytes only the few sends read.
 //!
 //! Owns only the table; knows nothing of versions, budgets or the wire.
 
@@ -146,7 +145,7 @@ impl Slots {
     #[inline]
     pub(super) fn cold_prefetcher(&self) -> ColdPrefetch {
         ColdPrefetch {
-            base: nth_addr(&self.cold, 0),
+            base: self.cold.as_ptr().cast(),
         }
     }
 
@@ -292,10 +291,7 @@ impl ColdPrefetch {
     /// Starts fetching the cold part at table position `i`.
     #[inline]
     pub(super) fn line(self, i: usize) {
-        crate::core::prefetch::line(
-            self.base
-                .wrapping_add(i.wrapping_mul(std::mem::size_of::<SlotCold>())),
-        );
+        crate::core::prefetch::line(offset_addr::<SlotCold>(self.base, i));
     }
 }
 
@@ -305,9 +301,13 @@ impl ColdPrefetch {
 /// worked out with wrapping arithmetic (never an out-of-bounds `add`).
 #[inline]
 fn nth_addr<T>(v: &[T], i: usize) -> *const u8 {
-    v.as_ptr()
-        .cast::<u8>()
-        .wrapping_add(i.wrapping_mul(std::mem::size_of::<T>()))
+    offset_addr::<T>(v.as_ptr().cast(), i)
+}
+
+/// The address of the `i`-th `T` from `base` (see [`nth_addr`]).
+#[inline]
+fn offset_addr<T>(base: *const u8, i: usize) -> *const u8 {
+    base.wrapping_add(i.wrapping_mul(std::mem::size_of::<T>()))
 }
 
 #[cfg(test)]
