@@ -507,23 +507,24 @@ impl CellHost {
                 // order, and nothing reads proxies until the tick's
                 // deliveries are done, so only the queue's round trip is
                 // saved (a 112-byte item written and read back per batch).
-                let o = match o {
-                    Outgoing {
-                        to: Dest::Proxy(e),
-                        msg: Msg::Proxy(m),
-                    } => match self.hand_to_local_proxy(now, e, m) {
-                        Ok(()) => {
-                            self.counters.local += 1;
-                            continue;
-                        }
-                        Err(m) => Outgoing {
+                let Outgoing {
+                    to: Dest::Proxy(e),
+                    msg: Msg::Proxy(m),
+                } = o
+                else {
+                    self.route(WireSource::Cell(id), o);
+                    continue;
+                };
+                match self.hand_to_local_proxy(now, e, m) {
+                    Ok(()) => self.counters.local += 1,
+                    Err(m) => {
+                        let back = Outgoing {
                             to: Dest::Proxy(e),
                             msg: Msg::Proxy(m),
-                        },
-                    },
-                    o => o,
-                };
-                self.route(WireSource::Cell(id), o);
+                        };
+                        self.route(WireSource::Cell(id), back);
+                    }
+                }
             }
         }
         self.scratch_cells = ids;

@@ -129,7 +129,7 @@ impl Slots {
     /// follows well.
     #[inline]
     pub(super) fn prefetch(&self, i: usize) {
-        self.prefetch_at(i, 0);
+        crate::core::prefetch::line(nth_addr(&self.entries, i));
     }
 
     /// Starts fetching the cold part of the slot at `i` (what a send
@@ -137,11 +137,12 @@ impl Slots {
     /// them, so their misses overlap.
     #[inline]
     pub(super) fn prefetch_cold(&self, i: usize) {
-        crate::core::prefetch::line(nth_addr(&self.cold, i));
+        self.cold_prefetcher().line(i);
     }
 
     /// What prefetches the cold parts while the hot ones are borrowed (a
-    /// walk over [`Slots::iter_mut`]); valid until the table changes size.
+    /// walk over [`Slots::iter_mut`]); aimed at the cold parts as they lie
+    /// now (after the table grows it fetches stale lines, harmlessly).
     #[inline]
     pub(super) fn cold_prefetcher(&self) -> ColdPrefetch {
         ColdPrefetch {
@@ -160,12 +161,6 @@ impl Slots {
     pub(super) fn prefetch_whole(&self, i: usize) {
         self.prefetch(i);
         self.prefetch_cold(i);
-    }
-
-    #[inline]
-    fn prefetch_at(&self, i: usize, offset: usize) {
-        debug_assert!(offset < std::mem::size_of::<Entry>());
-        crate::core::prefetch::line(nth_addr(&self.entries, i).wrapping_add(offset));
     }
 
     /// The entity and slot at table position `i` (`i < len()`), the slot
