@@ -58,7 +58,7 @@ for shards in $SHARDS; do
       fi
       eval "$LG_PIN $LG --bots $BOTS --threads $LG_THREADS --duration $DURATION --ramp 5s \
         --server 127.0.0.1:$port --server-admin 127.0.0.1:$((port + 1000)) \
-        --server-pid $pid $sets $EXTRA $LG_EXTRA --json $OUT/$name.json" >"$OUT/$name.log" 2>&1 || true
+        --server-pid $pid --shards $shards $sets $EXTRA $LG_EXTRA --json $OUT/$name.json" >"$OUT/$name.log" 2>&1 || true
       kill -TERM "$pid" 2>/dev/null || true
       wait "$pid" || true
       # A `cargo test --release` leaves target/release/tessera built with the

@@ -64,7 +64,7 @@ separate() {
   fi
   local rc=0
   eval "$LG_PIN ./target/release/loadgen --bots $1 --threads $LG_THREADS --duration $DURATION --ramp $3 \
-    --server $LISTEN --server-admin $ADMIN --server-pid $pid $sets $EXTRA \
+    --server $LISTEN --server-admin $ADMIN --server-pid $pid --shards $2 $sets $EXTRA \
     --json $OUT/$4.json" >"$OUT/$4.log" 2>&1 || rc=$?
   kill -TERM "$pid" 2>/dev/null || true
   wait "$pid" || true

@@ -41,6 +41,31 @@ fn initial_tree_puts_cells_round_robin_on_shards() {
     assert!(shards.contains(&0) && shards.contains(&1), "{shards:?}");
 }
 
+/// `server.initial_cells = 0` (the default) is one cell per shard, as many
+/// as the world has room for: never refused for want of room.
+#[test]
+fn the_default_cut_is_one_cell_per_shard_as_room_allows() {
+    let c = config(0);
+    for (shards, cells) in [(1, 1), (2, 2), (3, 2), (8, 2)] {
+        let tree = initial_tree(&c, 0, shards).expect("always fits");
+        assert_eq!(tree.cell_count(), cells, "{shards} shards in 480 x 240 m");
+        let mut on: Vec<u16> = tree.leaves().map(|l| l.shard.index).collect();
+        on.sort_unstable();
+        on.dedup();
+        assert_eq!(on.len(), cells, "one cell per shard: {on:?}");
+    }
+    let big = Config::load(
+        None,
+        &[
+            "world.max_x_m=2000.0".to_owned(),
+            "world.max_z_m=2000.0".to_owned(),
+        ],
+    )
+    .expect("valid");
+    assert_eq!(initial_tree(&big, 0, 3).expect("fits").cell_count(), 3);
+    assert_eq!(big.server.initial_cells, 0, "the embedded default");
+}
+
 #[test]
 fn npcs_migrate_across_shards_and_shutdown_joins() {
     let npcs = 24;

@@ -92,7 +92,15 @@ pub fn auto_sets(cli: &Cli, config: &Config) -> Vec<String> {
     } else {
         scenario::auto_world
     };
-    let (w, d, cells) = world(cli.bots, cli.in_view, config.aoi.radius_m, min_side);
+    let (w, d, room) = world(cli.bots, cli.in_view, config.aoi.radius_m, min_side);
+    // The cells the world has room for where the scenario is about a
+    // border (the patrol's, the crowd's split); elsewhere the server's
+    // default, one cell per shard: a shard's cells of one space only add
+    // borders to its work.
+    let cells = match cli.scenario {
+        Scenario::BorderPatrol | Scenario::Hotspot => room,
+        _ => 0,
+    };
     let spawn = if cli.scenario == Scenario::BorderPatrol {
         "center"
     } else {
@@ -749,6 +757,31 @@ pub(crate) mod tests {
         let mut all = vec!["loadgen"];
         all.extend_from_slice(args);
         Cli::try_parse_from(all).expect("valid args")
+    }
+
+    /// The auto world is cut one cell per shard (the server's default),
+    /// except where the scenario is about a border; and loadgen's own map
+    /// of the cells is the server's.
+    #[test]
+    fn the_auto_world_is_one_cell_per_shard_unless_about_a_border() {
+        let cells = |args: &[&str]| {
+            let c = server_config(&cli(args)).expect("valid");
+            let (_, map) = scenario_params(&cli(args), &c).expect("layout");
+            (c.server.initial_cells, map.len())
+        };
+        assert_eq!(cells(&["--bots", "5000", "--shards", "1"]), (0, 1));
+        assert_eq!(cells(&["--bots", "5000", "--shards", "2"]), (0, 2));
+        let patrol = [
+            "--bots",
+            "5000",
+            "--shards",
+            "1",
+            "--scenario",
+            "border-patrol",
+        ];
+        assert_eq!(cells(&patrol), (4, 4));
+        let hotspot = ["--bots", "2000", "--shards", "1", "--scenario", "hotspot"];
+        assert_eq!(cells(&hotspot), (2, 2));
     }
 
     #[test]

@@ -78,9 +78,9 @@ pub struct ScenarioParams {
 
 /// A world holding `bots` so that about `in_view` others are within
 /// `aoi_radius_m` of each (area `bots * pi r^2 / in_view`), with room for
-/// its initial cells of side `min_cell_side_m`: a square split into 4 cells
-/// when the area allows, else `2 x min_cell_side_m` wide and split into 2.
-/// Returns `(width, depth, initial_cells)`.
+/// cells of side `min_cell_side_m`: a square with room for 4 cells when the
+/// area allows, else `2 x min_cell_side_m` wide with room for 2. Returns
+/// `(width, depth, cells it has room for)` (the border scenarios' layout).
 pub fn auto_world(
     bots: u32,
     in_view: f64,
@@ -279,6 +279,16 @@ impl CellMap {
     /// The layout `cells` with the migration margin `margin_m`.
     pub fn new(cells: Vec<Rect>, margin_m: f64) -> Self {
         CellMap { cells, margin_m }
+    }
+
+    /// Cells in the map.
+    pub fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// True with no cell.
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
     }
 
     /// The cell holding `pos` (half-open rects), if any.

@@ -312,7 +312,6 @@ mod tests {
                 "admin.viewer_stream_period_ms=5",
                 "admin.viewer_stream_period_ms",
             ),
-            ("server.initial_cells=0", "server.initial_cells"),
             ("server.npc_speed_mps=-1.0", "server.npc_speed_mps"),
             ("gateway.listen_addr=\"nowhere\"", "gateway.listen_addr"),
             ("gateway.frame_bytes_max=8", "gateway.frame_bytes_max"),

@@ -493,7 +493,8 @@ impl AdminConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
-    /// Cells the space tree is split into at start (round-robin on shards).
+    /// Cells the space tree is split into at start (round-robin on shards);
+    /// 0 = one per shard, as many as the world has room for (the default).
     pub initial_cells: u32,
     /// NPC wanderers spawned at start, spread over the world.
     pub npcs: u32,
@@ -506,7 +507,6 @@ pub struct ServerConfig {
 
 impl ServerConfig {
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        at_least("server.initial_cells", u64::from(self.initial_cells), 1)?;
         if !(self.npc_speed_mps.is_finite() && self.npc_speed_mps >= 0.0) {
             return Err(invalid(
                 "server.npc_speed_mps",

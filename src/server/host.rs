@@ -169,13 +169,21 @@ pub fn entity_shard(e: EntityId) -> u16 {
 }
 
 /// Builds the initial tree: `cells` leaves by repeated splits of the largest
-/// leaf (alternating axes), leaf `i` on shard `i % shards`.
+/// leaf (alternating axes), leaf `i` on shard `i % shards`. `cells` 0
+/// (`server.initial_cells`' default) is one cell per shard, as many as the
+/// world has room for: cells of one space on one shard only add borders
+/// (ghosts, their syncs, migrations) to the shard's work.
 ///
 /// # Errors
-/// [`HostError::Space`] if the tree refuses a split (world too small).
+/// [`HostError::Space`] if the tree refuses a split (world too small for
+/// the `cells` asked for).
 pub fn initial_tree(config: &Config, cells: u32, shards: u16) -> Result<SpaceTree, HostError> {
-    crate::core::space::initial_tree(config.world.bounds(), config.space_params(), cells, shards)
-        .map_err(|e| HostError::Space(e.to_string()))
+    let (world, params) = (config.world.bounds(), config.space_params());
+    match cells {
+        0 => crate::core::space::fitting_tree(world, params, u32::from(shards.max(1)), shards),
+        n => crate::core::space::initial_tree(world, params, n, shards),
+    }
+    .map_err(|e| HostError::Space(e.to_string()))
 }
 
 /// Host counters (exported as metrics).

@@ -4,6 +4,10 @@
 //! the middle (a `Split` then a `Rebalance`), so 4 cells are 4 quadrants;
 //! leaf `i` on shard `i % shards`.
 //!
+//! [`initial_tree`] makes exactly `cells` or refuses; [`fitting_tree`]
+//! stops early when the world has no room for another cell (the default
+//! layout, one cell per shard, asks for as many as fit).
+//!
 //! Owns only this construction; must not hold state.
 
 use super::change::{ChangeOp, SpaceChange, SplitDirection};
@@ -25,6 +29,34 @@ pub fn initial_tree(
     cells: u32,
     shards: u16,
 ) -> Result<SpaceTree, SpaceError> {
+    build(world, params, cells, shards, false)
+}
+
+/// As [`initial_tree`], but with at most `cells` leaves: it stops at the
+/// first leaf too small to halve (`2 x min_cell_side_m` along its longer
+/// side), so it is never refused for want of room (at least one cell).
+///
+/// # Errors
+/// A [`SpaceError`] when the world or params are refused.
+pub fn fitting_tree(
+    world: Rect,
+    params: SpaceParams,
+    cells: u32,
+    shards: u16,
+) -> Result<SpaceTree, SpaceError> {
+    build(world, params, cells, shards, true)
+}
+
+/// Slack on the room test of [`fitting_tree`] (as the tree's own check).
+const ROOM_TOLERANCE_M: f64 = 1e-6;
+
+fn build(
+    world: Rect,
+    params: SpaceParams,
+    cells: u32,
+    shards: u16,
+    fitting: bool,
+) -> Result<SpaceTree, SpaceError> {
     let mut tree = SpaceTree::new(world, params, CellId(0), ShardId::local(0))?;
     for i in 1..cells {
         let largest = tree
@@ -38,6 +70,10 @@ pub fn initial_tree(
         } else {
             SplitDirection::MaxZ
         };
+        let side = largest.rect.width().max(largest.rect.depth());
+        if fitting && side + ROOM_TOLERANCE_M < 2.0 * params.min_cell_side_m {
+            break;
+        }
         let change = SpaceChange {
             version: tree.version(),
             op: ChangeOp::Split {
@@ -113,5 +149,30 @@ mod tests {
             1
         )
         .is_err());
+    }
+
+    /// The fitting cut makes what was asked where there is room, and stops
+    /// at the first leaf too small to halve where there is not.
+    #[test]
+    fn the_fitting_cut_stops_where_the_world_has_no_room() {
+        let p = SpaceParams::for_ghost_radius(60.0);
+        let big = Rect::new(0.0, 0.0, 2000.0, 2000.0);
+        let exact = initial_tree(big, p, 4, 2).unwrap();
+        let fit = fitting_tree(big, p, 4, 2).unwrap();
+        assert_eq!(fit.cell_count(), 4);
+        let rects = |t: &SpaceTree| {
+            t.leaves()
+                .map(|l| (l.cell, l.rect, l.shard))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(rects(&fit), rects(&exact), "the same cut as the exact one");
+        // 480 x 240 halves once (two 240 m cells), then no more.
+        let strip = Rect::new(0.0, 0.0, 480.0, 240.0);
+        assert!(initial_tree(strip, p, 3, 3).is_err());
+        assert_eq!(fitting_tree(strip, p, 3, 3).unwrap().cell_count(), 2);
+        // Too small for two: one cell, not an error.
+        let small = Rect::new(0.0, 0.0, 300.0, 300.0);
+        assert_eq!(fitting_tree(small, p, 4, 4).unwrap().cell_count(), 1);
+        assert_eq!(fitting_tree(small, p, 1, 1).unwrap().cell_count(), 1);
     }
 }

@@ -10,7 +10,7 @@
 //! - `load.rs`: [`LoadBook`], smoothed per-cell loads and per-axis sorted
 //!   entity samples.
 //! - `balance.rs`: the policy ([`decide`] and its parts).
-//! - `initial.rs`: [`initial_tree`], the starting cut every replica builds.
+//! - `initial.rs`: [`initial_tree`] and [`fitting_tree`], the starting cut every replica builds.
 //! - `params.rs`: [`SpaceParams`], [`BalanceParams`].
 //! - `service.rs`: [`SpaceService`], the balancer state machine (gather,
 //!   decide, broadcast versioned changes, drive merges).
@@ -40,7 +40,7 @@ pub use balance::{
 };
 pub use change::{ChangeOp, SpaceChange, SplitDirection};
 pub use error::SpaceError;
-pub use initial::initial_tree;
+pub use initial::{fitting_tree, initial_tree};
 pub use instances::{
     EnterTarget, InstanceError, InstanceEvent, InstanceParams, Instances, Placement, SpaceKind,
     SpaceTypeConfig,
