@@ -24,11 +24,15 @@
 //! reports, can be cut in some direction, its smoothed load is at least
 //! `split_cell_load_min` and its shard's load at least
 //! `split_shard_load_min`; the most loaded such leaf wins. The new cell goes
-//! on the least loaded shard. With one shard the direction is the seed's:
-//! the one whose `min_cell_side_m` strip holds the most entity-sample load,
-//! with the direction parallel to and touching the parent's cut weighted by
-//! `split_same_direction_factor` (seed: x0.5); with no samples, the low end
-//! of the longer side. With two or more shards a split must pay for its
+//! on the least loaded shard, never on the cell's own: a split on the same
+//! shard offloads nothing and adds a border (the ghosts of every real near
+//! it, their syncs, the migrations: 15-17 % of a one-shard server at 5,000
+//! clients, 4 cells against 1), so a server with one shard never splits.
+//! The seed's direction rule ([`split_direction`]: the direction whose
+//! `min_cell_side_m` strip holds the most entity-sample load, the one
+//! parallel to and touching the parent's cut weighted by
+//! `split_same_direction_factor`, seed: x0.5; with no samples, the low end
+//! of the longer side) breaks ties. A split must pay for its
 //! migrations ([`gainful_direction`]): the load a direction moves is the
 //! cell's load times the strip's share of its samples ([`split_shares`]);
 //! the direction leaving the busier of the two shards least loaded wins
@@ -71,6 +75,9 @@
 //! - Splits and merges are load-aware (the two sections above): no split
 //!   that only moves a hot spot, the merged cell on the less loaded shard,
 //!   and a hysteresis band between the split and merge thresholds.
+//! - No split onto the cell's own shard, so none on a one-shard server (the
+//!   seed splits onto the least loaded server even when that is the cell's
+//!   own: a border on one core with nothing offloaded).
 //!
 //! Must not mutate the caller's tree or book; only [`Damping`] carries state
 //! between rounds, and only on the caller's say.
@@ -374,15 +381,12 @@ pub fn pick_split(
         if !shards.iter().any(|s| s.shard == leaf.shard) || hot < params.split_shard_load_min {
             continue;
         }
-        let direction = if shards.len() < 2 {
-            split_direction(tree, loads, leaf.cell, params)
-        } else if leaf.shard == new_shard {
-            // Onto its own shard: nothing is offloaded.
-            None
-        } else {
-            gainful_direction(tree, loads, leaf.cell, params, hot, cold)
-        };
-        let Some(direction) = direction else {
+        // Onto its own shard (always so with one shard): nothing is
+        // offloaded, and the new border costs the shard its ghosts.
+        if leaf.shard == new_shard {
+            continue;
+        }
+        let Some(direction) = gainful_direction(tree, loads, leaf.cell, params, hot, cold) else {
             continue;
         };
         if best.is_none_or(|(_, _, l)| c.smoothed() > l) {
@@ -853,10 +857,12 @@ mod tests {
             gainful_direction(&t, &book, CellId(1), &params, 1.0, 0.5),
             Some(SplitDirection::MinX)
         );
-        // Onto its own shard nothing is gained.
+        // Onto its own shard nothing is gained: not with two shards, nor
+        // with one (the seed would split there too, for granularity; on
+        // one core it only adds a border).
         assert_eq!(pick_split(&t, &book, &shards(&[0.9, 1.0]), &params), None);
-        // A single shard splits as the seed does (granularity).
-        assert!(pick_split(&t, &book, &shards(&[1.0]), &params).is_some());
+        assert_eq!(pick_split(&t, &book, &shards(&[1.0]), &params), None);
+        assert!(pick_split(&t, &book, &shards(&[1.0, 0.0]), &params).is_some());
     }
 
     fn split_pair() -> SpaceTree {
