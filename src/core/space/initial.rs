@@ -13,7 +13,7 @@
 use super::change::{ChangeOp, SpaceChange, SplitDirection};
 use super::error::SpaceError;
 use super::params::SpaceParams;
-use super::tree::{NodeKind, SpaceTree};
+use super::tree::{NodeKind, SpaceTree, SIDE_TOLERANCE_M};
 use crate::core::geom::Rect;
 use crate::core::ids::{CellId, ShardId};
 
@@ -47,9 +47,6 @@ pub fn fitting_tree(
     build(world, params, cells, shards, true)
 }
 
-/// Slack on the room test of [`fitting_tree`] (as the tree's own check).
-const ROOM_TOLERANCE_M: f64 = 1e-6;
-
 fn build(
     world: Rect,
     params: SpaceParams,
@@ -70,8 +67,9 @@ fn build(
         } else {
             SplitDirection::MaxZ
         };
-        let side = largest.rect.width().max(largest.rect.depth());
-        if fitting && side + ROOM_TOLERANCE_M < 2.0 * params.min_cell_side_m {
+        // Halved along the longer side: two legal cells, or no room left.
+        let side = largest.rect.side(direction.axis());
+        if fitting && side + SIDE_TOLERANCE_M < 2.0 * params.min_cell_side_m {
             break;
         }
         let change = SpaceChange {
