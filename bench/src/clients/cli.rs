@@ -5,7 +5,7 @@
 //! Owns argument parsing and dispatch only.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::driver::{LoadPlan, LoadWait, Peer};
 use super::epoll_server::BarePlan;
@@ -86,6 +86,17 @@ pub struct Cli {
     /// which a server ticking every 50 ms can bias (needs `perf`).
     #[arg(long)]
     pub perf_split: bool,
+    /// Also list, for each row, the N kernel functions the servers' kernel
+    /// part went to (inclusive µs per client-second, each server's median,
+    /// from `perf record -g`; implies `--perf-split`): where tessera's
+    /// kernel part differs from the floor's. 0: none.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub kernel_top: usize,
+    /// Keep each run's perf data (`<server>-<clients>-<pid>.perf.data`) in
+    /// this directory, created if missing, for `perf report -i` by hand
+    /// (implies `--perf-split`).
+    #[arg(long, value_name = "DIR")]
+    pub perf_keep: Option<std::path::PathBuf>,
     /// A tessera config override, `KEY=VALUE` as the server's `--set`
     /// takes it (repeatable; applied after the bench's own settings):
     /// tuning knobs measured against the same floor, e.g.
@@ -298,9 +309,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         own_buffers: cli.bare_own_buffers,
         phases: cli.bare_phases as usize,
         load_wait: cli.load_wait,
-        perf_split: cli.perf_split,
+        perf_split: cli.perf_split || cli.kernel_top > 0 || cli.perf_keep.is_some(),
+        kernel_top: cli.kernel_top,
+        perf_keep: cli.perf_keep.clone(),
         tessera_sets: cli.tessera_sets.clone(),
     };
+    if let Some(dir) = &o.perf_keep {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("--perf-keep {}: {e}", dir.display()))?;
+    }
     if o.perf_split {
         super::perf_split::check()?;
     }
@@ -335,12 +352,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         o.server_cpu, o.load_cpu, o.window_s, o.repeats, o.clients
     );
     let samples = orchestrate::run_all(&o, &kinds);
-    let rows: Vec<_> = o
+    let mut rows: Vec<_> = o
         .clients
         .iter()
         .map(|&n| orchestrate::row(n, &samples))
         .collect();
     println!("{}", orchestrate::table(&rows));
+    if o.kernel_top > 0 {
+        for (row, &n) in rows.iter_mut().zip(&o.clients) {
+            let fns = super::kernel_fns::rows(n, &samples, o.kernel_top);
+            println!("{}", super::kernel_fns::table(n, &fns));
+            row["kernel_functions"] = Value::Array(fns);
+        }
+    }
     println!(
         "{}",
         json!({"bench": "clients", "rows": rows, "window_s": o.window_s, "repeats": o.repeats,

@@ -16,6 +16,7 @@
 pub mod cli;
 pub mod driver;
 pub mod epoll_server;
+pub mod kernel_fns;
 pub mod orchestrate;
 pub mod perf_split;
 pub mod stand_in;

@@ -82,6 +82,11 @@ pub struct RunOpts {
     /// The kernel/user split from perf samples (`--perf-split`), not the
     /// scheduler ticks of `/proc`.
     pub perf_split: bool,
+    /// With call graphs: the kernel functions each server's kernel part
+    /// went to, this many listed per row (`--kernel-top`; 0: none).
+    pub kernel_top: usize,
+    /// Keep each run's perf data in this directory (`--perf-keep`).
+    pub perf_keep: Option<std::path::PathBuf>,
     /// How the load waits (`--load-wait`).
     pub load_wait: super::driver::LoadWait,
     /// tessera's config overrides (`--tessera-set`), `KEY=VALUE`.
@@ -132,6 +137,11 @@ pub struct Sample {
     pub refused: u64,
     /// Connections closed during the window (either side saw it).
     pub closed: u64,
+    /// With `--kernel-top`: the kernel functions of the window, inclusive
+    /// µs per client-second (`perf_split::kernel_functions` times
+    /// `us_per_client_s`), largest first.
+    #[serde(skip)]
+    pub kernel_fns: Vec<(String, f64)>,
 }
 
 /// A child process whose stdout lines (`ready {..}`, `stat {..}`) a thread
@@ -317,7 +327,19 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
     let w0 = sys::process_sched_ns(server.pid()).map_or(0, |s| s.1);
     let lw0 = sys::process_sched_ns(load.pid()).map_or(0, |s| s.1);
     let perf = if o.perf_split {
-        Some(perf_split::Recording::start(server.pid(), o.window_s)?)
+        let keep = (o.perf_keep.as_ref()).map(|dir| {
+            dir.join(format!(
+                "{}-{clients}-{}.perf.data",
+                kind.role(),
+                server.pid()
+            ))
+        });
+        Some(perf_split::Recording::start(
+            server.pid(),
+            o.window_s,
+            o.kernel_top > 0,
+            keep,
+        )?)
     } else {
         None
     };
@@ -326,9 +348,9 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
     let (us1, d1, t1) = (server.user_sys_s()?, load.cpu_s()?, Instant::now());
     let (c0, c1) = (us0.0 + us0.1, us1.0 + us1.1);
     // The kernel's part: perf's share of the exact total, or the ticks'.
-    let kernel_share = perf.map(perf_split::Recording::finish).transpose()?;
-    let sys_s = match kernel_share {
-        Some(share) => share * (c1 - c0),
+    let split = perf.map(perf_split::Recording::finish).transpose()?;
+    let sys_s = match &split {
+        Some(sp) => sp.kernel_share * (c1 - c0),
         None => us1.1 - us0.1,
     };
     let w1 = sys::process_sched_ns(server.pid()).map_or(0, |s| s.1);
@@ -346,10 +368,14 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         num(&s1, "ticks_lost").saturating_sub(num(&s0, "ticks_lost"))
     };
     let closed = num(&l1, "closed").saturating_sub(num(&l0, "closed"));
+    let us_per_client_s = (c1 - c0) * 1e6 * per(1);
+    let kernel_fns = (split.map(|sp| sp.kernel_fns).unwrap_or_default().into_iter())
+        .map(|(name, share)| (name, share * us_per_client_s))
+        .collect();
     Ok(Sample {
         clients,
         moving,
-        us_per_client_s: (c1 - c0) * 1e6 * per(1),
+        us_per_client_s,
         server_core_pct: (c1 - c0) / wall * 100.0,
         server_user_over_sys: if sys_s > 0.0 {
             (c1 - c0 - sys_s) / sys_s
@@ -366,6 +392,7 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         ticks_lost: lost,
         refused: num(&s1, "refused").saturating_sub(num(&s0, "refused")),
         closed,
+        kernel_fns,
     })
 }
 
@@ -603,10 +630,10 @@ pub fn table(rows: &[Value]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn sample(clients: usize, us: f64, moving: u64) -> Sample {
+    pub(crate) fn sample(clients: usize, us: f64, moving: u64) -> Sample {
         Sample {
             clients,
             moving,
@@ -623,6 +650,7 @@ mod tests {
             ticks_lost: 0,
             refused: 0,
             closed: 0,
+            kernel_fns: Vec::new(),
         }
     }
 

@@ -11,6 +11,11 @@
 //! of samples per tick, so its share is the one to steer by; the absolute
 //! figure still comes from `/proc` (whose total is exact).
 //!
+//! With call graphs (`--kernel-top N`), the same recording also says which
+//! kernel functions the kernel part went to: each function's inclusive
+//! share of the samples (`perf report --children`), which the bench turns
+//! into µs per client-second beside the floor's (`kernel_fns`).
+//!
 //! Owns the `perf` child and its data file; knows nothing of servers.
 
 use std::path::PathBuf;
@@ -57,24 +62,54 @@ pub fn check() -> Result<(), PerfError> {
     }
 }
 
+/// A kernel function with its inclusive share of a recording's samples
+/// (0..=1: the samples in it or in what it called).
+pub type KernelFn = (String, f64);
+
+/// Below this inclusive share a kernel function is not listed (the report
+/// would otherwise name thousands).
+pub const KERNEL_FN_SHARE_MIN: f64 = 0.002;
+
+/// What one recording says.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Split {
+    /// The kernel's share of the samples (0..=1).
+    pub kernel_share: f64,
+    /// With call graphs: the kernel functions (inclusive shares, at least
+    /// [`KERNEL_FN_SHARE_MIN`]), largest first; else empty.
+    pub kernel_fns: Vec<KernelFn>,
+}
+
 /// A `perf record` of one process over one window.
 pub struct Recording {
     child: Child,
     path: PathBuf,
+    call_graph: bool,
+    keep: Option<PathBuf>,
 }
 
 impl Recording {
-    /// Starts sampling every thread of `pid` for `window_s` seconds.
+    /// Starts sampling every thread of `pid` for `window_s` seconds; with
+    /// `call_graph`, with call chains (for [`Split::kernel_fns`]). With
+    /// `keep`, the data file is moved there at the end instead of deleted
+    /// (for `perf report -i` by hand).
     ///
     /// # Errors
     /// [`PerfError::Missing`] if `perf` cannot be started.
-    pub fn start(pid: u32, window_s: f64) -> Result<Recording, PerfError> {
+    pub fn start(
+        pid: u32,
+        window_s: f64,
+        call_graph: bool,
+        keep: Option<PathBuf>,
+    ) -> Result<Recording, PerfError> {
         let path = std::env::temp_dir().join(format!(
             "tessera-clients-{}-{pid}.perf.data",
             std::process::id()
         ));
         let child = Command::new("perf")
-            .args(["record", "-q", "-F", &SAMPLE_HZ.to_string(), "-p"])
+            .args(["record", "-q", "-F", &SAMPLE_HZ.to_string()])
+            .args(call_graph.then_some("-g"))
+            .arg("-p")
             .arg(pid.to_string())
             .arg("-o")
             .arg(&path)
@@ -84,34 +119,70 @@ impl Recording {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(PerfError::Missing)?;
-        Ok(Recording { child, path })
+        Ok(Recording {
+            child,
+            path,
+            call_graph,
+            keep,
+        })
     }
 
-    /// Waits for the window's end; the kernel's share of the samples.
+    /// Waits for the window's end; what the samples say.
     ///
     /// # Errors
     /// [`PerfError`] if recording or reporting failed or found nothing.
-    pub fn finish(self) -> Result<f64, PerfError> {
-        let Recording { child, path } = self;
+    pub fn finish(self) -> Result<Split, PerfError> {
+        let Recording {
+            child,
+            path,
+            call_graph,
+            keep,
+        } = self;
         let out = child.wait_with_output().map_err(PerfError::Missing)?;
         let result = if out.status.success() {
-            report(&path)
+            split(&path, call_graph)
         } else {
             Err(PerfError::Failed {
                 what: "record",
                 stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
             })
         };
-        let _ = std::fs::remove_file(&path);
+        let kept = keep.is_some_and(|to| {
+            let moved = std::fs::rename(&path, &to).is_ok();
+            if moved {
+                eprintln!("clients: perf data kept in {}", to.display());
+            }
+            moved
+        });
+        if !kept {
+            let _ = std::fs::remove_file(&path);
+        }
         result
     }
 }
 
-fn report(path: &std::path::Path) -> Result<f64, PerfError> {
+fn split(path: &std::path::Path, call_graph: bool) -> Result<Split, PerfError> {
+    // Self shares by object (`--no-children`: with call graphs perf would
+    // print inclusive shares first).
+    let by_dso = perf_report(path, &["--no-children", "--sort", "dso"])?;
+    let kernel_share =
+        kernel_share(&by_dso).ok_or_else(|| PerfError::Empty(path.display().to_string()))?;
+    let kernel_fns = if call_graph {
+        kernel_functions(&perf_report(path, &["--children", "--sort", "sym"])?)
+    } else {
+        Vec::new()
+    };
+    Ok(Split {
+        kernel_share,
+        kernel_fns,
+    })
+}
+
+fn perf_report(path: &std::path::Path, how: &[&str]) -> Result<String, PerfError> {
     let out = Command::new("perf")
-        .args([
-            "report", "-q", "--stdio", "--sort", "dso", "-g", "none", "-i",
-        ])
+        .args(["report", "-q", "--stdio", "-g", "none"])
+        .args(how)
+        .arg("-i")
         .arg(path)
         .stdin(Stdio::null())
         .output()
@@ -122,8 +193,28 @@ fn report(path: &std::path::Path) -> Result<f64, PerfError> {
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         });
     }
-    kernel_share(&String::from_utf8_lossy(&out.stdout))
-        .ok_or_else(|| PerfError::Empty(path.display().to_string()))
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The kernel functions of `perf report --children --sort sym` output
+/// (lines `  45.12%   0.50%  [k] tcp_v4_rcv`: inclusive share, self
+/// share, `[k]` for the kernel), as inclusive shares (0..=1) of at least
+/// [`KERNEL_FN_SHARE_MIN`], largest first; user-space lines are skipped.
+pub fn kernel_functions(report: &str) -> Vec<KernelFn> {
+    let mut fns: Vec<KernelFn> = report
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.split_whitespace();
+            let children = parts.next()?.strip_suffix('%')?.parse::<f64>().ok()?;
+            parts.next()?.strip_suffix('%')?;
+            (parts.next()? == "[k]").then_some(())?;
+            let name = parts.collect::<Vec<_>>().join(" ");
+            let share = children / 100.0;
+            (!name.is_empty() && share >= KERNEL_FN_SHARE_MIN).then_some((name, share))
+        })
+        .collect();
+    fns.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    fns
 }
 
 /// The kernel's share of the samples in `perf report --sort dso` output
@@ -163,5 +254,22 @@ mod tests {
         assert!((s - 0.482).abs() < 1e-9, "{s}");
         assert_eq!(kernel_share("# nothing\n\n"), None);
         assert_eq!(kernel_share("    12.0%  [kernel.kallsyms]\n"), Some(1.0));
+    }
+
+    #[test]
+    fn kernel_functions_are_the_kernel_lines_by_inclusive_share() {
+        let report = "\
+    60.00%     0.00%  [k] do_syscall_64
+    30.50%     2.00%  [.] tessera::core::view::observer::Observer::pull
+    12.25%     1.00%  [k] tcp_v4_rcv
+    45.00%     0.10%  [k] io_send
+     0.10%     0.10%  [k] too_small_to_list
+# a comment line
+";
+        let fns = kernel_functions(report);
+        let names: Vec<&str> = fns.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["do_syscall_64", "io_send", "tcp_v4_rcv"]);
+        assert!((fns[2].1 - 0.1225).abs() < 1e-12, "{fns:?}");
+        assert!(kernel_functions("# nothing\n").is_empty());
     }
 }
