@@ -113,9 +113,18 @@ mod tests {
     #[test]
     fn medians_per_server_with_the_largest_functions_first() {
         let samples = vec![
-            (Kind::Uring, run(10, &[("io_send", 30.0), ("tcp_v4_rcv", 15.0)])),
-            (Kind::Uring, run(10, &[("io_send", 34.0), ("tcp_v4_rcv", 17.0)])),
-            (Kind::Tessera, run(10, &[("io_send", 50.0), ("tcp_v4_rcv", 28.0)])),
+            (
+                Kind::Uring,
+                run(10, &[("io_send", 30.0), ("tcp_v4_rcv", 15.0)]),
+            ),
+            (
+                Kind::Uring,
+                run(10, &[("io_send", 34.0), ("tcp_v4_rcv", 17.0)]),
+            ),
+            (
+                Kind::Tessera,
+                run(10, &[("io_send", 50.0), ("tcp_v4_rcv", 28.0)]),
+            ),
             // Never sampled in this run: counts as 0 in the median.
             (Kind::Tessera, run(10, &[("io_send", 52.0), ("rare", 9.0)])),
             (Kind::Tessera, run(20, &[("other_row", 99.0)])),

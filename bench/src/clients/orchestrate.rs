@@ -253,6 +253,22 @@ pub fn world(clients: usize) -> anyhow::Result<Bounds> {
     })
 }
 
+/// The perf recording of a window (`--perf-split`), with call graphs for
+/// `--kernel-top`, kept under `--perf-keep`; `None` without `--perf-split`.
+fn start_perf(
+    kind: Kind,
+    clients: usize,
+    pid: u32,
+    o: &RunOpts,
+) -> Result<Option<perf_split::Recording>, perf_split::PerfError> {
+    if !o.perf_split {
+        return Ok(None);
+    }
+    let keep = (o.perf_keep.as_ref())
+        .map(|dir| dir.join(format!("{}-{clients}-{pid}.perf.data", kind.role())));
+    perf_split::Recording::start(pid, o.window_s, o.kernel_top > 0, keep).map(Some)
+}
+
 /// One run of `kind` with `clients` clients.
 ///
 /// # Errors
@@ -326,33 +342,14 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
     let (s0, l0) = (server.stat(), load.stat());
     let w0 = sys::process_sched_ns(server.pid()).map_or(0, |s| s.1);
     let lw0 = sys::process_sched_ns(load.pid()).map_or(0, |s| s.1);
-    let perf = if o.perf_split {
-        let keep = (o.perf_keep.as_ref()).map(|dir| {
-            dir.join(format!(
-                "{}-{clients}-{}.perf.data",
-                kind.role(),
-                server.pid()
-            ))
-        });
-        Some(perf_split::Recording::start(
-            server.pid(),
-            o.window_s,
-            o.kernel_top > 0,
-            keep,
-        )?)
-    } else {
-        None
-    };
+    let perf = start_perf(kind, clients, server.pid(), o)?;
     let (us0, d0, t0) = (server.user_sys_s()?, load.cpu_s()?, Instant::now());
     std::thread::sleep(Duration::from_secs_f64(o.window_s));
     let (us1, d1, t1) = (server.user_sys_s()?, load.cpu_s()?, Instant::now());
     let (c0, c1) = (us0.0 + us0.1, us1.0 + us1.1);
     // The kernel's part: perf's share of the exact total, or the ticks'.
     let split = perf.map(perf_split::Recording::finish).transpose()?;
-    let sys_s = match &split {
-        Some(sp) => sp.kernel_share * (c1 - c0),
-        None => us1.1 - us0.1,
-    };
+    let sys_s = (split.as_ref()).map_or(us1.1 - us0.1, |sp| sp.kernel_share * (c1 - c0));
     let w1 = sys::process_sched_ns(server.pid()).map_or(0, |s| s.1);
     let lw1 = sys::process_sched_ns(load.pid()).map_or(0, |s| s.1);
     let (s1, l1) = (server.stat(), load.stat());
@@ -369,9 +366,7 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
     };
     let closed = num(&l1, "closed").saturating_sub(num(&l0, "closed"));
     let us_per_client_s = (c1 - c0) * 1e6 * per(1);
-    let kernel_fns = (split.map(|sp| sp.kernel_fns).unwrap_or_default().into_iter())
-        .map(|(name, share)| (name, share * us_per_client_s))
-        .collect();
+    let kernel_fns = split.map_or_else(Vec::new, |sp| sp.kernel_us(us_per_client_s));
     Ok(Sample {
         clients,
         moving,

@@ -80,6 +80,16 @@ pub struct Split {
     pub kernel_fns: Vec<KernelFn>,
 }
 
+impl Split {
+    /// [`Split::kernel_fns`] as parts of a total of `us` (inclusive µs of
+    /// each function when the window's CPU was `us`).
+    pub fn kernel_us(self, us: f64) -> Vec<KernelFn> {
+        (self.kernel_fns.into_iter())
+            .map(|(name, share)| (name, share * us))
+            .collect()
+    }
+}
+
 /// A `perf record` of one process over one window.
 pub struct Recording {
     child: Child,
