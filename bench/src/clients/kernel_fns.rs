@@ -22,21 +22,15 @@ use super::orchestrate::{median, Kind, Sample};
 /// sampled the function); the functions with the largest median on any
 /// server, largest first. Empty without call-graph samples.
 pub fn rows(clients: usize, samples: &[(Kind, Sample)], top: usize) -> Vec<Value> {
-    let runs = |k: Kind| -> Vec<&Sample> {
-        samples
-            .iter()
-            .filter(|(kk, s)| *kk == k && s.clients == clients && !s.kernel_fns.is_empty())
-            .map(|(_, s)| s)
-            .collect()
-    };
-    let kinds: BTreeSet<Kind> = samples
-        .iter()
-        .filter(|(_, s)| s.clients == clients && !s.kernel_fns.is_empty())
-        .map(|(k, _)| *k)
-        .collect();
+    // The row's runs with call-graph samples, by server.
+    let mut by_kind: BTreeMap<Kind, Vec<&Sample>> = BTreeMap::new();
+    for (k, s) in samples {
+        if s.clients == clients && !s.kernel_fns.is_empty() {
+            by_kind.entry(*k).or_default().push(s);
+        }
+    }
     let mut by_fn: BTreeMap<&str, BTreeMap<Kind, f64>> = BTreeMap::new();
-    for &k in &kinds {
-        let runs = runs(k);
+    for (&k, runs) in &by_kind {
         let names: BTreeSet<&str> = runs
             .iter()
             .flat_map(|s| s.kernel_fns.iter().map(|(n, _)| n.as_str()))
@@ -67,7 +61,7 @@ pub fn rows(clients: usize, samples: &[(Kind, Sample)], top: usize) -> Vec<Value
         .map(|(name, _)| {
             let mut o = Map::new();
             o.insert("fn".to_owned(), json!(name));
-            for &k in &kinds {
+            for &k in by_kind.keys() {
                 let us = by_fn[name].get(&k).copied().unwrap_or(0.0);
                 o.insert(k.role().to_owned(), json!((us * 100.0).round() / 100.0));
             }

@@ -81,9 +81,9 @@ pub struct Split {
 }
 
 impl Split {
-    /// [`Split::kernel_fns`] as parts of a total of `us` (inclusive µs of
-    /// each function when the window's CPU was `us`).
-    pub fn kernel_us(self, us: f64) -> Vec<KernelFn> {
+    /// [`Split::kernel_fns`] as parts of a total of `us`: each function's
+    /// inclusive µs when the window's CPU was `us` (name, µs).
+    pub fn kernel_us(self, us: f64) -> Vec<(String, f64)> {
         (self.kernel_fns.into_iter())
             .map(|(name, share)| (name, share * us))
             .collect()

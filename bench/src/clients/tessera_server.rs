@@ -102,8 +102,6 @@ pub fn run(
                 "stalls": c.stalls,
                 "refused": c.refused.values().sum::<u64>(),
                 "disconnects": c.disconnects.values().sum::<u64>(),
-                "bytes_in": c.bytes_in,
-                "bytes_out": c.bytes_out,
                 "tick_p99_window_us": c.tick_p99_window_us,
             }),
         );
