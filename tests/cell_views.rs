@@ -166,13 +166,22 @@ impl World {
     /// A world whose observers send a batch every `every` ticks, at
     /// `phases`.
     fn flushing_every(seed: u64, arena: (f64, f64, f64), every: u16, phases: FlushPhases) -> World {
-        let layout = GridLayout::new(3, 3, 100.0);
-        let types = Arc::new(TypeRegistry::with_builtins());
-        let vp = ViewParams {
+        World::with_view(seed, arena, |vp| ViewParams {
             flush_every_ticks: every,
             flush_phases: phases,
-            ..view_params(&layout)
-        };
+            ..vp
+        })
+    }
+
+    /// A world whose cells run the test's view params as `tune` changes them.
+    fn with_view(
+        seed: u64,
+        arena: (f64, f64, f64),
+        tune: impl Fn(ViewParams) -> ViewParams,
+    ) -> World {
+        let layout = GridLayout::new(3, 3, 100.0);
+        let types = Arc::new(TypeRegistry::with_builtins());
+        let vp = tune(view_params(&layout));
         let cells = layout
             .cells()
             .map(|c| {
@@ -523,7 +532,17 @@ fn run_views_every(seed: u64, every: u16) -> World {
 }
 
 fn run_views_at(seed: u64, every: u16, phases: FlushPhases) -> World {
-    let mut w = World::flushing_every(seed, (60.0, 60.0, 180.0), every, phases);
+    run_views_in(World::flushing_every(
+        seed,
+        (60.0, 60.0, 180.0),
+        every,
+        phases,
+    ))
+}
+
+/// The views workload (48 bots, three in four with a client, 600 moving
+/// steps and 80 still ones to heal) in `w`, checked against the ground truth.
+fn run_views_in(mut w: World) -> World {
     for i in 0..48u64 {
         let client = i % 4 != 3;
         let speed = 2.0 + (i % 5) as f64 * 2.0;
@@ -571,6 +590,46 @@ fn views_sent_every_third_tick_follow_the_ground_truth() {
             .map(|c| c.counters().view_batches)
             .sum();
         assert_eq!(slow, sent, "every batch sent reached its client");
+    }
+}
+
+/// `aoi.update_every_flushes = 3`: each observer's area is brought up to
+/// date at one of its flushes in three, so the cells update about a third
+/// as many areas; the views still follow the ground truth across
+/// migrations (at both flush phasings).
+#[test]
+fn aoi_every_third_flush_updates_a_third_of_the_areas_and_views_hold() {
+    let areas = |w: &World| -> u64 {
+        w.cells
+            .values()
+            .map(|c| c.counters().aoi_areas_updated)
+            .sum()
+    };
+    for seed in 1..=seeds() {
+        for phases in [FlushPhases::Spread, FlushPhases::Aligned] {
+            let run = |k: u16| {
+                run_views_in(World::with_view(seed, (60.0, 60.0, 180.0), |vp| {
+                    ViewParams {
+                        flush_every_ticks: 2,
+                        flush_phases: phases,
+                        aoi_every_flushes: k,
+                        ..vp
+                    }
+                }))
+            };
+            let (each, third) = (run(1), run(3));
+            let (a1, a3) = (areas(&each), areas(&third));
+            assert!(a1 > 0, "seed {seed}: no area updated at all");
+            // Arrivals and restarts are brought up to date at once, off
+            // the schedule: a little above a third.
+            assert!(
+                a3 * 100 < a1 * 45 && a3 * 100 > a1 * 25,
+                "seed {seed} {phases:?}: {a3} area updates at every third flush against {a1}"
+            );
+            let got: u64 = third.clients.values().map(|c| c.batches).sum();
+            let sent: u64 = third.sent_per_step.iter().sum();
+            assert_eq!(got, sent, "every batch sent reached its client");
+        }
     }
 }
 

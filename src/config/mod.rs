@@ -188,6 +188,7 @@ impl Config {
             max_interest: self.aoi.max_interest,
             flush_every_ticks: every,
             flush_phases: self.view.client_phases.flush_phases(),
+            aoi_every_flushes: self.aoi.update_every_flushes,
             observer: ObserverParams {
                 budget: self.view.budget(self.runtime.tick_ms * u64::from(every)),
                 fault: self.testing.fault(),
@@ -385,6 +386,19 @@ mod tests {
         let err = Config::load(None, &["view.client_phases=\"sideways\"".into()])
             .expect_err("not a phase");
         assert!(err.to_string().contains("sideways"), "{err}");
+    }
+
+    #[test]
+    fn aoi_update_every_flushes_reaches_the_cells_and_bad_ones_are_named() {
+        let c = Config::load(None, &[]).expect("defaults");
+        assert_eq!(c.view_params().aoi_every_flushes, 1);
+        let c = Config::load(None, &["aoi.update_every_flushes=2".into()]).expect("valid");
+        assert_eq!(c.view_params().aoi_every_flushes, 2);
+        for bad in ["0", "9"] {
+            let err = Config::load(None, &[format!("aoi.update_every_flushes={bad}")])
+                .expect_err("out of range");
+            assert_eq!(key_of(&err), "aoi.update_every_flushes", "{err}");
+        }
     }
 
     #[test]

@@ -161,7 +161,14 @@ pub struct AoiConfig {
     pub leave_radius_m: f64,
     /// At most this many entities in one view; the nearest are kept.
     pub max_interest: u32,
+    /// An observer's area is brought up to date at every this many of its
+    /// flushes (1 = every flush): enters and leaves wait up to this many
+    /// update periods, the AOI costs this many times less.
+    pub update_every_flushes: u16,
 }
+
+/// The most flushes an area may wait between two updates (`aoi.update_every_flushes`).
+pub const AOI_UPDATE_EVERY_FLUSHES_MAX: u16 = 8;
 
 impl AoiConfig {
     pub(crate) fn validate(&self, world: &WorldConfig) -> Result<(), ConfigError> {
@@ -181,7 +188,15 @@ impl AoiConfig {
                 format!("must be <= world.ghost_radius_m = {}: a cell only knows entities within the ghost radius", world.ghost_radius_m),
             ));
         }
-        at_least("aoi.max_interest", u64::from(self.max_interest), 1)
+        at_least("aoi.max_interest", u64::from(self.max_interest), 1)?;
+        if !(1..=AOI_UPDATE_EVERY_FLUSHES_MAX).contains(&self.update_every_flushes) {
+            return Err(invalid(
+                "aoi.update_every_flushes",
+                self.update_every_flushes,
+                format!("must be between 1 and {AOI_UPDATE_EVERY_FLUSHES_MAX}"),
+            ));
+        }
+        Ok(())
     }
 }
 

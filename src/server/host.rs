@@ -827,6 +827,11 @@ impl ShardApp for CellHost {
                 k.view_details,
             ),
             (
+                "host_aoi_areas_updated",
+                "observer areas brought up to date (aoi.update_every_flushes divides it)",
+                k.aoi_areas_updated,
+            ),
+            (
                 "host_view_batches",
                 "client view batches (one per observer per tick with news)",
                 k.view_batches,

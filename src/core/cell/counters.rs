@@ -158,6 +158,9 @@ pub struct Counters {
     pub combat_state_errors: u64,
     /// Entities or areas the AOI index refused (full, bad position).
     pub aoi_refused: u64,
+    /// Observer areas brought up to date (each processing of one area;
+    /// `aoi.update_every_flushes` divides it).
+    pub aoi_areas_updated: u64,
     /// Hits started through `Cell::try_hit`.
     pub hits_tried: u64,
     /// Combat calls (hits, feedback) routed towards a real.
@@ -206,6 +209,7 @@ impl Counters {
             observer_blob_errors: _,
             combat_state_errors: _,
             aoi_refused: _,
+            aoi_areas_updated: _,
             hits_tried: _,
             combat_calls: _,
             bad_combat_calls: _,
@@ -240,6 +244,7 @@ impl Counters {
         self.observer_blob_errors += other.observer_blob_errors;
         self.combat_state_errors += other.combat_state_errors;
         self.aoi_refused += other.aoi_refused;
+        self.aoi_areas_updated += other.aoi_areas_updated;
         self.hits_tried += other.hits_tried;
         self.combat_calls += other.combat_calls;
         self.bad_combat_calls += other.bad_combat_calls;

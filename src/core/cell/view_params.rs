@@ -53,6 +53,11 @@ pub struct ViewParams {
     /// `flush_every_ticks` ticks (each at its own phase) or all made in
     /// the same tick (config `view.client_phases`). Default spread.
     pub flush_phases: FlushPhases,
+    /// An observer's area is brought up to date at every this many of its
+    /// flushes, each area at its own phase so a cell's AOI work spreads
+    /// evenly (config `aoi.update_every_flushes`); arrivals and restarts
+    /// are brought up to date at once whatever it is. Default 1.
+    pub aoi_every_flushes: u16,
 }
 
 /// When the observers of a cell flush, with `flush_every_ticks` > 1.
@@ -79,11 +84,29 @@ impl FlushPhases {
         };
         (step + phase) % every == 0
     }
+
+    /// True when the observer in watch slot `slot`, flushing at `step`
+    /// ([`FlushPhases::flushes`]), also has its area brought up to date:
+    /// at every `aoi_every`-th of its flushes, the slots that flush
+    /// together spread evenly over those flushes.
+    #[inline]
+    pub fn aoi_due(self, step: u64, slot: usize, every: u64, aoi_every: u64) -> bool {
+        debug_assert!(self.flushes(step, slot, every));
+        let nth = match self {
+            // The slots flushing at `step` are every `every`-th one: their
+            // flush counts differ by one from each to the next.
+            FlushPhases::Spread => (step + slot as u64) / every,
+            // All flush together: the slot spreads them.
+            FlushPhases::Aligned => step / every + slot as u64,
+        };
+        nth % aoi_every.max(1) == 0
+    }
 }
 
 impl Default for ViewParams {
     fn default() -> Self {
         ViewParams {
+            aoi_every_flushes: 1,
             aoi: AoiParams::default(),
             radius_m: 45.0,
             leave_radius_m: 48.0,
@@ -136,6 +159,9 @@ impl ViewParams {
                 "flush period must be >= 1 tick",
             ));
         }
+        if self.aoi_every_flushes == 0 {
+            return Err(invalid("aoi.update_every_flushes", "must be >= 1"));
+        }
         if self.ghost_cache_max == 0 || self.ghost_cache_bytes_max == 0 {
             return Err(invalid("view.ghost_cache_max", "must be > 0"));
         }
@@ -186,6 +212,54 @@ impl ViewParams {
 mod tests {
     use super::*;
 
+    /// Each observer's area is due at exactly one of every `k` of its
+    /// flushes, and the observers flushing at one step divide evenly over
+    /// those `k` steps (within one), both phasings.
+    #[test]
+    fn aoi_due_takes_every_kth_flush_and_spreads_the_slots() {
+        for phases in [FlushPhases::Spread, FlushPhases::Aligned] {
+            for every in 1..=4u64 {
+                for k in 1..=5u64 {
+                    let slots = 60usize;
+                    let mut per_slot = vec![(0u64, 0u64); slots];
+                    let mut per_step = Vec::new();
+                    for step in 0..every * k * 6 {
+                        let mut due_now = 0u64;
+                        for (slot, (flushes, due)) in per_slot.iter_mut().enumerate() {
+                            if !phases.flushes(step, slot, every) {
+                                continue;
+                            }
+                            *flushes += 1;
+                            if phases.aoi_due(step, slot, every, k) {
+                                *due += 1;
+                                due_now += 1;
+                            }
+                        }
+                        per_step.push(due_now);
+                    }
+                    for (slot, &(flushes, due)) in per_slot.iter().enumerate() {
+                        assert_eq!(flushes % k, 0, "{phases:?} every {every}, k {k}");
+                        assert_eq!(
+                            due * k,
+                            flushes,
+                            "{phases:?} every {every}, k {k}, slot {slot}"
+                        );
+                    }
+                    if phases == FlushPhases::Aligned {
+                        continue;
+                    }
+                    let (lo, hi) = (per_step.iter().min(), per_step.iter().max());
+                    let (lo, hi) = (lo.copied().unwrap_or(0), hi.copied().unwrap_or(0));
+                    let ideal = slots as u64 / (every * k);
+                    assert!(
+                        lo + 1 >= ideal && hi <= ideal + 1,
+                        "every {every}, k {k}: {lo}..{hi} areas a step, ideally {ideal}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn defaults_are_valid_and_bad_values_name_their_key() {
         ViewParams::default().validate().expect("defaults");
@@ -214,5 +288,11 @@ mod tests {
         };
         p.validate()
             .expect("an update period as long as the cache is fine");
+        let p = ViewParams {
+            aoi_every_flushes: 0,
+            ..ViewParams::default()
+        };
+        let err = p.validate().unwrap_err().to_string();
+        assert!(err.contains("aoi.update_every_flushes"), "{err}");
     }
 }

@@ -34,7 +34,15 @@
 //!    a batch costs one copy (the observer's bytes into it) and no
 //!    allocation.
 //!
-//! So an area's interest set may be up to `flush_every_ticks - 1` ticks
+//! With `aoi_every_flushes` = k > 1 (config `aoi.update_every_flushes`) an
+//! area is processed at every k-th of its observer's flushes only, each at
+//! its own phase ([`FlushPhases::aoi_due`]): the flushes between send
+//! movements and property changes as usual, with the set of the last
+//! processing; an entity waits up to k update periods to enter or leave.
+//! The AOI is the view's largest cost after the flushes themselves; this
+//! divides it by k (tuning/README.md).
+//!
+//! So an area's interest set may be up to `k * flush_every_ticks - 1` ticks
 //! old between its flushes: an observer flushed off its phase (before a
 //! notice, or at its migration) sends what its last processed set gave it;
 //! its next processing (here, or at the new cell, which forces what the
@@ -210,8 +218,9 @@ impl Views {
     }
 
     /// Lists in `due` the areas to bring up to date at `step`: those of
-    /// the observers that flush then, and of any that wants a full view or
-    /// has interest to force (so both are seen by this update).
+    /// the observers that flush then (at every `aoi_every_flushes`-th of
+    /// their flushes), and of any that wants a full view or has interest to
+    /// force (so both are seen by this update).
     fn collect_due(&mut self, step: u64, every: u64) {
         self.due.clear();
         let phases = self.params.flush_phases;
@@ -226,8 +235,11 @@ impl Views {
             FlushPhases::Aligned if step % every == 0 => (0, 1),
             FlushPhases::Aligned => (usize::MAX, 1),
         };
+        let aoi_every = u64::from(self.params.aoi_every_flushes);
         for slot in (first..self.watches.len()).step_by(stride) {
-            debug_assert!(phases.flushes(step, slot, every));
+            if !phases.aoi_due(step, slot, every, aoi_every) {
+                continue;
+            }
             if let Some(w) = &self.watches[slot] {
                 self.due.push(w.area);
             }
@@ -485,11 +497,13 @@ impl Cell {
     /// to the observers.
     fn apply_aoi(&mut self, step: u64, every: u64) {
         let mut events = std::mem::take(&mut self.views.events);
-        if every == 1 {
+        if every == 1 && self.views.params.aoi_every_flushes == 1 {
             self.views.aoi.update(&mut events);
+            self.counters.aoi_areas_updated += self.views.by_owner.len() as u64;
         } else {
             self.views.collect_due(step, every);
             self.views.aoi.update_due(&mut events, &self.views.due);
+            self.counters.aoi_areas_updated += self.views.due.len() as u64;
         }
         for ev in &events {
             let Some(&slot) = self.views.by_owner.get(&ev.owner) else {
