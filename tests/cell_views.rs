@@ -91,6 +91,10 @@ fn view_params(layout: &GridLayout) -> ViewParams {
     }
 }
 
+/// How far inside the radius an entity must come before its enter lag is
+/// counted (the AOI sees ghosts, which trail their reals).
+const ENTER_LAG_MARGIN_M: f64 = 0.5;
+
 fn seeds() -> u64 {
     std::env::var("CELL_VIEWS_SEEDS")
         .ok()
@@ -156,6 +160,11 @@ struct World {
     observer_migrations: u64,
     /// View batches the cells sent in each step (all cells together).
     sent_per_step: Vec<u64>,
+    /// Enter lag: (client, entity) -> the step the entity came well within
+    /// the client's radius (by the bots' own positions) unshown.
+    unseen_since: BTreeMap<(EntityId, EntityId), usize>,
+    /// Steps each such entity then waited to be shown.
+    enter_lags: Vec<usize>,
 }
 
 impl World {
@@ -210,6 +219,8 @@ impl World {
             hits: Hits::default(),
             observer_migrations: 0,
             sent_per_step: Vec::new(),
+            unseen_since: BTreeMap::new(),
+            enter_lags: Vec::new(),
         }
     }
 
@@ -294,6 +305,44 @@ impl World {
         self.sent_per_step.push(sent(self) - before);
         self.drain();
         self.check_step();
+        self.track_enter_lags();
+    }
+
+    /// Notes, for every client and every other bot within its radius
+    /// (`ENTER_LAG_MARGIN_M` inside, by where the reals are), how many
+    /// steps the bot waits to be shown: the AOI's cadence, the flush phase,
+    /// the ghosts' lag behind their reals and the network's delays
+    /// together. (A real in flight is not counted that step.)
+    fn track_enter_lags(&mut self) {
+        let step = self.sent_per_step.len();
+        let at: BTreeMap<EntityId, Vec3> = (self.bots.keys())
+            .filter_map(|&e| Some((e, self.real_entity(e)?.1.core().pos)))
+            .collect();
+        for (e, client) in &self.clients {
+            let Some(&here) = at.get(e) else { continue };
+            for (x, pos) in &at {
+                if x == e {
+                    continue;
+                }
+                let key = (*e, *x);
+                let near = pos.dist_xz(here) <= RADIUS_M - ENTER_LAG_MARGIN_M;
+                let shown = client.view.find(*x).is_some();
+                match (near, shown, self.unseen_since.get(&key).copied()) {
+                    (true, false, None) => {
+                        self.unseen_since.insert(key, step);
+                    }
+                    (_, true, Some(since)) => {
+                        self.enter_lags.push(step - since);
+                        self.unseen_since.remove(&key);
+                    }
+                    // Gone out of reach before it was shown: not counted.
+                    (false, false, Some(_)) => {
+                        self.unseen_since.remove(&key);
+                    }
+                    _ => {}
+                }
+            }
+        }
     }
 
     fn deliver(&mut self, p: Packet) {
@@ -595,8 +644,10 @@ fn views_sent_every_third_tick_follow_the_ground_truth() {
 
 /// `aoi.update_every_flushes = 3`: each observer's area is brought up to
 /// date at one of its flushes in three, so the cells update about a third
-/// as many areas; the views still follow the ground truth across
-/// migrations (at both flush phasings).
+/// as many areas, and an entity coming into view waits longer to be shown
+/// (the mean enter lag grows by about the two steps the cadence predicts);
+/// the views still follow the ground truth across migrations (at both
+/// flush phasings). `--nocapture` prints the lags.
 #[test]
 fn aoi_every_third_flush_updates_a_third_of_the_areas_and_views_hold() {
     let areas = |w: &World| -> u64 {
@@ -618,6 +669,25 @@ fn aoi_every_third_flush_updates_a_third_of_the_areas_and_views_hold() {
                 }))
             };
             let (each, third) = (run(1), run(3));
+            let mean_lag = |w: &World| -> f64 {
+                assert!(w.enter_lags.len() > 50, "too few enters to weigh");
+                w.enter_lags.iter().sum::<usize>() as f64 / w.enter_lags.len() as f64
+            };
+            let (l1, l3) = (mean_lag(&each), mean_lag(&third));
+            eprintln!(
+                "seed {seed} {phases:?}: enter lag {l1:.2} -> {l3:.2} steps (max {:?} -> {:?}, {} / {} enters)",
+                each.enter_lags.iter().max(),
+                third.enter_lags.iter().max(),
+                each.enter_lags.len(),
+                third.enter_lags.len()
+            );
+            // The knob's price: an area processed every sixth step (three
+            // flushes of two) lets an entity wait (3 - 1) / 2 flushes, two
+            // steps, longer on average.
+            assert!(
+                l3 > l1 + 0.75 && l3 < l1 + 3.0,
+                "seed {seed} {phases:?}: mean enter lag {l1:.2} -> {l3:.2} steps"
+            );
             let (a1, a3) = (areas(&each), areas(&third));
             assert!(a1 > 0, "seed {seed}: no area updated at all");
             // Arrivals and restarts are brought up to date at once, off

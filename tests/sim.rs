@@ -121,6 +121,33 @@ fn swarm_seeds_keep_every_invariant() {
     assert!(migrations > 0, "the swarm migrated nothing");
 }
 
+/// The swarm with the clients' views updated every other tick and each
+/// area brought up to date at one flush in three (`view.client_update_hz
+/// = 10`, `aoi.update_every_flushes = 3`, the server's config read as the
+/// server reads it): views six ticks behind the AOI at worst still keep
+/// every invariant, healing included.
+#[test]
+fn swarm_seeds_keep_every_invariant_with_the_aoi_every_third_flush() {
+    let config = tessera::config::Config::load(
+        None,
+        &[
+            "view.client_update_hz=10.0".into(),
+            "aoi.update_every_flushes=3".into(),
+        ],
+    )
+    .expect("valid");
+    let params = WorldParams::from_config(&config);
+    assert_eq!(params.views.aoi_every_flushes, 3);
+    assert_eq!(params.views.flush_every_ticks, 2);
+    let mut batches = 0;
+    for seed in 0..env_u64("SIM_SEEDS", 32).div_ceil(2) {
+        let out = run_one(&small_swarm(seed), &params).expect("valid options");
+        assert_clean(&out);
+        batches += out.stats.view_batches;
+    }
+    assert!(batches > 0, "no view batch: the views were not exercised");
+}
+
 fn scenario_seeds(scenario: Scenario, seeds: u64, entities: u32) -> Vec<RunOutcome> {
     (0..seeds)
         .map(|seed| {

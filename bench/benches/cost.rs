@@ -15,17 +15,34 @@
 static GLOBAL: tessera_bench::alloc_count::Counting<mimalloc::MiMalloc> =
     tessera_bench::alloc_count::Counting(mimalloc::MiMalloc);
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    // An error is one line naming the bad argument or the failed run (no
+    // `Debug` report, so no backtrace even with RUST_BACKTRACE set).
+    match probe() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cost: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+fn probe() -> anyhow::Result<()> {
     use std::io::Write;
     // Written, not printed: a closed pipe (`| head`) ends the run with an
     // error, not a panic.
     let mut out = std::io::stdout().lock();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if tessera_bench::cost::wants_help(&args) {
+        writeln!(out, "{}", tessera_bench::cost::USAGE)?;
+        return Ok(());
+    }
     let tessera_bench::cost::ProbeArgs {
         clients,
         seconds,
         runs,
         work,
-    } = tessera_bench::cost::parse_args(std::env::args().skip(1))?;
+    } = tessera_bench::cost::parse_args(args)?;
     let mut us = Vec::new();
     for _ in 0..runs.max(1) {
         let p = tessera_bench::cost::run_workload(clients, seconds, &work)?;

@@ -95,6 +95,23 @@ pub struct ProbeArgs {
     pub work: Workload,
 }
 
+/// What `--help` prints: the probe's command line.
+pub const USAGE: &str = "\
+usage: cost [CLIENTS [SECONDS [RUNS]]] [--in-view N] [--speed M_PER_S] [--idle SHARE] [--set KEY=VALUE]...
+  CLIENTS   clients in the crowd (2000)
+  SECONDS   seconds measured per run, after a 5 s warm-up (10)
+  RUNS      runs; the last line is their median (3)
+  --in-view N        the world sized for about N entities in each view (60)
+  --speed M_PER_S    the walkers' speed (5)
+  --idle SHARE       this share of the clients stands still and sends nothing (0)
+  --set KEY=VALUE    a config key over the clients bench's config (repeatable)
+Prints one JSON line per run (host_us_per_client_s) and one with the median.";
+
+/// True when the arguments ask for [`USAGE`] (`--help` or `-h`).
+pub fn wants_help<S: AsRef<str>>(args: &[S]) -> bool {
+    args.iter().any(|a| matches!(a.as_ref(), "--help" | "-h"))
+}
+
 /// Parses the cost bench's arguments (`ProbeArgs`; the bench's doc).
 ///
 /// # Errors
@@ -117,7 +134,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> anyhow::Result<Prob
             "--idle" => work.idle = share("--idle", &value("--idle")?)?,
             "--set" => work.sets.push(value("--set")?),
             flag if flag.starts_with("--") => anyhow::bail!(
-                "unknown option {flag:?} (counts: CLIENTS SECONDS RUNS; options: --in-view N, --speed M_PER_S, --idle SHARE, --set KEY=VALUE)"
+                "unknown option {flag:?} (counts: CLIENTS SECONDS RUNS; options: --in-view N, --speed M_PER_S, --idle SHARE, --set KEY=VALUE; --help)"
             ),
             count => counts.push(
                 count

@@ -80,6 +80,20 @@ fn the_probe_s_counts_and_knobs_parse_and_bad_ones_are_named() {
 }
 
 #[test]
+fn help_is_asked_for_by_name_and_names_every_option() {
+    use tessera_bench::cost::{wants_help, USAGE};
+    assert!(wants_help(&["500", "--help"]));
+    assert!(wants_help(&["-h"]));
+    assert!(!wants_help(&["500", "2", "--in-view", "30"]));
+    for option in ["--in-view", "--speed", "--idle", "--set"] {
+        assert!(USAGE.contains(option), "{option} missing from the usage");
+        // Every option the usage names is one the parser takes.
+        let e = parse_args(args(option)).expect_err(option).to_string();
+        assert!(e.contains("needs a value"), "{option}: {e}");
+    }
+}
+
+#[test]
 fn a_workload_reaches_the_server_s_config_and_a_bad_set_is_refused() {
     let one = Workload {
         sets: vec!["server.initial_cells=1".to_owned()],
