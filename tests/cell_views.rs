@@ -160,8 +160,8 @@ struct World {
     observer_migrations: u64,
     /// View batches the cells sent in each step (all cells together).
     sent_per_step: Vec<u64>,
-    /// Enter lag: (client, entity) -> the step the entity came well within
-    /// the client's radius (by the bots' own positions) unshown.
+    /// Enter lag: (client, entity) -> the step the entity came within the
+    /// client's radius (by where the reals are) unshown.
     unseen_since: BTreeMap<(EntityId, EntityId), usize>,
     /// Steps each such entity then waited to be shown.
     enter_lags: Vec<usize>,

@@ -124,8 +124,8 @@ fn swarm_seeds_keep_every_invariant() {
 /// The swarm with the clients' views updated every other tick and each
 /// area brought up to date at one flush in three (`view.client_update_hz
 /// = 10`, `aoi.update_every_flushes = 3`, the server's config read as the
-/// server reads it): views six ticks behind the AOI at worst still keep
-/// every invariant, healing included.
+/// server reads it): interest sets up to five ticks old at a flush still
+/// keep every invariant, healing included.
 #[test]
 fn swarm_seeds_keep_every_invariant_with_the_aoi_every_third_flush() {
     let config = tessera::config::Config::load(

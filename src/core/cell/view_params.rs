@@ -213,8 +213,9 @@ mod tests {
     use super::*;
 
     /// Each observer's area is due at exactly one of every `k` of its
-    /// flushes, and the observers flushing at one step divide evenly over
-    /// those `k` steps (within one), both phasings.
+    /// flushes, and at each step a `k`-th of the observers flushing then
+    /// (within one) are due, both phasings; spread, every step carries the
+    /// same share of the areas (within one).
     #[test]
     fn aoi_due_takes_every_kth_flush_and_spreads_the_slots() {
         for phases in [FlushPhases::Spread, FlushPhases::Aligned] {
@@ -224,17 +225,23 @@ mod tests {
                     let mut per_slot = vec![(0u64, 0u64); slots];
                     let mut per_step = Vec::new();
                     for step in 0..every * k * 6 {
-                        let mut due_now = 0u64;
+                        let (mut flushing, mut due_now) = (0u64, 0u64);
                         for (slot, (flushes, due)) in per_slot.iter_mut().enumerate() {
                             if !phases.flushes(step, slot, every) {
                                 continue;
                             }
                             *flushes += 1;
+                            flushing += 1;
                             if phases.aoi_due(step, slot, every, k) {
                                 *due += 1;
                                 due_now += 1;
                             }
                         }
+                        // Of the observers flushing now, a k-th, within one.
+                        assert!(
+                            due_now * k <= flushing + k && due_now * k + k >= flushing,
+                            "{phases:?} every {every}, k {k}, step {step}: {due_now} of {flushing}"
+                        );
                         per_step.push(due_now);
                     }
                     for (slot, &(flushes, due)) in per_slot.iter().enumerate() {
