@@ -193,6 +193,12 @@ pub struct Probe {
     pub updates_per_client_s: f64,
     /// Moves each client sent a second (10 for a walker, none idle).
     pub moves_per_client_s: f64,
+    /// Shown entities the clients' updates visited a client-second (the
+    /// pulls' slot visits: `host_view_visits`).
+    pub visits_per_client_s: f64,
+    /// Shown entities they skipped a client-second (band-rate visits:
+    /// `host_view_skips`).
+    pub skips_per_client_s: f64,
     /// Allocations (and reallocations) in the hosts' ticks per
     /// client-second: `None` unless the binary's global allocator counts
     /// them (`crate::alloc_count::Counting`; the cost bench's does).
@@ -293,6 +299,14 @@ fn updates(h: &Harness) -> u64 {
     h.clients.iter().map(|c| c.session.counters().updates).sum()
 }
 
+/// The hosts' slot visits and skips so far (`view_visits`, `view_skips`).
+fn visits(h: &Harness) -> (u64, u64) {
+    h.hosts
+        .iter()
+        .map(|host| host.cell_counters())
+        .fold((0, 0), |(v, k), c| (v + c.view_visits, k + c.view_skips))
+}
+
 fn moves(h: &Harness) -> u64 {
     h.clients
         .iter()
@@ -339,6 +353,7 @@ pub fn run_workload(clients: usize, seconds: usize, work: &Workload) -> Result<P
         h.step();
     }
     let (busy0, updates0, moves0) = (h.host_busy, updates(&h), moves(&h));
+    let visits0 = visits(&h);
     let allocs0 = crate::alloc_count::allocations();
     crate::alloc_count::trace_every();
     for step in 0..seconds * ticks_per_s {
@@ -350,6 +365,9 @@ pub fn run_workload(clients: usize, seconds: usize, work: &Workload) -> Result<P
     let client_s = (clients * seconds).max(1) as f64;
     let per_client_s = (updates(&h) - updates0) as f64 / client_s;
     let moves_per_client_s = (moves(&h) - moves0) as f64 / client_s;
+    let visits1 = visits(&h);
+    let visits_per_client_s = (visits1.0 - visits0.0) as f64 / client_s;
+    let skips_per_client_s = (visits1.1 - visits0.1) as f64 / client_s;
     let violations: u64 = h.clients.iter().map(|c| c.session.violation_count()).sum();
     if violations > 0 {
         return Err(ProbeError::Violations(violations));
@@ -377,6 +395,8 @@ pub fn run_workload(clients: usize, seconds: usize, work: &Workload) -> Result<P
         host_us_per_client_s: busy.as_secs_f64() * 1e6 / client_s,
         updates_per_client_s: per_client_s,
         moves_per_client_s,
+        visits_per_client_s,
+        skips_per_client_s,
         host_allocs_per_client_s: crate::alloc_count::installed().then(|| allocs as f64 / client_s),
     })
 }

@@ -192,6 +192,7 @@ impl Config {
             observer: ObserverParams {
                 budget: self.view.budget(self.runtime.tick_ms * u64::from(every)),
                 fault: self.testing.fault(),
+                visit_span_max: self.view.visit_span_max(d.ghost_cache_max, every),
                 ..d.observer
             },
             ..d

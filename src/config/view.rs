@@ -45,6 +45,11 @@ pub struct ViewConfig {
     /// Levels of detail: a client that has a property's current value keeps
     /// receiving its changes until this many metres beyond its reach.
     pub detail_hysteresis_m: f64,
+    /// Band-rate visits: while a client's budget is binding, its update
+    /// skips the shown entities it cannot send (farther bands between
+    /// their refreshes, below the priority that went), reading nothing of
+    /// them; property changes and due movements are never skipped.
+    pub band_rate_visits: bool,
 }
 
 /// `view.client_phases`: when, within an update period of several ticks,
@@ -72,6 +77,20 @@ impl ClientPhases {
 }
 
 impl ViewConfig {
+    /// The observers' `visit_span_max` (see
+    /// [`ObserverParams`](crate::core::view::ObserverParams)): a slot is
+    /// visited at least every so many flushes since its last send, so the
+    /// versions a visit takes stay within a ghost's cache of
+    /// `ghost_cache_max` messages (one flush to spare); 0 when
+    /// `band_rate_visits` is off.
+    pub fn visit_span_max(&self, ghost_cache_max: usize, flush_every_ticks: u16) -> u16 {
+        if !self.band_rate_visits {
+            return 0;
+        }
+        let flushes = ghost_cache_max / usize::from(flush_every_ticks.max(1));
+        u16::try_from(flushes).unwrap_or(u16::MAX)
+    }
+
     /// Ticks between two view batches of one client (`client_update_hz`
     /// rounded to whole ticks, at least 1).
     pub fn flush_every_ticks(&self, tick_ms: u64) -> u16 {

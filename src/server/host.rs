@@ -796,57 +796,13 @@ impl ShardApp for CellHost {
                 "real-bound messages held until their entity arrived",
                 k.early_held,
             ),
-            (
-                "host_aoi_enters",
-                "AOI enters sent to clients",
-                k.view_enters,
-            ),
-            (
-                "host_aoi_leaves",
-                "AOI leaves sent to clients",
-                k.view_leaves,
-            ),
-            (
-                "host_view_updates",
-                "entity versions sent to clients as updates",
-                k.view_updates,
-            ),
-            (
-                "host_view_resyncs",
-                "resync snapshots sent to clients",
-                k.view_resyncs,
-            ),
-            (
-                "host_view_detail_cut",
-                "detail property changes not sent to clients beyond their reach",
-                k.view_detail_cut,
-            ),
-            (
-                "host_view_details",
-                "level-of-detail catch-ups sent to clients",
-                k.view_details,
-            ),
-            (
-                "host_aoi_areas_updated",
-                "observer areas brought up to date (aoi.update_every_flushes divides it)",
-                k.aoi_areas_updated,
-            ),
-            (
-                "host_view_batches",
-                "client view batches (one per observer per tick with news)",
-                k.view_batches,
-            ),
-            (
-                "host_view_bytes",
-                "bytes in client view batches",
-                k.view_bytes,
-            ),
             ("host_ghosts_created", "CreateGhost sent", k.ghosts_created),
             ("host_ghosts_deleted", "DeleteGhost sent", k.ghosts_deleted),
         ];
         for (name, help, value) in cells {
             sink.counter(name, help, value);
         }
+        export_view_metrics(&k, sink);
         sink.gauge("host_reals", "reals hosted", self.reals() as u64);
         sink.gauge("host_ghosts", "ghosts hosted", self.ghosts() as u64);
         sink.counter(
@@ -892,6 +848,70 @@ impl ShardApp for CellHost {
         self.export_client_metrics(sink);
         self.export_follow_metrics(sink);
         self.export_space_metrics(sink);
+    }
+}
+
+/// The cells' client-view counters (`k`: this shard's cells together).
+fn export_view_metrics(k: &crate::core::cell::Counters, sink: &mut MetricSink) {
+    let views = [
+        (
+            "host_aoi_enters",
+            "AOI enters sent to clients",
+            k.view_enters,
+        ),
+        (
+            "host_aoi_leaves",
+            "AOI leaves sent to clients",
+            k.view_leaves,
+        ),
+        (
+            "host_view_updates",
+            "entity versions sent to clients as updates",
+            k.view_updates,
+        ),
+        (
+            "host_view_resyncs",
+            "resync snapshots sent to clients",
+            k.view_resyncs,
+        ),
+        (
+            "host_view_detail_cut",
+            "detail property changes not sent to clients beyond their reach",
+            k.view_detail_cut,
+        ),
+        (
+            "host_view_details",
+            "level-of-detail catch-ups sent to clients",
+            k.view_details,
+        ),
+        (
+            "host_view_visits",
+            "shown entities the clients' updates brought up to their copies",
+            k.view_visits,
+        ),
+        (
+            "host_view_skips",
+            "shown entities the clients' updates skipped (view.band_rate_visits)",
+            k.view_skips,
+        ),
+        (
+            "host_aoi_areas_updated",
+            "observer areas brought up to date (aoi.update_every_flushes divides it)",
+            k.aoi_areas_updated,
+        ),
+        (
+            "host_view_batches",
+            "client view batches (one per observer per tick with news)",
+            k.view_batches,
+        ),
+        (
+            "host_view_bytes",
+            "bytes in client view batches",
+            k.view_bytes,
+        ),
+    ];
+    for (name, help, value) in views {
+        sink.counter(name, help, value);
     }
 }
 

@@ -152,6 +152,11 @@ pub struct Counters {
     pub view_detail_cut: u64,
     /// Level-of-detail catch-ups (Detail events) sent to this cell's clients.
     pub view_details: u64,
+    /// Shown entities the observers' pulls brought up to their copies.
+    pub view_visits: u64,
+    /// Shown entities the observers' paced flushes skipped (band-rate
+    /// visits, `view.band_rate_visits`).
+    pub view_skips: u64,
     /// Observer blobs that did not decode on onload (a fresh view started).
     pub observer_blob_errors: u64,
     /// Combat states that did not decode on onload (a fresh one started).
@@ -206,6 +211,8 @@ impl Counters {
             view_resyncs: _,
             view_detail_cut: _,
             view_details: _,
+            view_visits: _,
+            view_skips: _,
             observer_blob_errors: _,
             combat_state_errors: _,
             aoi_refused: _,
@@ -241,6 +248,8 @@ impl Counters {
         self.view_resyncs += other.view_resyncs;
         self.view_detail_cut += other.view_detail_cut;
         self.view_details += other.view_details;
+        self.view_visits += other.view_visits;
+        self.view_skips += other.view_skips;
         self.observer_blob_errors += other.observer_blob_errors;
         self.combat_state_errors += other.combat_state_errors;
         self.aoi_refused += other.aoi_refused;

@@ -256,7 +256,7 @@ impl EntityTable {
     /// [`EntityTable::head`] from the dense table, in place, trying the slab
     /// index `*hint` first and storing where the entry was found. `None`
     /// also while the heads are not fresh (read [`EntityTable::head`] then).
-    #[inline]
+    #[inline(always)]
     pub fn fresh_head_hinted(&self, id: EntityId, hint: &mut u32) -> Option<&CopyHead> {
         if !self.heads_fresh {
             return None;

@@ -50,7 +50,10 @@
 //!
 //! Nothing is pushed per released message (see the observer's "Pull at the
 //! flush"): an observer's work follows its own update rate, and the cell
-//! keeps no reverse index entity -> observers.
+//! keeps no reverse index entity -> observers. A paced flush may skip a
+//! slot it cannot send (band-rate visits, the view's `visits` module), but
+//! only after its copy's dense head says nothing but bare movements came
+//! since the client's version: property changes never wait.
 //!
 //! On offload the observer is flushed (its last batch sent from the old
 //! cell), encoded into `Onload::observer` and dropped with its area; on
@@ -306,7 +309,9 @@ impl ObserverHost for EntityTable {
         self.prefetch_head(hint);
     }
 
-    #[inline]
+    // Always: the pull calls it for every slot it visits (left to the
+    // optimiser, it was not inlined once the pull moved to its own file).
+    #[inline(always)]
     fn copy_head_hinted<'a>(
         &'a self,
         entity: EntityId,
@@ -630,6 +635,8 @@ fn flush_counted(
     counters.view_resyncs += now.resyncs.saturating_sub(was.resyncs);
     counters.view_detail_cut += now.detail_cut.saturating_sub(was.detail_cut);
     counters.view_details += now.details.saturating_sub(was.details);
+    counters.view_visits += now.visits.saturating_sub(was.visits);
+    counters.view_skips += now.skips.saturating_sub(was.skips);
     data
 }
 

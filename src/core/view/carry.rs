@@ -105,7 +105,7 @@ impl Observer {
             });
             put_uvar(out, u64::from(c.handle.expect("shown")));
             debug_assert!(!s.has_pending(), "flushed before the blob");
-            put_uvar(out, s.sent);
+            put_uvar(out, s.sent());
             for q in c.q() {
                 put_ivar(out, q);
             }

@@ -152,6 +152,13 @@ impl RunHead {
     pub(super) fn moves_after(&self, have: u64) -> Option<Pending> {
         self.bounds.covers_after(have).then_some(self.moved)
     }
+
+    /// True when everything after version `have` is the closing run of bare
+    /// movements ([`RunBounds::covers_after`]).
+    #[inline]
+    pub fn moves_only_after(&self, have: u64) -> bool {
+        self.bounds.covers_after(have)
+    }
 }
 
 /// One local copy as [`ObserverHost::copy_ref`] finds it.

@@ -12,6 +12,7 @@
 //! - [`budget`]: the client's downstream budget, distance bands and
 //!   movement priority.
 //! - `slots`: the observer's dense slot table (entity -> slot).
+//! - `visits`: which slots a paced flush visits (band-rate visits).
 //! - [`carry`]: the observer's migration blob (`Onload::observer`).
 //! - [`client`]: [`ClientView`], the client side that checks every rule.
 //!
@@ -58,6 +59,11 @@
 //!    released message: every copy must cache what it applies (at least
 //!    the versions of one update period), ghosts included.
 //!
+//! While a client's budget binds, a paced flush skips the shown entities
+//! it cannot send and whose copies' heads show nothing but bare movements
+//! since the client's version (band-rate visits,
+//! `ObserverParams::visit_span_max`; 0 visits every entity every flush).
+//!
 //! A host may also push each released message (`handle_sync(host, entity,
 //! version, kind, msg.others_payload())`, in release order, after the copy
 //! cached it): the same rules apply and the pull then finds it up to date.
@@ -80,6 +86,7 @@ pub mod host;
 pub mod observer;
 pub mod shown;
 mod slots;
+mod visits;
 
 pub use budget::{Band, BudgetParams};
 pub use carry::BlobError;

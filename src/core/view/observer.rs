@@ -45,7 +45,10 @@
 //! cell): behind by movements only, the slot takes the newest position from
 //! it without reading a message. [`Observer::handle_sync`]
 //! stays for hosts that push (the same rules; a pushed version is simply
-//! up to date at the pull).
+//! up to date at the pull). While the client's budget binds, a paced
+//! flush skips the slots it cannot send and whose copies took nothing but
+//! bare movements (band-rate visits: the `visits` module; the pull is in
+//! `observer/pull.rs`).
 //!
 //! # Levels of detail (properties declared with a [`Detail`])
 //!
@@ -79,7 +82,8 @@ use super::codec::{
 };
 use super::event::{ClientEvent, Handle, Movement, STEP_MAX};
 use super::host::ObserverHost;
-use super::slots::{SlotMut, Slots};
+use super::slots::{ColdPrefetch, SlotMut, Slots};
+use super::visits::{due_age, weight_of, weight_q, Visits};
 use crate::core::aoi::EventKind;
 use crate::core::entity::codec::Reader;
 use crate::core::entity::detail::filter_delta;
@@ -90,6 +94,8 @@ use crate::core::fault::Fault;
 use crate::core::geom::Vec3;
 use crate::core::ids::EntityId;
 use std::collections::VecDeque;
+
+mod pull;
 
 /// Versions a pending movement may cover before it is sent whatever the
 /// budget (well inside the wire's step of at most 127).
@@ -121,6 +127,11 @@ pub struct ObserverParams {
     /// sends no Leave events, `StaleVersion` sends each update with the
     /// previous version; the others are not the observer's. Default none.
     pub fault: Fault,
+    /// Band-rate visits (see `visits`): a paced flush may skip a slot it
+    /// cannot send, but visits each at least every this many flushes since
+    /// its last send (the host derives it from its copies' caches; 0 or 1:
+    /// every slot at every flush). Default 0.
+    pub visit_span_max: u16,
 }
 
 impl Default for ObserverParams {
@@ -130,6 +141,7 @@ impl Default for ObserverParams {
             batch_bytes_max: 64 * 1024,
             budget: BudgetParams::default(),
             fault: Fault::None,
+            visit_span_max: 0,
         }
     }
 }
@@ -177,13 +189,15 @@ pub(super) struct Slot {
     /// The last version taken from the entity's stream (meaningful once it
     /// has a handle): the client has it, or a coalesced movement holds it.
     pub(super) last: u64,
-    /// The version the client shows (`<= last`; below it only while a
-    /// movement is pending).
-    pub(super) sent: u64,
     /// The newest position taken from the stream, quantised: the pending
     /// movement's while `has_pending`, else the cold part's `q` (kept so by
     /// [`SlotMut::set_q`] and [`SlotMut::take_pending`]).
     newest_q: [i64; 3],
+    /// The low 32 bits of the version the client shows ([`Slot::sent`]:
+    /// `<= last`, below it only while a movement is pending, and within a
+    /// coalescing step of it, so `last` restores the high bits; kept short
+    /// so the visit fields fit the line).
+    sent_low: u32,
     /// Where the host last found the entity's copy
     /// ([`ObserverHost::copy_head_hinted`]; a guess it checks).
     pub(super) hint: u32,
@@ -205,6 +219,18 @@ pub(super) struct Slot {
     /// skips the check). [`REACH_UNKNOWN`] until worked out for the current
     /// stale bits (and when too far to hold).
     reach_m: u16,
+    /// The movement priority gained a flush, as of the last budget walk
+    /// that saw a pending movement ([`visits::weight_q`]): what a skipped
+    /// visit adds.
+    pub(super) w_q: u16,
+    /// The age ([`Slot::age`]) at which a flush must visit the slot
+    /// whatever else (`visits::due_age`: its band's refresh interval or
+    /// the visit span, as of that walk; 0 until then, and in the nearest
+    /// band: always).
+    pub(super) due_age: u8,
+    /// This flush's pull skipped it under a plan (`visits`): the budget
+    /// walk only ages it and grows its priority by `w_q`.
+    pub(super) skipped: bool,
 }
 
 const _: () = assert!(
@@ -234,7 +260,7 @@ impl Slot {
     pub(super) fn new(state: SlotState, last: u64) -> Slot {
         Slot {
             last,
-            sent: last,
+            sent_low: last as u32,
             newest_q: [0; 3],
             hint: u32::MAX,
             prio: 0.0,
@@ -244,7 +270,27 @@ impl Slot {
             any_stale: false,
             age: 0,
             reach_m: REACH_UNKNOWN,
+            w_q: 0,
+            due_age: 0,
+            skipped: false,
         }
+    }
+
+    /// The version the client shows (`<= last`).
+    #[inline]
+    pub(super) fn sent(&self) -> u64 {
+        self.last - u64::from((self.last as u32).wrapping_sub(self.sent_low))
+    }
+
+    /// Sets the version the client shows: at most `last`, within 2^32 of
+    /// it (a coalescing step is at most [`STEP_MAX`]).
+    #[inline]
+    pub(super) fn set_sent(&mut self, version: u64) {
+        debug_assert!(
+            version <= self.last && self.last - version <= u64::from(u32::MAX),
+            "the version shown is within reach of the last taken"
+        );
+        self.sent_low = version as u32;
     }
 
     /// The movement taken from the stream and not sent yet, if any.
@@ -392,6 +438,11 @@ pub struct ObserverStats {
     pub detail_cut: u64,
     /// Detail catch-ups sent (Detail events).
     pub details: u64,
+    /// Slots the pulls went over (every entity in view at each flush,
+    /// less the skipped ones).
+    pub visits: u64,
+    /// Shown entities a paced flush skipped (band-rate visits).
+    pub skips: u64,
 }
 
 /// One avatar's client view (see the module doc).
@@ -423,6 +474,9 @@ pub struct Observer {
     /// The buffers a flush works in: its own, or lent by the caller for
     /// the flush ([`Observer::swap_scratch`]).
     work: FlushScratch,
+    /// What the band-rate visits remember between flushes (not carried:
+    /// an observer that arrives visits everything at its first flush).
+    visits: Visits,
 }
 
 /// The buffers an observer's flush works in, empty between flushes (what
@@ -473,6 +527,7 @@ impl Observer {
             batch: Vec::new(),
             flushed: false,
             work: FlushScratch::default(),
+            visits: Visits::default(),
         }
     }
 
@@ -693,137 +748,6 @@ impl Observer {
         }
     }
 
-    /// Brings every live slot up to its local copy, from the copy's cache:
-    /// the first step of every flush (see the module doc's "Pull at the
-    /// flush"). A bare movement is taken in place (coalesced into the
-    /// slot's pending one); anything else goes through the per-message
-    /// rules (`deliver_msg`), in version order. A copy behind the client
-    /// is held; a cache that no longer reaches the client's version, or a
-    /// snapshot in it, schedules a resync.
-    ///
-    /// Each copy's head is read first ([`ObserverHost::copy_head`], dense in
-    /// the cell). A copy whose cache says everything missing is bare
-    /// movements hands over its newest position without a read of the
-    /// messages (the cost of a pull is the cache misses on what it reads).
-    /// A slot with detail properties to catch up, now near enough, is listed
-    /// for `catch_up`.
-    fn pull<H: ObserverHost + ?Sized>(&mut self, host: &H) {
-        self.work.lod_due.clear();
-        let me = host.copy_position(self.owner);
-        // The observer's ground position in the wire's units: the far check
-        // below compares squared distances there (no division per slot).
-        let me_u = me.map(|m| [m.x * UNITS_PER_M, m.z * UNITS_PER_M]);
-        let mut scratch = super::host::RunHead::default();
-        self.prefetch_flush();
-        for i in 0..self.slots.len() {
-            // The heads a few slots on are fetched while this one is read
-            // (shown entities sit anywhere in the cell's table).
-            // The slots further on are fetched first (their hints are read
-            // to find those heads), both lines: the cold one is what a send
-            // reads, later in this flush.
-            self.slots.prefetch_whole(i + 2 * PULL_PREFETCH_AHEAD);
-            if let Some(ahead) = self.slots.hint_at(i + PULL_PREFETCH_AHEAD) {
-                host.prefetch_head(ahead);
-            }
-            // One lookup of the slot for the common case (a bare movement
-            // or nothing new): the table is indexed once, not per field.
-            let (e, slot) = self.slots.entry_mut(i);
-            if slot.state != SlotState::Live {
-                continue;
-            }
-            let last = slot.last;
-            let Some(head) = host.copy_head_hinted(e, &mut slot.hint, &mut scratch) else {
-                continue;
-            };
-            // Up to date, or a copy behind the client (held: counted once,
-            // where the observer met it, not at every pull).
-            if head.version > last {
-                let moved = head.run.and_then(|r| Some((r.moves_after(last)?, r)));
-                if let Some((pending, run)) = moved {
-                    let taken = run.last_version() - last;
-                    let had = u64::from(slot.has_pending());
-                    self.stats.coalesced += taken - 1 + had;
-                    slot.last = run.last_version();
-                    slot.replace_pending(pending);
-                } else {
-                    match host.copy_cache(e).map(|c| c.fill(last)) {
-                        Some(Fill::Msgs(msgs)) => {
-                            for m in msgs {
-                                if !self.take_msg(host, i, e, m) {
-                                    break;
-                                }
-                            }
-                        }
-                        Some(Fill::UpToDate) => {}
-                        Some(Fill::ResyncNeeded) | None => self.want_resync(e),
-                    }
-                }
-            }
-            let slot = self.slots.at(i).1;
-            if slot.any_stale && slot.state == SlotState::Live && slot.last == head.version {
-                // Stale bits: the rare case that reads the cold part.
-                let stale = self.slots.cold_at(i).stale();
-                // Far beyond every stale property's reach: nothing is due, and
-                // the copy need not be read. The slot's position is the copy's
-                // (this version's movement, quantised: within a centimetre).
-                // Squared distances: no square root per far slot.
-                let far2 = me_u.map_or(0.0, |m| slot.dist2_xz_units(m));
-                let reach = (f64::from(slot.reach_m) + STALE_REACH_MARGIN_M) * UNITS_PER_M;
-                if slot.reach_m != REACH_UNKNOWN && far2 > reach * reach {
-                    debug_assert!(
-                        host.copy_ref(e).is_none_or(|c| {
-                            let d = me.map_or(0.0, |m| m.dist_xz(c.entity.core().pos));
-                            let ty = c.entity.props().entity_type();
-                            stale & !self.params.budget.beyond(ty, d, 0.0) == 0
-                        }),
-                        "a stale property skipped within reach"
-                    );
-                    continue;
-                }
-                let Some(copy) = host.copy_ref(e) else {
-                    continue;
-                };
-                let dist = me.map_or(0.0, |m| m.dist_xz(copy.entity.core().pos));
-                let ty = copy.entity.props().entity_type();
-                if slot.reach_m == REACH_UNKNOWN {
-                    let reach = self.params.budget.reach_of(ty, stale).max(0.0).ceil();
-                    // Rounded up, so the skip stays on the safe side; a reach
-                    // too far to hold stays unknown (never skipped).
-                    if reach < f64::from(REACH_UNKNOWN) {
-                        self.slots.at_mut(i).reach_m = reach as u16;
-                    }
-                }
-                if stale & !self.params.budget.beyond(ty, dist, 0.0) != 0 {
-                    self.work.lod_due.push(e);
-                }
-            }
-        }
-    }
-
-    /// Takes the cached message `m` of the slot at position `i` (entity
-    /// `e`); false if the entity needs a resync now.
-    fn take_msg<H: ObserverHost + ?Sized>(
-        &mut self,
-        host: &H,
-        i: usize,
-        e: EntityId,
-        m: &SyncMsg,
-    ) -> bool {
-        let slot = self.slots.at_mut(i);
-        // A movement whose property change other clients cannot see (an
-        // empty delta) coalesces like a bare one (as in `emit_update`).
-        if m.version == slot.last + 1 {
-            if let Some((pos, yaw)) = m.others_bare_movement() {
-                slot.last = m.version;
-                if slot.replace_pending(Pending::of(pos, yaw)).is_some() {
-                    self.stats.coalesced += 1;
-                }
-                return true;
-            }
-        }
-        self.deliver_msg(host, e, m)
-    }
-
     /// Offers one cached message; false if the entity needs a resync now.
     fn deliver_msg<H: ObserverHost + ?Sized>(
         &mut self,
@@ -1037,7 +961,7 @@ impl Observer {
         }
         self.stats.delivered += 1;
         debug_assert!(
-            version - slot.hot.sent <= STEP_MAX,
+            version - slot.hot.sent() <= STEP_MAX,
             "a step the wire cannot carry"
         );
         let version_low = wire_version(self.params.fault, version);
@@ -1050,7 +974,7 @@ impl Observer {
             (_, Some(pd)) => Some(movement_to(&mut slot, &self.params.budget, pd)),
             _ => None,
         };
-        slot.hot.sent = version;
+        slot.hot.set_sent(version);
         let ev = match mv {
             Some(mv) => {
                 slot.hot.prio = 0.0;
@@ -1103,7 +1027,7 @@ impl Observer {
                 .encode_whole(Audience::OtherClients, near, &mut self.work.snap);
             let mut s = self.slots.both_mut(&e).expect("present");
             s.set_stale(s.cold.stale() & !near);
-            debug_assert_eq!(s.hot.sent, s.hot.last, "a catch-up at the version shown");
+            debug_assert_eq!(s.hot.sent(), s.hot.last, "a catch-up at the version shown");
             let ev = ClientEvent::Detail {
                 handle: s.cold.handle.expect("live slots have handles"),
                 version_low: s.hot.last as u8,
@@ -1131,14 +1055,14 @@ impl Observer {
         let (Some(pd), Some(handle)) = (slot.take_pending(), slot.cold.handle) else {
             return;
         };
-        let step = slot.hot.last - slot.hot.sent;
+        let step = slot.hot.last - slot.hot.sent();
         debug_assert!(
             (1..=STEP_MAX).contains(&step),
             "a pending movement is ahead of the client, within a step"
         );
         let version_low = wire_version(self.params.fault, slot.hot.last);
         let mv = movement_to(&mut slot, &self.params.budget, pd);
-        slot.hot.sent = slot.hot.last;
+        slot.hot.set_sent(slot.hot.last);
         slot.hot.prio = 0.0;
         slot.hot.age = 0;
         encode_move(&mut self.batch, handle, version_low, &mv);
@@ -1180,7 +1104,7 @@ impl Observer {
     /// that wants the batch to hold the updates before its flush.
     pub fn refresh<H: ObserverHost + ?Sized>(&mut self, host: &H) {
         self.start();
-        self.pull(host);
+        self.pull(host, None);
     }
 
     /// Ends the tick without a budget: the own snapshot if due, due enters
@@ -1191,7 +1115,7 @@ impl Observer {
     /// `handle_*` starts a new batch (the buffer is reused).
     pub fn flush<H: ObserverHost + ?Sized>(&mut self, host: &H) -> &[u8] {
         self.start();
-        self.pull(host);
+        self.pull(host, None);
         self.flush_snapshots(host, f64::INFINITY);
         self.catch_up(host);
         let mut pending = std::mem::take(&mut self.work.due);
@@ -1205,6 +1129,8 @@ impl Observer {
             self.send_pending_at(i as usize);
         }
         self.work.due = pending;
+        // Nothing waited: the next flush visits every slot.
+        self.visits.flushed(0.0);
         self.end_flush()
     }
 
@@ -1218,7 +1144,8 @@ impl Observer {
             return self.flush(host);
         }
         self.start();
-        self.pull(host);
+        let plan = (self.visits).plan(&p, self.params.visit_span_max, self.pacer.degraded());
+        self.pull(host, plan.as_ref());
         self.pacer.refill(&p);
         let room = self.pacer.tokens();
         self.flush_snapshots(host, room);
@@ -1249,42 +1176,24 @@ impl Observer {
         due.reserve(self.slots.len());
         rest.reserve(self.slots.len());
         // Usually none: the per-slot search is skipped outright.
-        let important: &[(EntityId, u16)] = &self.important;
-        let any_important = !important.is_empty();
-        let cold = self.slots.cold_prefetcher();
+        let any_important = !self.important.is_empty();
+        let walk = Walk {
+            me_u,
+            ranks,
+            intervals,
+            due_ages: std::array::from_fn(|b| due_age(b, intervals[b], self.params.visit_span_max)),
+            shallow,
+            degraded,
+            important_factor: any_important.then_some(p.important_factor),
+            cold: self.slots.cold_prefetcher(),
+            planned: plan.is_some(),
+        };
+        let important = &self.important[..];
         for (i, (&e, slot)) in self.slots.iter_mut().enumerate() {
-            if slot.state != SlotState::Live {
-                continue;
-            }
-            slot.age = slot.age.saturating_add(1);
-            if !slot.has_pending() {
-                continue;
-            }
-            // In the wire's units, squared: no division, one `f32` root.
-            let d2 = me_u.map_or(0.0, |m| slot.dist2_xz_units(m));
-            let band = ranks.band(d2);
-            let mut w = ranks.weight(d2);
-            if any_important && important.iter().any(|(i, _)| *i == e) {
-                w *= p.important_factor;
-            }
-            slot.prio += w;
-            // A movement coalescing nearly a version byte's range goes out
-            // whatever the budget (the wire's step is at most 256).
-            // Degraded, even the nearest band goes by priority (it has the
-            // highest), so a crowd cannot hold the client over its budget.
-            let on_time = band == 0 || (shallow && slot.age >= intervals[band]);
-            let must = (!degraded && on_time) || slot.last - slot.sent >= COALESCE_VERSIONS_MAX;
-            // Due ones first (in table order), then by priority.
-            if must {
-                // What the send reads (the client's base, the handle) is
-                // asked for now, a walk ahead of the send.
-                cold.line(i);
-                due.push(i as u32);
-            } else {
-                rest.push(prio_key(slot.prio, i as u32));
-            }
+            walk.rank(i as u32, e, slot, important, &mut due, &mut rest);
         }
-        self.send_paced(&p, &due, &mut rest);
+        let cut = self.send_paced(&p, &due, &mut rest);
+        self.visits.flushed(cut);
         self.work.due = due;
         self.work.by_prio = rest;
         if !self.batch.is_empty() {
@@ -1305,17 +1214,22 @@ impl Observer {
 
     /// Sends the pending movements of a paced flush: every due one (slot
     /// positions in `due`), then those in `rest` (priority keys, see
-    /// `prio_key`) by priority while the budget lasts.
-    fn send_paced(&mut self, p: &BudgetParams, due: &[u32], rest: &mut Vec<u64>) {
+    /// `prio_key`) by priority while the budget lasts. Returns the cut
+    /// (`visits`): the lowest priority sent by priority, or the highest
+    /// that waited if none went; 0 when nothing waited.
+    fn send_paced(&mut self, p: &BudgetParams, due: &[u32], rest: &mut Vec<u64>) -> f32 {
         // (The due ones' cold lines were asked for by the budget walk.)
         for &i in due {
             let before = self.batch.len();
             self.send_pending_at(i as usize);
             self.pacer.charge(p, self.batch.len() - before);
         }
+        // The cut matters only to band-rate visits.
+        let cuts = self.params.visit_span_max > 1;
         if self.pacer.tokens() <= 0.0 {
             // Nothing more goes this flush: no need to rank the rest.
-            return;
+            let best = rest.iter().min().filter(|_| cuts);
+            return best.map_or(0.0, |&key| prio_of_key(key));
         }
         // Only the first few by priority can go (each costs at least
         // `MOVE_EVENT_BYTES_MIN` of what is left): those are selected, then
@@ -1339,6 +1253,7 @@ impl Observer {
             self.slots.prefetch_cold(key as u32 as usize);
             room -= MOVE_EVENT_BYTES_MIN as f64;
         }
+        let mut went = 0;
         for &key in rest.iter() {
             if self.pacer.tokens() <= 0.0 {
                 break;
@@ -1347,11 +1262,22 @@ impl Observer {
             // The low half is the slot position.
             self.send_pending_at(key as u32 as usize);
             self.pacer.charge(p, self.batch.len() - before);
+            went += 1;
         }
         debug_assert!(
             !cut || self.pacer.tokens() <= 0.0,
             "a movement the selection cut could still have gone"
         );
+        match (
+            rest.get(went),
+            went.checked_sub(1).and_then(|w| rest.get(w)),
+        ) {
+            // Everything ranked went: the budget had room.
+            (None, _) if !cut => 0.0,
+            (_, Some(&last)) => prio_of_key(last),
+            (Some(&first), None) => prio_of_key(first),
+            (None, None) => 0.0,
+        }
     }
 
     /// True while the client is told it is degraded.
@@ -1499,7 +1425,7 @@ impl Observer {
                 let q = snapshot_header(&self.work.snap).map_or([0; 3], |(_, p, _)| quantise(p));
                 let mut s = self.slots.both_mut(&entity).expect("present");
                 s.hot.last = version;
-                s.hot.sent = version;
+                s.hot.set_sent(version);
                 s.set_q(q);
                 s.take_pending();
                 s.cold.since_key = 0;
@@ -1522,7 +1448,7 @@ impl Observer {
         let mut slot = self.slots.both_mut(&entity).expect("present");
         slot.cold.handle = Some(handle);
         slot.hot.last = version;
-        slot.hot.sent = version;
+        slot.hot.set_sent(version);
         slot.set_q(quantise(pos));
         slot.cold.since_key = 0;
         let ev = ClientEvent::Enter {
@@ -1569,10 +1495,10 @@ impl Observer {
                 s.has_pending || s.newest_q == c.q,
                 "{e}: the newest position is the client's when nothing is pending"
             );
-            assert!(s.sent <= s.last, "{e}: client ahead of the stream");
+            assert!(s.sent() <= s.last, "{e}: client ahead of the stream");
             assert_eq!(
                 s.has_pending(),
-                s.sent < s.last && s.state == SlotState::Live,
+                s.sent() < s.last && s.state == SlotState::Live,
                 "{e}: a pending movement is exactly what the client lacks"
             );
             let queued = self.queue.iter().filter(|&&q| q == *e).count();
@@ -1602,6 +1528,85 @@ fn wire_version(fault: Fault, version: u64) -> u8 {
 /// The wire movement to `pos` for the client of `slot` (a delta from its
 /// last position, or a key frame every `keyframe_every` movements and for
 /// jumps too large for a delta); updates the slot's base.
+/// What a paced flush's budget walk ranks by, worked out once per flush
+/// (`Observer::rank_slot`).
+struct Walk {
+    /// The observer's ground position in the wire's units.
+    me_u: Option<[f64; 2]>,
+    ranks: Ranks,
+    /// Each band's refresh interval, in flushes.
+    intervals: [u16; BANDS_MAX],
+    /// The budget's debt is shallow: the farther bands' minimum rates hold.
+    shallow: bool,
+    degraded: bool,
+    /// Each band's [`Slot::due_age`] (`visits::due_age`).
+    due_ages: [u8; BANDS_MAX],
+    /// The important factor, while any entity is marked important.
+    important_factor: Option<f32>,
+    /// Where the sends will read the slots' cold parts.
+    cold: ColdPrefetch,
+    /// The pull ran under a plan: its `skipped` marks are this flush's.
+    planned: bool,
+}
+
+impl Walk {
+    /// The budget walk's step for `slot` (entity `e`, table position
+    /// `i`): ages it and, if a movement is pending, grows its priority and
+    /// lists it as due (`due`, its cold line asked for) or by priority
+    /// (`rest`); `important`: the observer's important entities.
+    #[inline(always)]
+    fn rank(
+        &self,
+        i: u32,
+        e: EntityId,
+        slot: &mut Slot,
+        important: &[(EntityId, u16)],
+        due: &mut Vec<u32>,
+        rest: &mut Vec<u64>,
+    ) {
+        if slot.state != SlotState::Live {
+            return;
+        }
+        slot.age = slot.age.saturating_add(1);
+        if self.planned && slot.skipped {
+            // Not visited (see `visits`): it waits as its last walk ranked
+            // it, as though it moved (most in view do).
+            slot.prio += weight_of(slot.w_q);
+            return;
+        }
+        if !slot.has_pending() {
+            return;
+        }
+        // In the wire's units, squared: no division, one `f32` root.
+        let d2 = self.me_u.map_or(0.0, |m| slot.dist2_xz_units(m));
+        let band = self.ranks.band(d2);
+        let mut w = self.ranks.weight(d2);
+        if let Some(factor) = self.important_factor {
+            if important.iter().any(|(x, _)| *x == e) {
+                w *= factor;
+            }
+        }
+        slot.prio += w;
+        slot.w_q = weight_q(w);
+        slot.due_age = self.due_ages[band];
+        // A movement coalescing nearly a version byte's range goes out
+        // whatever the budget (the wire's step is at most 256).
+        // Degraded, even the nearest band goes by priority (it has the
+        // highest), so a crowd cannot hold the client over its budget.
+        let on_time = band == 0 || (self.shallow && slot.age >= self.intervals[band]);
+        let must = (!self.degraded && on_time) || slot.last - slot.sent() >= COALESCE_VERSIONS_MAX;
+        // Due ones first (in table order), then by priority.
+        if must {
+            // What the send reads (the client's base, the handle) is
+            // asked for now, a walk ahead of the send.
+            self.cold.line(i as usize);
+            due.push(i);
+        } else {
+            rest.push(prio_key(slot.prio, i));
+        }
+    }
+}
+
 /// The sort key of a movement that may wait: ascending keys run by
 /// priority, highest first (`f32::total_cmp`'s order), then by slot
 /// position `i`.
@@ -1612,6 +1617,14 @@ fn prio_key(prio: f32, i: u32) -> u64 {
     // compare as signed integers in total order; then as unsigned.
     let ordered = (bits ^ (((bits >> 31) as u32) >> 1) as i32) as u32 ^ 0x8000_0000;
     (u64::from(!ordered) << 32) | u64::from(i)
+}
+
+/// The priority a [`prio_key`] was made of (bit for bit).
+#[inline]
+fn prio_of_key(key: u64) -> f32 {
+    let x = !((key >> 32) as u32) ^ 0x8000_0000;
+    let mask = (((x as i32) >> 31) as u32) >> 1;
+    f32::from_bits(x ^ mask)
 }
 
 /// The fewest bytes a movement event takes (tag, handle, version byte, two
@@ -1687,6 +1700,13 @@ mod prio_key_tests {
             .collect();
         keys.sort_unstable();
         let from_keys: Vec<u32> = keys.iter().map(|&k| k as u32).collect();
+        for (&k, &(p, _)) in keys.iter().zip(&by_cmp) {
+            assert_eq!(
+                super::prio_of_key(k).to_bits(),
+                p.to_bits(),
+                "{p} from its key"
+            );
+        }
         let from_cmp: Vec<u32> = by_cmp.iter().map(|&(_, i)| i).collect();
         assert_eq!(from_keys, from_cmp);
     }

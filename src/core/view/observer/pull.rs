@@ -1,0 +1,194 @@
+//! The pull of a flush: each shown entity brought up to its local copy
+//! (see the observer's module doc, "Pull at the flush"), and the list of
+//! the slots a band-rate plan visits (`visits`).
+//!
+//! Part of [`Observer`]; reads the cell only through [`ObserverHost`].
+
+use super::{
+    Observer, Pending, SlotState, PULL_PREFETCH_AHEAD, REACH_UNKNOWN, STALE_REACH_MARGIN_M,
+};
+use crate::core::entity::{Fill, SyncMsg};
+use crate::core::geom::Vec3;
+use crate::core::ids::EntityId;
+use crate::core::view::codec::UNITS_PER_M;
+use crate::core::view::host::{ObserverHost, RunHead};
+use crate::core::view::visits::VisitPlan;
+
+impl Observer {
+    /// Brings every live slot up to its local copy, from the copy's cache:
+    /// the first step of every flush (see the module doc's "Pull at the
+    /// flush"). A bare movement is taken in place (coalesced into the
+    /// slot's pending one); anything else goes through the per-message
+    /// rules (`deliver_msg`), in version order. A copy behind the client
+    /// is held; a cache that no longer reaches the client's version, or a
+    /// snapshot in it, schedules a resync.
+    ///
+    /// Each copy's head is read first ([`ObserverHost::copy_head`], dense in
+    /// the cell). A copy whose cache says everything missing is bare
+    /// movements hands over its newest position without a read of the
+    /// messages (the cost of a pull is the cache misses on what it reads).
+    /// A slot with detail properties to catch up, now near enough, is listed
+    /// for `catch_up`.
+    ///
+    /// Under a band-rate `plan` a live slot it skips is only marked
+    /// `skipped` (see `visits`; the budget walk ages and ranks it): nothing
+    /// of its copy is read.
+    pub(super) fn pull<H: ObserverHost + ?Sized>(&mut self, host: &H, plan: Option<&VisitPlan>) {
+        self.work.lod_due.clear();
+        let me = host.copy_position(self.owner);
+        // The observer's ground position in the wire's units: the far check
+        // compares squared distances there (no division per slot).
+        let me_u = me.map(|m| [m.x * UNITS_PER_M, m.z * UNITS_PER_M]);
+        let before = self.stats.skips;
+        // Two copies of the loop: without a plan, no test per slot.
+        match plan {
+            Some(plan) => self.pull_loop::<H, true>(host, Some(plan), (me, me_u)),
+            None => self.pull_loop::<H, false>(host, None, (me, me_u)),
+        }
+        let skipped = self.stats.skips - before;
+        self.stats.visits += self.slots.len() as u64 - skipped;
+    }
+
+    /// `pull`'s walk over the slots; `PLANNED`: `plan` is `Some`.
+    #[inline(always)]
+    fn pull_loop<H: ObserverHost + ?Sized, const PLANNED: bool>(
+        &mut self,
+        host: &H,
+        plan: Option<&VisitPlan>,
+        (me, me_u): (Option<Vec3>, Option<[f64; 2]>),
+    ) {
+        let mut scratch = RunHead::default();
+        self.prefetch_flush();
+        for i in 0..self.slots.len() {
+            // The heads a few slots on are fetched while this one is read
+            // (shown entities sit anywhere in the cell's table). The slots
+            // further on are fetched first (their hints are read to find
+            // those heads), both lines: the cold one is what a send reads,
+            // later in this flush.
+            self.slots.prefetch_whole(i + 2 * PULL_PREFETCH_AHEAD);
+            if let Some(ahead) = self.slots.hint_at(i + PULL_PREFETCH_AHEAD) {
+                host.prefetch_head(ahead);
+            }
+            if let (true, Some(plan)) = (PLANNED, plan) {
+                let (e, slot) = self.slots.entry_mut(i);
+                if slot.state == SlotState::Live {
+                    slot.skipped = plan.skips(host, e, slot, &mut scratch)
+                        && !self.important.iter().any(|(x, _)| *x == e);
+                    if slot.skipped {
+                        self.stats.skips += 1;
+                        continue;
+                    }
+                }
+            }
+            self.pull_slot(host, i, (me, me_u), &mut scratch);
+        }
+    }
+
+    /// The pull of the slot at table position `i` (see `pull`); `me`: the
+    /// observer's position, and its ground position in the wire's units.
+    #[inline(always)]
+    fn pull_slot<H: ObserverHost + ?Sized>(
+        &mut self,
+        host: &H,
+        i: usize,
+        (me, me_u): (Option<Vec3>, Option<[f64; 2]>),
+        scratch: &mut RunHead,
+    ) {
+        // One lookup of the slot for the common case (a bare movement
+        // or nothing new): the table is indexed once, not per field.
+        let (e, slot) = self.slots.entry_mut(i);
+        if slot.state != SlotState::Live {
+            return;
+        }
+        let last = slot.last;
+        let Some(head) = host.copy_head_hinted(e, &mut slot.hint, scratch) else {
+            return;
+        };
+        // Up to date, or a copy behind the client (held: counted once,
+        // where the observer met it, not at every pull).
+        if head.version > last {
+            let moved = head.run.and_then(|r| Some((r.moves_after(last)?, r)));
+            if let Some((pending, run)) = moved {
+                let taken = run.last_version() - last;
+                let had = u64::from(slot.has_pending());
+                self.stats.coalesced += taken - 1 + had;
+                slot.last = run.last_version();
+                slot.replace_pending(pending);
+            } else {
+                match host.copy_cache(e).map(|c| c.fill(last)) {
+                    Some(Fill::Msgs(msgs)) => {
+                        for m in msgs {
+                            if !self.take_msg(host, i, e, m) {
+                                break;
+                            }
+                        }
+                    }
+                    Some(Fill::UpToDate) => {}
+                    Some(Fill::ResyncNeeded) | None => self.want_resync(e),
+                }
+            }
+        }
+        let slot = self.slots.at(i).1;
+        if slot.any_stale && slot.state == SlotState::Live && slot.last == head.version {
+            // Stale bits: the rare case that reads the cold part.
+            let stale = self.slots.cold_at(i).stale();
+            // Far beyond every stale property's reach: nothing is due, and
+            // the copy need not be read. The slot's position is the copy's
+            // (this version's movement, quantised: within a centimetre).
+            // Squared distances: no square root per far slot.
+            let far2 = me_u.map_or(0.0, |m| slot.dist2_xz_units(m));
+            let reach = (f64::from(slot.reach_m) + STALE_REACH_MARGIN_M) * UNITS_PER_M;
+            if slot.reach_m != REACH_UNKNOWN && far2 > reach * reach {
+                debug_assert!(
+                    host.copy_ref(e).is_none_or(|c| {
+                        let d = me.map_or(0.0, |m| m.dist_xz(c.entity.core().pos));
+                        let ty = c.entity.props().entity_type();
+                        stale & !self.params.budget.beyond(ty, d, 0.0) == 0
+                    }),
+                    "a stale property skipped within reach"
+                );
+                return;
+            }
+            let Some(copy) = host.copy_ref(e) else {
+                return;
+            };
+            let dist = me.map_or(0.0, |m| m.dist_xz(copy.entity.core().pos));
+            let ty = copy.entity.props().entity_type();
+            if slot.reach_m == REACH_UNKNOWN {
+                let reach = self.params.budget.reach_of(ty, stale).max(0.0).ceil();
+                // Rounded up, so the skip stays on the safe side; a reach
+                // too far to hold stays unknown (never skipped).
+                if reach < f64::from(REACH_UNKNOWN) {
+                    self.slots.at_mut(i).reach_m = reach as u16;
+                }
+            }
+            if stale & !self.params.budget.beyond(ty, dist, 0.0) != 0 {
+                self.work.lod_due.push(e);
+            }
+        }
+    }
+
+    /// Takes the cached message `m` of the slot at position `i` (entity
+    /// `e`); false if the entity needs a resync now.
+    fn take_msg<H: ObserverHost + ?Sized>(
+        &mut self,
+        host: &H,
+        i: usize,
+        e: EntityId,
+        m: &SyncMsg,
+    ) -> bool {
+        let slot = self.slots.at_mut(i);
+        // A movement whose property change other clients cannot see (an
+        // empty delta) coalesces like a bare one (as in `emit_update`).
+        if m.version == slot.last + 1 {
+            if let Some((pos, yaw)) = m.others_bare_movement() {
+                slot.last = m.version;
+                if slot.replace_pending(Pending::of(pos, yaw)).is_some() {
+                    self.stats.coalesced += 1;
+                }
+                return true;
+            }
+        }
+        self.deliver_msg(host, e, m)
+    }
+}
