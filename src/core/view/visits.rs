@@ -14,8 +14,9 @@
 //! what is left by priority: with 60 in view at 10 Hz, about 270 of 600
 //! visits a second end in a send. BigWorld's witness updates each entity
 //! at its own rate and touches no other; here a paced flush *skips* a slot
-//! it cannot send: it reads nothing of the copy and only ages the slot and
-//! grows its priority by the weight of its last walk, as that walk would.
+//! it cannot send: it reads nothing of the copy but its head (to see that
+//! only movements came) and only ages the slot and grows its priority by
+//! the weight of its last walk, as that walk would.
 //!
 //! # The rule
 //!

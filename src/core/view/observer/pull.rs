@@ -1,6 +1,6 @@
 //! The pull of a flush: each shown entity brought up to its local copy
-//! (see the observer's module doc, "Pull at the flush"), and the list of
-//! the slots a band-rate plan visits (`visits`).
+//! (see the observer's module doc, "Pull at the flush"), but the ones a
+//! band-rate plan skips (`visits`).
 //!
 //! Part of [`Observer`]; reads the cell only through [`ObserverHost`].
 
@@ -32,7 +32,7 @@ impl Observer {
     ///
     /// Under a band-rate `plan` a live slot it skips is only marked
     /// `skipped` (see `visits`; the budget walk ages and ranks it): nothing
-    /// of its copy is read.
+    /// of its copy but the head is read.
     pub(super) fn pull<H: ObserverHost + ?Sized>(&mut self, host: &H, plan: Option<&VisitPlan>) {
         self.work.lod_due.clear();
         let me = host.copy_position(self.owner);
