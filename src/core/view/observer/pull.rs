@@ -71,13 +71,15 @@ impl Observer {
             }
             if let (true, Some(plan)) = (PLANNED, plan) {
                 let (e, slot) = self.slots.entry_mut(i);
-                if slot.state == SlotState::Live {
-                    slot.skipped = plan.skips(host, e, slot, &mut scratch)
-                        && !self.important.iter().any(|(x, _)| *x == e);
-                    if slot.skipped {
-                        self.stats.skips += 1;
-                        continue;
-                    }
+                // A slot not live now (a snapshot may make it live before
+                // the walk) is not skipped: no mark of an earlier flush
+                // stays on it.
+                slot.skipped = slot.state == SlotState::Live
+                    && plan.skips(host, e, slot, &mut scratch)
+                    && !self.important.iter().any(|(x, _)| *x == e);
+                if slot.skipped {
+                    self.stats.skips += 1;
+                    continue;
                 }
             }
             self.pull_slot(host, i, (me, me_u), &mut scratch);
