@@ -220,7 +220,7 @@ pub(super) struct Slot {
     /// stale bits (and when too far to hold).
     reach_m: u16,
     /// The movement priority gained a flush, as of the last budget walk
-    /// that saw a pending movement ([`visits::weight_q`]): what a skipped
+    /// that saw a pending movement ([`weight_q`]): what a skipped
     /// visit adds.
     pub(super) w_q: u16,
     /// The age ([`Slot::age`]) at which a flush must visit the slot
