@@ -22,6 +22,11 @@
 # (callgrind ignores prefetches: a prefetch's gain shows in time only.)
 # About twice as slow.
 #
+# BRANCH=1 also simulates the branch predictor and prints the conditional
+# branches and their mispredictions per client-second (callgrind's model is
+# simpler than the hardware's, so read it as where mispredictions are, not
+# how many), then the TOP source lines by mispredictions. About 1.5x slower.
+#
 # PROBE_ARGS: more of the probe's options, e.g. "--in-view 2" or
 # "--set server.initial_cells=1" (the cost bench's doc lists them).
 #
@@ -63,6 +68,9 @@ cache_args=()
 if [[ ${CACHE:-0} == 1 ]]; then
     cache_args=(--cache-sim=yes --D1=49152,12,64 --LL=2097152,16,64)
 fi
+if [[ ${BRANCH:-0} == 1 ]]; then
+    cache_args+=(--branch-sim=yes --dump-instr=yes)
+fi
 for s in "$short" "$long"; do
     valgrind --tool=callgrind "${cache_args[@]}" --toggle-collect='*CellHost*as*ShardApp*on_tick*' \
         --callgrind-out-file="$dir/cg.$s" "$bin" "$clients" "$s" 1 \
@@ -85,6 +93,12 @@ for s in "$short" "$long"; do
                 sub(/ \[.*/, "", name); sub(/^[^:]*:/, "", name)
                 if (!(name in best) || r + 0 > best[name] + 0) { best[name] = r; wr[name] = w }
             } END { for (k in best) printf "%s\t%s\t%s\n", best[k], wr[k], k }' >"$dir/lmiss.$s"
+    fi
+    if [[ ${BRANCH:-0} == 1 ]]; then
+        # The whole run's conditional branches and their mispredictions.
+        callgrind_annotate --auto=no --show=Bc,Bcm "$dir/cg.$s" 2>/dev/null |
+            awk '/PROGRAM TOTALS/ && !done { gsub(/\([^)]*\)/, ""); gsub(",", "");
+                                             print $1, $2; done = 1 }' >"$dir/branch.$s"
     fi
     callgrind_annotate --inclusive=yes --auto=no --show=Ir "$dir/cg.$s" 2>/dev/null |
         awk '/^ *[0-9,]+ \(/ {
@@ -130,4 +144,22 @@ if [[ ${CACHE:-0} == 1 ]]; then
         "$dir/lmiss.$short" "$dir/lmiss.$long" | sort -t$'\t' -k1,1 -rn | head -n "$top" |
         awk -F'\t' 'BEGIN { print "L2 misses per client-second by function (inclusive): reads, writes" }
                      { printf "%9s %8s  %s\n", $1, $2, substr($3, 1, 110) }'
+fi
+
+if [[ ${BRANCH:-0} == 1 ]]; then
+    paste -d' ' "$dir/branch.$short" "$dir/branch.$long" |
+        awk -v cs="$(( clients * (long - short) ))" '{
+            printf "conditional branches per client-second: %.0f, mispredicted %.0f\n", ($3 - $1) / cs, ($4 - $2) / cs
+        }'
+    # Where they are: the longer run's source lines (warm-up included).
+    echo "source lines by mispredictions (the $long s run, warm-up included):"
+    callgrind_annotate --show=Bcm --sort=Bcm --auto=yes "$dir/cg.$long" 2>/dev/null |
+        awk -v top="$top" '
+            /Auto-annotated source:/ { f = $NF; sub(/.*\//, "", f); next }
+            f != "" && /^ *[0-9,]+ \(/ && !/=>/ && !/events annotated/ {
+                n = $1; gsub(",", "", n); line = $0
+                sub(/^ *[0-9,]+ \([^)]*\) +/, "", line); gsub(/^ +/, "", line)
+                printf "%s\t%s\t%s\n", n, f, substr(line, 1, 90)
+            }' | sort -t$'\t' -k1,1 -rn | head -n "$top" |
+        awk -F'\t' '{ printf "%10s  %-16s %s\n", $1, $2, $3 }'
 fi

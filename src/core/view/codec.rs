@@ -278,11 +278,18 @@ pub fn encode_move(out: &mut Vec<u8>, handle: Handle, version_low: u8, mv: &Move
         lo_at <= SHORT_LO_MAX && hi_at <= SHORT_HI_MAX && SHORT_LO_MAX.max(SHORT_HI_MAX) <= 8,
         "a short move fits its registers"
     );
+    // The two joined (the second word after the first one's `lo_at`
+    // bytes: at least 3 of them, tag, handle and version byte, so both
+    // shifts stay within a word) and appended as one 16-byte store, cut
+    // back to the event's length.
+    debug_assert!((3..=SHORT_LO_MAX).contains(&lo_at));
+    let w0 = lo | (hi << (8 * lo_at));
+    let w1 = hi >> (64 - 8 * lo_at);
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&w0.to_le_bytes());
+    bytes[8..].copy_from_slice(&w1.to_le_bytes());
     let start = out.len();
-    out.reserve(16);
-    out.extend_from_slice(&lo.to_le_bytes());
-    out.truncate(start + lo_at);
-    out.extend_from_slice(&hi.to_le_bytes());
+    out.extend_from_slice(&bytes);
     out.truncate(start + lo_at + hi_at);
 }
 

@@ -48,7 +48,9 @@
 //! up to date at the pull). While the client's budget binds, a paced
 //! flush skips the slots it cannot send and whose copies took nothing but
 //! bare movements (band-rate visits: the `visits` module; the pull is in
-//! `observer/pull.rs`).
+//! `observer/pull.rs`). A paced flush ranks each slot for its budget as the
+//! pull leaves it (`observer/walk.rs`): one pass over the slots, not a pull
+//! and then a walk.
 //!
 //! # Levels of detail (properties declared with a [`Detail`])
 //!
@@ -82,8 +84,8 @@ use super::codec::{
 };
 use super::event::{ClientEvent, Handle, Movement, STEP_MAX};
 use super::host::ObserverHost;
-use super::slots::{ColdPrefetch, SlotMut, Slots};
-use super::visits::{due_age, weight_of, weight_q, Visits};
+use super::slots::{SlotMut, Slots};
+use super::visits::{due_age, Visits};
 use crate::core::aoi::EventKind;
 use crate::core::entity::codec::Reader;
 use crate::core::entity::detail::filter_delta;
@@ -96,6 +98,9 @@ use crate::core::ids::EntityId;
 use std::collections::VecDeque;
 
 mod pull;
+mod walk;
+
+use walk::{Ranked, Walk};
 
 /// Versions a pending movement may cover before it is sent whatever the
 /// budget (well inside the wire's step of at most 127).
@@ -220,7 +225,7 @@ pub(super) struct Slot {
     /// stale bits (and when too far to hold).
     reach_m: u16,
     /// The movement priority gained a flush, as of the last budget walk
-    /// that saw a pending movement ([`weight_q`]): what a skipped
+    /// that saw a pending movement ([`super::visits::weight_q`]): what a skipped
     /// visit adds.
     pub(super) w_q: u16,
     /// The age ([`Slot::age`]) at which a flush must visit the slot
@@ -228,9 +233,6 @@ pub(super) struct Slot {
     /// the visit span, as of that walk; 0 until then, and in the nearest
     /// band: always).
     pub(super) due_age: u8,
-    /// This flush's pull skipped it under a plan (`visits`): the budget
-    /// walk only ages it and grows its priority by `w_q`.
-    pub(super) skipped: bool,
 }
 
 const _: () = assert!(
@@ -272,7 +274,6 @@ impl Slot {
             reach_m: REACH_UNKNOWN,
             w_q: 0,
             due_age: 0,
-            skipped: false,
         }
     }
 
@@ -492,9 +493,12 @@ pub struct FlushScratch {
     /// Slot positions of this flush's movements that must go, in table
     /// order (reused).
     due: Vec<u32>,
-    /// The movements that may wait, as [`prio_key`]s: sorted, they run by
+    /// The movements that may wait, as [`walk::prio_key`]s: sorted, they run by
     /// priority, highest first, then by slot position (reused).
     by_prio: Vec<u64>,
+    /// The movements due by their band's minimum rate if the budget's debt
+    /// stays shallow, as [`walk::prio_key`]s (reused; see [`Ranked`]).
+    timely: Vec<u64>,
     /// The level-of-detail filter's output (reused).
     lod_buf: Vec<u8>,
     /// Entities with stale detail properties, at a flush (reused).
@@ -1051,20 +1055,33 @@ impl Observer {
     /// flush walks positions: no lookup by id).
     #[inline]
     fn send_pending_at(&mut self, i: usize) {
-        let mut slot = self.slots.both_at(i);
-        let (Some(pd), Some(handle)) = (slot.take_pending(), slot.cold.handle) else {
+        // `take_pending` then `movement_to`, without their copies of the
+        // position between the parts: the slot's newest position is the
+        // pending one, and becomes the client's.
+        let SlotMut { hot, cold } = self.slots.both_at(i);
+        if !hot.has_pending {
+            return;
+        }
+        hot.has_pending = false;
+        let Some(handle) = cold.handle else {
+            hot.newest_q = cold.q;
             return;
         };
-        let step = slot.hot.last - slot.hot.sent();
+        let step = hot.last - hot.sent();
         debug_assert!(
             (1..=STEP_MAX).contains(&step),
             "a pending movement is ahead of the client, within a step"
         );
-        let version_low = wire_version(self.params.fault, slot.hot.last);
-        let mv = movement_to(&mut slot, &self.params.budget, pd);
-        slot.hot.set_sent(slot.hot.last);
-        slot.hot.prio = 0.0;
-        slot.hot.age = 0;
+        let version_low = wire_version(self.params.fault, hot.last);
+        let to = Pending {
+            q: hot.newest_q,
+            yaw: hot.pending_yaw,
+        };
+        let (mv, q) = movement_from(cold.q, &mut cold.since_key, &self.params.budget, to);
+        cold.q = q;
+        hot.set_sent(hot.last);
+        hot.prio = 0.0;
+        hot.age = 0;
         encode_move(&mut self.batch, handle, version_low, &mv);
         self.stats.delivered += 1;
     }
@@ -1104,7 +1121,7 @@ impl Observer {
     /// that wants the batch to hold the updates before its flush.
     pub fn refresh<H: ObserverHost + ?Sized>(&mut self, host: &H) {
         self.start();
-        self.pull(host, None);
+        self.pull(host, None, None);
     }
 
     /// Ends the tick without a budget: the own snapshot if due, due enters
@@ -1115,7 +1132,7 @@ impl Observer {
     /// `handle_*` starts a new batch (the buffer is reused).
     pub fn flush<H: ObserverHost + ?Sized>(&mut self, host: &H) -> &[u8] {
         self.start();
-        self.pull(host, None);
+        self.pull(host, None, None);
         self.flush_snapshots(host, f64::INFINITY);
         self.catch_up(host);
         let mut pending = std::mem::take(&mut self.work.due);
@@ -1145,7 +1162,24 @@ impl Observer {
         }
         self.start();
         let plan = (self.visits).plan(&p, self.params.visit_span_max, self.pacer.degraded());
-        self.pull(host, plan.as_ref());
+        let me = host.copy_position(self.owner);
+        let me_u = me.map(|m| [m.x * UNITS_PER_M, m.z * UNITS_PER_M]);
+        // Each band's refresh interval, worked out once per flush.
+        let intervals: [u16; BANDS_MAX] = std::array::from_fn(|b| p.interval_ticks(b));
+        let walk = Walk {
+            me_u,
+            ranks: Ranks::new(&p, UNITS_PER_M),
+            intervals,
+            due_ages: std::array::from_fn(|b| due_age(b, intervals[b], self.params.visit_span_max)),
+            degraded: self.pacer.degraded(),
+            // Usually none: the per-slot search is skipped outright.
+            important_factor: (!self.important.is_empty()).then_some(p.important_factor),
+            cold: self.slots.cold_prefetcher(),
+        };
+        let mut ranked = Ranked::take(&mut self.work, self.slots.len());
+        // The budget walk runs inside the pull: each slot is ranked as it
+        // is brought up to date, in one pass over the table.
+        self.pull(host, plan.as_ref(), Some((&walk, &mut ranked)));
         self.pacer.refill(&p);
         let room = self.pacer.tokens();
         self.flush_snapshots(host, room);
@@ -1157,45 +1191,16 @@ impl Observer {
                 0
             };
         self.pacer.charge(&p, fixed);
-        let me = host.copy_position(self.owner);
-        let me_u = me.map(|m| [m.x * UNITS_PER_M, m.z * UNITS_PER_M]);
-        let degraded = self.pacer.degraded();
         // Band minimum rates beyond the nearest band hold only while the
         // debt is shallow: they must not push the client into degradation
         // (which would cost the nearest band its guarantee).
         let shallow = self.pacer.tokens() > -f64::from(p.burst_bytes) / 2.0;
-        // Each band's refresh interval, worked out once per flush.
-        let intervals: [u16; BANDS_MAX] = std::array::from_fn(|b| p.interval_ticks(b));
-        let ranks = Ranks::new(&p, UNITS_PER_M);
-        let mut due = std::mem::take(&mut self.work.due);
-        let mut rest = std::mem::take(&mut self.work.by_prio);
-        due.clear();
-        rest.clear();
-        // At most one entry per slot in either list: room for all up front,
-        // so the pushes below never grow them.
-        due.reserve(self.slots.len());
-        rest.reserve(self.slots.len());
-        // Usually none: the per-slot search is skipped outright.
-        let any_important = !self.important.is_empty();
-        let walk = Walk {
-            me_u,
-            ranks,
-            intervals,
-            due_ages: std::array::from_fn(|b| due_age(b, intervals[b], self.params.visit_span_max)),
-            shallow,
-            degraded,
-            important_factor: any_important.then_some(p.important_factor),
-            cold: self.slots.cold_prefetcher(),
-            planned: plan.is_some(),
-        };
-        let important = &self.important[..];
-        for (i, (&e, slot)) in self.slots.iter_mut().enumerate() {
-            walk.rank(i as u32, e, slot, important, &mut due, &mut rest);
-        }
+        let (due, mut rest, timely) = ranked.settle(shallow);
         let cut = self.send_paced(&p, &due, &mut rest);
         self.visits.flushed(cut);
         self.work.due = due;
         self.work.by_prio = rest;
+        self.work.timely = timely;
         if !self.batch.is_empty() {
             self.pacer.charge(&p, usize::from(p.frame_bytes));
         }
@@ -1210,74 +1215,6 @@ impl Observer {
             *t > 0
         });
         self.end_flush()
-    }
-
-    /// Sends the pending movements of a paced flush: every due one (slot
-    /// positions in `due`), then those in `rest` (priority keys, see
-    /// `prio_key`) by priority while the budget lasts. Returns the cut
-    /// (`visits`): the lowest priority sent by priority, or the highest
-    /// that waited if none went; 0 when nothing waited.
-    fn send_paced(&mut self, p: &BudgetParams, due: &[u32], rest: &mut Vec<u64>) -> f32 {
-        // (The due ones' cold lines were asked for by the budget walk.)
-        for &i in due {
-            let before = self.batch.len();
-            self.send_pending_at(i as usize);
-            self.pacer.charge(p, self.batch.len() - before);
-        }
-        // The cut matters only to band-rate visits.
-        let cuts = self.params.visit_span_max > 1;
-        if self.pacer.tokens() <= 0.0 {
-            // Nothing more goes this flush: no need to rank the rest.
-            let best = rest.iter().min().filter(|_| cuts);
-            return best.map_or(0.0, |&key| prio_of_key(key));
-        }
-        // Only the first few by priority can go (each costs at least
-        // `MOVE_EVENT_BYTES_MIN` of what is left): those are selected, then
-        // sorted. Plain integers sort several times faster than a float
-        // comparator.
-        let room = self.pacer.tokens().max(0.0) / MOVE_EVENT_BYTES_MIN as f64;
-        let can_go = (room.ceil() as usize).saturating_add(1);
-        let cut = can_go < rest.len();
-        if cut {
-            rest.select_nth_unstable(can_go);
-            rest.truncate(can_go);
-        }
-        rest.sort_unstable();
-        // What goes: its cold lines (the client's base, the handle) are
-        // fetched together, not one miss after another.
-        let mut room = self.pacer.tokens();
-        for &key in rest.iter() {
-            if room <= 0.0 {
-                break;
-            }
-            self.slots.prefetch_cold(key as u32 as usize);
-            room -= MOVE_EVENT_BYTES_MIN as f64;
-        }
-        let mut went = 0;
-        for &key in rest.iter() {
-            if self.pacer.tokens() <= 0.0 {
-                break;
-            }
-            let before = self.batch.len();
-            // The low half is the slot position.
-            self.send_pending_at(key as u32 as usize);
-            self.pacer.charge(p, self.batch.len() - before);
-            went += 1;
-        }
-        debug_assert!(
-            !cut || self.pacer.tokens() <= 0.0,
-            "a movement the selection cut could still have gone"
-        );
-        match (
-            rest.get(went),
-            went.checked_sub(1).and_then(|w| rest.get(w)),
-        ) {
-            // Everything ranked went: the budget had room.
-            (None, _) if !cut => 0.0,
-            (_, Some(&last)) => prio_of_key(last),
-            (Some(&first), None) => prio_of_key(first),
-            (None, None) => 0.0,
-        }
     }
 
     /// True while the client is told it is degraded.
@@ -1525,112 +1462,6 @@ fn wire_version(fault: Fault, version: u64) -> u8 {
     }
 }
 
-/// The wire movement to `pos` for the client of `slot` (a delta from its
-/// last position, or a key frame every `keyframe_every` movements and for
-/// jumps too large for a delta); updates the slot's base.
-/// What a paced flush's budget walk ranks by, worked out once per flush
-/// (`Observer::rank_slot`).
-struct Walk {
-    /// The observer's ground position in the wire's units.
-    me_u: Option<[f64; 2]>,
-    ranks: Ranks,
-    /// Each band's refresh interval, in flushes.
-    intervals: [u16; BANDS_MAX],
-    /// The budget's debt is shallow: the farther bands' minimum rates hold.
-    shallow: bool,
-    degraded: bool,
-    /// Each band's [`Slot::due_age`] (`visits::due_age`).
-    due_ages: [u8; BANDS_MAX],
-    /// The important factor, while any entity is marked important.
-    important_factor: Option<f32>,
-    /// Where the sends will read the slots' cold parts.
-    cold: ColdPrefetch,
-    /// The pull ran under a plan: its `skipped` marks are this flush's.
-    planned: bool,
-}
-
-impl Walk {
-    /// The budget walk's step for `slot` (entity `e`, table position
-    /// `i`): ages it and, if a movement is pending, grows its priority and
-    /// lists it as due (`due`, its cold line asked for) or by priority
-    /// (`rest`); `important`: the observer's important entities.
-    #[inline(always)]
-    fn rank(
-        &self,
-        i: u32,
-        e: EntityId,
-        slot: &mut Slot,
-        important: &[(EntityId, u16)],
-        due: &mut Vec<u32>,
-        rest: &mut Vec<u64>,
-    ) {
-        if slot.state != SlotState::Live {
-            return;
-        }
-        slot.age = slot.age.saturating_add(1);
-        if self.planned && slot.skipped {
-            // Not visited (see `visits`): it waits as its last walk ranked
-            // it, as though it moved (most in view do).
-            slot.prio += weight_of(slot.w_q);
-            return;
-        }
-        if !slot.has_pending() {
-            return;
-        }
-        // In the wire's units, squared: no division, one `f32` root.
-        let d2 = self.me_u.map_or(0.0, |m| slot.dist2_xz_units(m));
-        let band = self.ranks.band(d2);
-        let mut w = self.ranks.weight(d2);
-        if let Some(factor) = self.important_factor {
-            if important.iter().any(|(x, _)| *x == e) {
-                w *= factor;
-            }
-        }
-        slot.prio += w;
-        slot.w_q = weight_q(w);
-        slot.due_age = self.due_ages[band];
-        // A movement coalescing nearly a version byte's range goes out
-        // whatever the budget (the wire's step is at most 256).
-        // Degraded, even the nearest band goes by priority (it has the
-        // highest), so a crowd cannot hold the client over its budget.
-        let on_time = band == 0 || (self.shallow && slot.age >= self.intervals[band]);
-        let must = (!self.degraded && on_time) || slot.last - slot.sent() >= COALESCE_VERSIONS_MAX;
-        // Due ones first (in table order), then by priority.
-        if must {
-            // What the send reads (the client's base, the handle) is
-            // asked for now, a walk ahead of the send.
-            self.cold.line(i as usize);
-            due.push(i);
-        } else {
-            rest.push(prio_key(slot.prio, i));
-        }
-    }
-}
-
-/// The sort key of a movement that may wait: ascending keys run by
-/// priority, highest first (`f32::total_cmp`'s order), then by slot
-/// position `i`.
-#[inline]
-fn prio_key(prio: f32, i: u32) -> u64 {
-    let bits = prio.to_bits() as i32;
-    // total_cmp's trick: flip the magnitude bits of negatives, so the bits
-    // compare as signed integers in total order; then as unsigned.
-    let ordered = (bits ^ (((bits >> 31) as u32) >> 1) as i32) as u32 ^ 0x8000_0000;
-    (u64::from(!ordered) << 32) | u64::from(i)
-}
-
-/// The priority a [`prio_key`] was made of (bit for bit).
-#[inline]
-fn prio_of_key(key: u64) -> f32 {
-    let x = !((key >> 32) as u32) ^ 0x8000_0000;
-    let mask = (((x as i32) >> 31) as u32) >> 1;
-    f32::from_bits(x ^ mask)
-}
-
-/// The fewest bytes a movement event takes (tag, handle, version byte, two
-/// one-byte deltas, heading: `codec`'s `a_small_move_is_six_bytes`).
-const MOVE_EVENT_BYTES_MIN: usize = 6;
-
 /// How many slots ahead the pull asks the host to prefetch a head.
 const PULL_PREFETCH_AHEAD: usize = 6;
 
@@ -1639,6 +1470,9 @@ const PULL_PREFETCH_AHEAD: usize = 6;
 /// with room to spare.
 const STALE_REACH_MARGIN_M: f64 = 0.05;
 
+/// The wire movement to `pos` for the client of `slot` (a delta from its
+/// last position, or a key frame every `keyframe_every` movements and for
+/// jumps too large for a delta); updates the slot's base.
 fn movement_to(slot: &mut SlotMut<'_>, p: &BudgetParams, to: Pending) -> Movement {
     let (mv, q) = movement_from(slot.cold.q, &mut slot.cold.since_key, p, to);
     slot.set_q(q);
@@ -1668,46 +1502,4 @@ fn movement_from(
         yaw: to.yaw,
     };
     (mv, q)
-}
-
-#[cfg(test)]
-mod prio_key_tests {
-    use super::prio_key;
-
-    #[test]
-    fn keys_sort_as_priority_descending_then_slot() {
-        let prios = [
-            0.0f32,
-            -0.0,
-            1.0,
-            0.5,
-            1e-30,
-            3.4e38,
-            f32::INFINITY,
-            -1.0,
-            f32::NEG_INFINITY,
-            f32::NAN,
-            0.25,
-            0.25,
-            1.0,
-        ];
-        let mut by_cmp: Vec<(f32, u32)> = prios.iter().zip(0..).map(|(&p, i)| (p, i)).collect();
-        by_cmp.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        let mut keys: Vec<u64> = prios
-            .iter()
-            .zip(0..)
-            .map(|(&p, i)| prio_key(p, i))
-            .collect();
-        keys.sort_unstable();
-        let from_keys: Vec<u32> = keys.iter().map(|&k| k as u32).collect();
-        for (&k, &(p, _)) in keys.iter().zip(&by_cmp) {
-            assert_eq!(
-                super::prio_of_key(k).to_bits(),
-                p.to_bits(),
-                "{p} from its key"
-            );
-        }
-        let from_cmp: Vec<u32> = by_cmp.iter().map(|&(_, i)| i).collect();
-        assert_eq!(from_keys, from_cmp);
-    }
 }

@@ -141,7 +141,7 @@ impl Slots {
     }
 
     /// What prefetches the cold parts while the hot ones are borrowed (a
-    /// walk over [`Slots::iter_mut`]); aimed at the cold parts as they lie
+    /// walk over [`Slots::entry_mut`]); aimed at the cold parts as they lie
     /// now (after the table grows it fetches stale lines, harmlessly).
     #[inline]
     pub(super) fn cold_prefetcher(&self) -> ColdPrefetch {
@@ -222,11 +222,6 @@ impl Slots {
             .iter()
             .zip(&self.cold)
             .map(|(en, c)| (&en.id, &en.slot, c))
-    }
-
-    /// The slots in table order, mutable.
-    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (&EntityId, &mut Slot)> + '_ {
-        self.entries.iter_mut().map(|en| (&en.id, &mut en.slot))
     }
 
     /// The entities in table order.

@@ -7,9 +7,9 @@
 //!
 //! # Why
 //!
-//! A flush visits each shown entity twice: the pull brings the slot up to
-//! its copy, the budget walk ranks its pending movement (about 125 and 90
-//! instructions). A client held to its budget (20 kbit/s) is sent its
+//! A flush visits each shown entity: the pull brings the slot up to its
+//! copy and the budget walk ranks its pending movement (about 125 and 90
+//! instructions; one pass since the nineteenth round). A client held to its budget (20 kbit/s) is sent its
 //! nearest band every flush, the farther bands at their minimum rates and
 //! what is left by priority: with 60 in view at 10 Hz, about 270 of 600
 //! visits a second end in a send. BigWorld's witness updates each entity

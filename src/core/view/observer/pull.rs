@@ -4,6 +4,7 @@
 //!
 //! Part of [`Observer`]; reads the cell only through [`ObserverHost`].
 
+use super::walk::{Ranked, Walk};
 use super::{
     Observer, Pending, SlotState, PULL_PREFETCH_AHEAD, REACH_UNKNOWN, STALE_REACH_MARGIN_M,
 };
@@ -30,31 +31,48 @@ impl Observer {
     /// A slot with detail properties to catch up, now near enough, is listed
     /// for `catch_up`.
     ///
-    /// Under a band-rate `plan` a live slot it skips is only marked
-    /// `skipped` (see `visits`; the budget walk ages and ranks it): nothing
-    /// of its copy but the head is read.
-    pub(super) fn pull<H: ObserverHost + ?Sized>(&mut self, host: &H, plan: Option<&VisitPlan>) {
+    /// With a `walk` (a paced flush), each slot is ranked for the budget as
+    /// soon as it is pulled (`Walk::rank`, into the `Ranked` lists): one
+    /// pass over the table. Under a band-rate `plan` a live slot it skips is
+    /// only aged and its priority grown (see `visits`): nothing of its copy
+    /// but the head is read.
+    pub(super) fn pull<H: ObserverHost + ?Sized>(
+        &mut self,
+        host: &H,
+        plan: Option<&VisitPlan>,
+        walk: Option<(&Walk, &mut Ranked)>,
+    ) {
         self.work.lod_due.clear();
         let me = host.copy_position(self.owner);
         // The observer's ground position in the wire's units: the far check
         // compares squared distances there (no division per slot).
         let me_u = me.map(|m| [m.x * UNITS_PER_M, m.z * UNITS_PER_M]);
         let before = self.stats.skips;
-        // Two copies of the loop: without a plan, no test per slot.
-        match plan {
-            Some(plan) => self.pull_loop::<H, true>(host, Some(plan), (me, me_u)),
-            None => self.pull_loop::<H, false>(host, None, (me, me_u)),
+        // A copy of the loop for each case: no test per slot of what the
+        // flush does not use. A plan skips only where a walk ranks (what a
+        // skipped slot waits for is the next walk).
+        debug_assert!(plan.is_none() || walk.is_some(), "a plan without a walk");
+        match (plan, walk) {
+            (Some(plan), Some(walk)) => {
+                self.pull_loop::<H, true, true>(host, Some(plan), Some(walk), (me, me_u))
+            }
+            (None, Some(walk)) => {
+                self.pull_loop::<H, false, true>(host, None, Some(walk), (me, me_u))
+            }
+            (_, None) => self.pull_loop::<H, false, false>(host, None, None, (me, me_u)),
         }
         let skipped = self.stats.skips - before;
         self.stats.visits += self.slots.len() as u64 - skipped;
     }
 
-    /// `pull`'s walk over the slots; `PLANNED`: `plan` is `Some`.
+    /// `pull`'s walk over the slots; `PLANNED`: `plan` is `Some`;
+    /// `RANKED`: `walk` is.
     #[inline(always)]
-    fn pull_loop<H: ObserverHost + ?Sized, const PLANNED: bool>(
+    fn pull_loop<H: ObserverHost + ?Sized, const PLANNED: bool, const RANKED: bool>(
         &mut self,
         host: &H,
         plan: Option<&VisitPlan>,
+        mut walk: Option<(&Walk, &mut Ranked)>,
         (me, me_u): (Option<Vec3>, Option<[f64; 2]>),
     ) {
         let mut scratch = RunHead::default();
@@ -71,23 +89,28 @@ impl Observer {
             }
             if let (true, Some(plan)) = (PLANNED, plan) {
                 let (e, slot) = self.slots.entry_mut(i);
-                // A slot not live now (a snapshot may make it live before
-                // the walk) is not skipped: no mark of an earlier flush
-                // stays on it.
-                slot.skipped = slot.state == SlotState::Live
+                if slot.state == SlotState::Live
                     && plan.skips(host, e, slot, &mut scratch)
-                    && !self.important.iter().any(|(x, _)| *x == e);
-                if slot.skipped {
+                    && !self.important.iter().any(|(x, _)| *x == e)
+                {
+                    Walk::rest_skipped(slot);
                     self.stats.skips += 1;
                     continue;
                 }
             }
-            self.pull_slot(host, i, (me, me_u), &mut scratch);
+            let d2 = self.pull_slot(host, i, (me, me_u), &mut scratch);
+            if let (true, Some((walk, ranked))) = (RANKED, walk.as_mut()) {
+                let (e, slot) = self.slots.entry_mut(i);
+                walk.rank(i as u32, e, slot, d2, &self.important, ranked);
+            }
         }
     }
 
     /// The pull of the slot at table position `i` (see `pull`); `me`: the
     /// observer's position, and its ground position in the wire's units.
+    /// Returns the slot's squared ground distance from `me` in the wire's
+    /// units once pulled (0 without `me`), as the budget walk's rank wants
+    /// it; `None` if it left early (a slot not live, a copy missing).
     #[inline(always)]
     fn pull_slot<H: ObserverHost + ?Sized>(
         &mut self,
@@ -95,17 +118,15 @@ impl Observer {
         i: usize,
         (me, me_u): (Option<Vec3>, Option<[f64; 2]>),
         scratch: &mut RunHead,
-    ) {
+    ) -> Option<f64> {
         // One lookup of the slot for the common case (a bare movement
         // or nothing new): the table is indexed once, not per field.
         let (e, slot) = self.slots.entry_mut(i);
         if slot.state != SlotState::Live {
-            return;
+            return None;
         }
         let last = slot.last;
-        let Some(head) = host.copy_head_hinted(e, &mut slot.hint, scratch) else {
-            return;
-        };
+        let head = host.copy_head_hinted(e, &mut slot.hint, scratch)?;
         // Up to date, or a copy behind the client (held: counted once,
         // where the observer met it, not at every pull).
         if head.version > last {
@@ -131,28 +152,33 @@ impl Observer {
             }
         }
         let slot = self.slots.at(i).1;
-        if slot.any_stale && slot.state == SlotState::Live && slot.last == head.version {
-            // Stale bits: the rare case that reads the cold part.
+        // Squared, in the wire's units: no square root per slot. The slot's
+        // position is the copy's (this version's movement, quantised:
+        // within a centimetre).
+        let d2 = me_u.map_or(0.0, |m| slot.dist2_xz_units(m));
+        // Stale bits (the rare case that reads the cold part), unless far
+        // beyond every stale property's reach: then nothing is due, and the
+        // copy need not be read. Judged whole, then one branch: which slots
+        // have stale bits, and which of those are far, follows no pattern.
+        let reach = (f64::from(slot.reach_m) + STALE_REACH_MARGIN_M) * UNITS_PER_M;
+        let far = (slot.reach_m != REACH_UNKNOWN) & (d2 > reach * reach);
+        let stale_here =
+            slot.any_stale & (slot.state == SlotState::Live) & (slot.last == head.version);
+        if cfg!(debug_assertions) && stale_here && far {
             let stale = self.slots.cold_at(i).stale();
-            // Far beyond every stale property's reach: nothing is due, and
-            // the copy need not be read. The slot's position is the copy's
-            // (this version's movement, quantised: within a centimetre).
-            // Squared distances: no square root per far slot.
-            let far2 = me_u.map_or(0.0, |m| slot.dist2_xz_units(m));
-            let reach = (f64::from(slot.reach_m) + STALE_REACH_MARGIN_M) * UNITS_PER_M;
-            if slot.reach_m != REACH_UNKNOWN && far2 > reach * reach {
-                debug_assert!(
-                    host.copy_ref(e).is_none_or(|c| {
-                        let d = me.map_or(0.0, |m| m.dist_xz(c.entity.core().pos));
-                        let ty = c.entity.props().entity_type();
-                        stale & !self.params.budget.beyond(ty, d, 0.0) == 0
-                    }),
-                    "a stale property skipped within reach"
-                );
-                return;
-            }
+            assert!(
+                host.copy_ref(e).is_none_or(|c| {
+                    let d = me.map_or(0.0, |m| m.dist_xz(c.entity.core().pos));
+                    let ty = c.entity.props().entity_type();
+                    stale & !self.params.budget.beyond(ty, d, 0.0) == 0
+                }),
+                "a stale property skipped within reach"
+            );
+        }
+        if stale_here & !far {
+            let stale = self.slots.cold_at(i).stale();
             let Some(copy) = host.copy_ref(e) else {
-                return;
+                return Some(d2);
             };
             let dist = me.map_or(0.0, |m| m.dist_xz(copy.entity.core().pos));
             let ty = copy.entity.props().entity_type();
@@ -168,6 +194,7 @@ impl Observer {
                 self.work.lod_due.push(e);
             }
         }
+        Some(d2)
     }
 
     /// Takes the cached message `m` of the slot at position `i` (entity
