@@ -101,7 +101,13 @@ impl Observer {
             let d2 = self.pull_slot(host, i, (me, me_u), &mut scratch);
             if let (true, Some((walk, ranked))) = (RANKED, walk.as_mut()) {
                 let (e, slot) = self.slots.entry_mut(i);
-                walk.rank(i as u32, e, slot, d2, &self.important, ranked);
+                // A slot just listed for `catch_up`: its movement goes
+                // there (`Walk::age`).
+                if self.work.lod_due.last() == Some(&e) {
+                    Walk::age(slot);
+                } else {
+                    walk.rank(i as u32, e, slot, d2, &self.important, ranked);
+                }
             }
         }
     }
@@ -154,12 +160,12 @@ impl Observer {
         let slot = self.slots.at(i).1;
         // Squared, in the wire's units: no square root per slot. The slot's
         // position is the copy's (this version's movement, quantised:
-        // within a centimetre).
+        // within a centimetre). Worked out for every slot: the budget
+        // walk's rank takes it too.
         let d2 = me_u.map_or(0.0, |m| slot.dist2_xz_units(m));
         // Stale bits (the rare case that reads the cold part), unless far
         // beyond every stale property's reach: then nothing is due, and the
-        // copy need not be read. Judged whole, then one branch: which slots
-        // have stale bits, and which of those are far, follows no pattern.
+        // copy need not be read.
         let reach = (f64::from(slot.reach_m) + STALE_REACH_MARGIN_M) * UNITS_PER_M;
         let far = (slot.reach_m != REACH_UNKNOWN) & (d2 > reach * reach);
         let stale_here =

@@ -4,8 +4,8 @@
 //! and the pending movements sent by rank within the budget
 //! (`send_paced`).
 //!
-//! Part of [`Observer`]; reads and writes only the observer's slots and
-//! batch.
+//! Part of [`Observer`]; reads and writes only the observer's slots, its
+//! batch and its budget's balance.
 
 use super::{FlushScratch, Observer, Slot, SlotState, COALESCE_VERSIONS_MAX};
 use crate::core::ids::EntityId;
@@ -164,6 +164,16 @@ impl Walk {
     pub(super) fn rest_skipped(slot: &mut Slot) {
         slot.age = slot.age.saturating_add(1);
         slot.prio += weight_of(slot.w_q);
+    }
+
+    /// A live slot the pull just listed for the flush's catch-up, which
+    /// sends its pending movement before the detail: only aged, not
+    /// listed (an entry sent before its turn would be a send of nothing
+    /// that takes a movement's place in the budget).
+    #[inline(always)]
+    pub(super) fn age(slot: &mut Slot) {
+        debug_assert_eq!(slot.state, SlotState::Live, "a catch-up is of a live slot");
+        slot.age = slot.age.saturating_add(1);
     }
 
     /// The budget walk's step for `slot` (entity `e`, table position
