@@ -32,6 +32,7 @@
 //! next update. A removed area's slot is free at the end of the next
 //! update (nothing else names it).
 
+use super::gather::Kernel;
 use super::types::{AoiError, AoiParams, AreaId, AreaSpec};
 use super::IdMap;
 use crate::core::geom::Vec3;
@@ -192,6 +193,8 @@ pub struct GridAoi {
     pub(super) inv_col: f64,
     /// Tick at which the cell last changed.
     pub(super) cell_stamp: Vec<u64>,
+    /// The sweep's row gather (`gather.rs`): AVX2 where the CPU has it.
+    pub(super) gather: Kernel,
     /// The layout: entities sorted by grid cell, cell `c` at
     /// `cell_start[c]..cell_start[c + 1]` of `sx`, `sz`, `sflags`, `sslot`.
     pub(super) layout: Layout,
@@ -270,6 +273,7 @@ impl GridAoi {
             inv_cell: 1.0 / params.grid_cell_m,
             inv_col: split as f64 / params.grid_cell_m,
             cell_stamp: vec![0; cols * rows],
+            gather: Kernel::detect(),
             layout: Layout {
                 cell_start: vec![0; cols * rows + 1],
                 ..Layout::default()

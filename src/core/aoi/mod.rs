@@ -65,6 +65,7 @@
 //! ghosts or clients.
 
 mod brute;
+mod gather;
 mod grid;
 mod grid_api;
 mod grid_kinetic;
