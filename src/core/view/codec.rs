@@ -308,11 +308,11 @@ const SHORT_HI_MAX: usize = 2 + 2 + 1;
 #[inline(always)]
 fn put_short(acc: &mut u64, at: &mut usize, v: u64) {
     debug_assert!(v < SHORT_VAR_END && *at <= SHORT_LO_MAX);
-    let two = v >= 0x80;
-    let low = (v & 0x7f) | (u64::from(two) << 7);
-    let high = if two { v >> 7 } else { 0 };
-    *acc |= (low | (high << 8)) << (8 * *at);
-    *at += 1 + usize::from(two);
+    let two = u64::from(v >= 0x80);
+    // The second byte is `v >> 7` with no select: below 0x80 it is 0, so
+    // nothing lands in the byte the next field starts at.
+    *acc |= ((v & 0x7f) | (two << 7) | ((v >> 7) << 8)) << (8 * *at);
+    *at += 1 + two as usize;
 }
 
 /// Appends one event to a batch.
