@@ -147,10 +147,23 @@ pub struct Cli {
     /// Bytes each socket read takes (each bot thread's one read buffer).
     #[arg(long, value_name = "BYTES", default_value_t = 64 << 10, hide = true)]
     pub read_bytes: usize,
-    /// Readiness events a bot thread takes per wait (more wait for its
-    /// next round).
+    /// Readiness events a bot thread takes per wait of the epoll loop (a
+    /// round waits again while a wait comes back full).
     #[arg(long, value_name = "N", default_value_t = 1024, hide = true)]
     pub events_max: usize,
+    /// How the bot threads do their socket I/O: `io-uring` (one ring per
+    /// thread, one submission a round for all its sends and receives, as
+    /// the server's client port) or `epoll` (a `send` and a `recv` syscall
+    /// per socket).
+    #[arg(long, value_enum, default_value_t = IoKind::IoUring)]
+    pub io: IoKind,
+    /// io_uring loop: provided receive buffers per bot thread (a power of
+    /// two, at most 32,768).
+    #[arg(long, value_name = "N", default_value_t = 8192, hide = true)]
+    pub uring_buffers: u32,
+    /// io_uring loop: bytes per receive buffer.
+    #[arg(long, value_name = "BYTES", default_value_t = 2048, hide = true)]
+    pub uring_buffer_bytes: u32,
     /// Print the `--set` overrides a separate server process needs to
     /// match the auto world of these flags (for `tessera` and `loadgen
     /// --server ... --set ...`), then exit.
@@ -240,4 +253,15 @@ mod tests {
         );
         assert!(Cli::try_parse_from(["loadgen", "--server-admin", "x:1"]).is_err());
     }
+}
+
+/// How the bot threads do their socket I/O (`--io`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IoKind {
+    /// One io_uring per thread ([`crate::uring_loop`]).
+    #[default]
+    IoUring,
+    /// One epoll set per thread ([`crate::event_loop`]).
+    Epoll,
 }

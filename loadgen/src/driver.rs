@@ -20,6 +20,7 @@ use tessera::core::entity::TypeRegistry;
 use tessera::core::geom::Rect;
 use tessera::core::time::Time;
 
+use crate::cli::IoKind;
 use crate::latency::{EntityCache, MoveBook};
 use crate::measure::{Interval, IntervalPool};
 use crate::scenario::{CellMap, ScenarioParams};
@@ -94,8 +95,14 @@ pub struct Plan {
     pub session: ClientSessionParams,
     /// Bytes read per socket read (the thread's one read buffer).
     pub read_bytes: usize,
-    /// Readiness events taken per wait of a bot thread's loop.
+    /// Readiness events taken per wait of a bot thread's epoll loop.
     pub events_max: usize,
+    /// The bot threads' socket I/O.
+    pub io: crate::cli::IoKind,
+    /// Provided receive buffers per bot thread (io_uring; a power of two).
+    pub uring_buffers: u16,
+    /// Bytes per receive buffer (io_uring).
+    pub uring_buffer_bytes: u32,
     /// Share of bots whose sessions run every view check (the others
     /// decode every frame, ack and time their own stream, but skip the
     /// other entities' events): bot `i` is checked if
@@ -197,7 +204,14 @@ pub fn spawn(
                     clock,
                     book,
                 };
-                crate::event_loop::run(t, ctx, tx).map_err(anyhow::Error::from)
+                match ctx.plan.io {
+                    IoKind::IoUring => {
+                        crate::uring_loop::run(t, ctx, tx).map_err(anyhow::Error::from)
+                    }
+                    IoKind::Epoll => {
+                        crate::event_loop::run(t, ctx, tx).map_err(anyhow::Error::from)
+                    }
+                }
             })
             .map_err(|e| anyhow::anyhow!("starting loadgen thread {t}: {e}"))?;
         match ready_rx.recv() {

@@ -36,5 +36,7 @@ pub mod remote;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod seats;
 pub mod server;
 pub mod tickets;
+pub mod uring_loop;

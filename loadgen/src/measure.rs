@@ -132,6 +132,10 @@ pub struct Counters {
     pub bytes_in: u64,
     /// Bytes sent.
     pub bytes_out: u64,
+    /// io_uring loop: multishot receives that ended because every
+    /// provided buffer was in use, armed again the next round (many:
+    /// raise `--uring-buffers`).
+    pub recv_rearms: u64,
     /// Moves sent.
     pub moves: u64,
     /// Inputs acknowledged.
@@ -197,6 +201,7 @@ impl Counters {
             (&mut self.batches, o.batches),
             (&mut self.bytes_in, o.bytes_in),
             (&mut self.bytes_out, o.bytes_out),
+            (&mut self.recv_rearms, o.recv_rearms),
             (&mut self.moves, o.moves),
             (&mut self.acks, o.acks),
             (&mut self.hits, o.hits),

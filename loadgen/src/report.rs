@@ -229,6 +229,8 @@ pub struct Summary {
     pub loadgen_cpu_us_per_bot_s: Option<f64>,
     /// `--check-fraction`: the share of bots asked to run every view check.
     pub check_fraction: f64,
+    /// `--io`: how the bot threads did their socket I/O.
+    pub io: crate::cli::IoKind,
     /// Bots welcomed that ran every view check (the rest skipped other
     /// entities' events; update latency, in-view and bands are theirs).
     pub bots_checked: u64,
@@ -424,7 +426,10 @@ pub fn summary_table(s: &Summary) -> String {
     }
     row("cpu (% of one core)", s.cpu_pct.to_string());
     if let Some(us) = s.loadgen_cpu_us_per_bot_s {
-        row("loadgen CPU per bot", format!("{us:.1} µs per bot-second"));
+        row(
+            "loadgen CPU per bot",
+            format!("{us:.1} µs per bot-second ({} bot threads)", io_name(s.io)),
+        );
     }
     row("view checks", checks_text(s));
     row("load average", s.load_avg.to_string());
@@ -444,6 +449,14 @@ pub fn summary_table(s: &Summary) -> String {
         row("  e.g.", v.clone());
     }
     out
+}
+
+/// `--io`'s name for `io`.
+pub fn io_name(io: crate::cli::IoKind) -> &'static str {
+    match io {
+        crate::cli::IoKind::IoUring => "io-uring",
+        crate::cli::IoKind::Epoll => "epoll",
+    }
 }
 
 /// Which bots ran every view check.

@@ -236,6 +236,16 @@ fn check_flags(cli: &Cli) -> anyhow::Result<()> {
     );
     anyhow::ensure!(cli.read_bytes > 0, "--read-bytes must be at least 1");
     anyhow::ensure!(cli.events_max > 0, "--events-max must be at least 1");
+    anyhow::ensure!(
+        cli.uring_buffers.is_power_of_two() && cli.uring_buffers <= 1 << 15,
+        "--uring-buffers must be a power of two from 1 to 32768 (got {})",
+        cli.uring_buffers
+    );
+    anyhow::ensure!(
+        cli.uring_buffer_bytes >= 64,
+        "--uring-buffer-bytes must be at least 64 (got {})",
+        cli.uring_buffer_bytes
+    );
     Ok(())
 }
 
@@ -301,6 +311,9 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         session: ClientSessionParams::default(),
         read_bytes: cli.read_bytes,
         events_max: cli.events_max,
+        io: cli.io,
+        uring_buffers: u16::try_from(cli.uring_buffers).unwrap_or(1 << 15),
+        uring_buffer_bytes: cli.uring_buffer_bytes,
         check_fraction: cli.check_fraction,
         name_prefix: "bot".to_owned(),
         ticket_key,
@@ -594,6 +607,7 @@ pub fn summarize(
         cpu_pct,
         loadgen_cpu_us_per_bot_s,
         check_fraction: plan.check_fraction,
+        io: plan.io,
         bots_checked: c.total.counters.connects_checked,
         load_avg: json!(null),
         server,
@@ -837,6 +851,7 @@ pub(crate) mod tests {
             "server",
             "loadgen_cpu_us_per_bot_s",
             "check_fraction",
+            "io",
             "bots_checked",
         ] {
             assert!(v.get(key).is_some(), "missing {key}");
@@ -876,6 +891,9 @@ pub(crate) mod tests {
             session: ClientSessionParams::default(),
             read_bytes: 1024,
             events_max: 16,
+            io: crate::cli::IoKind::Epoll,
+            uring_buffers: 64,
+            uring_buffer_bytes: 256,
             check_fraction,
             name_prefix: "b".to_owned(),
             ticket_key: None,
@@ -1011,9 +1029,13 @@ pub(crate) mod tests {
             let e = run(&cli(&["--bots", "1", f])).expect_err("refused");
             assert!(e.to_string().contains("--check-fraction"), "{e}");
         }
-        for flag in ["--read-bytes", "--events-max"] {
+        for flag in ["--read-bytes", "--events-max", "--uring-buffer-bytes"] {
             let e = run(&cli(&["--bots", "1", flag, "0"])).expect_err("refused");
             assert!(e.to_string().contains(flag), "{e}");
+        }
+        for n in ["0", "3000", "65536"] {
+            let e = run(&cli(&["--bots", "1", "--uring-buffers", n])).expect_err("refused");
+            assert!(e.to_string().contains("--uring-buffers"), "{e}");
         }
     }
 

@@ -1,6 +1,6 @@
-//! The bot threads' batched loop over loopback TCP: refused connections
-//! end as connect failures (and the run still ends), the loop's bounds at
-//! their smallest still serve every bot, and a sampled run
+//! The bot threads' batched loops over loopback TCP: refused connections
+//! end as connect failures under both loops (and the run still ends), each
+//! loop's bounds at their smallest still serve every bot, and a sampled run
 //! (`--check-fraction`) checks the fraction asked, times updates from
 //! those bots only and says so.
 //!
@@ -25,25 +25,29 @@ fn refused_connections_are_connect_failures_and_the_run_ends() {
         .expect("a free port")
         .port();
     let addr = format!("127.0.0.1:{port}");
-    let out = run(&[
-        "--server",
-        &addr,
-        "--bots",
-        "6",
-        "--threads",
-        "2",
-        "--ramp",
-        "200ms",
-        "--duration",
-        "1s",
-    ]);
-    let c = &out.summary.counters;
-    assert_eq!((c.connects, c.connect_failures), (0, 6), "{c:?}");
-    assert_eq!(
-        out.failures,
-        vec!["no bot connected (connect)".to_owned()],
-        "{c:?}"
-    );
+    for io in ["io-uring", "epoll"] {
+        let out = run(&[
+            "--server",
+            &addr,
+            "--bots",
+            "6",
+            "--threads",
+            "2",
+            "--ramp",
+            "200ms",
+            "--duration",
+            "1s",
+            "--io",
+            io,
+        ]);
+        let c = &out.summary.counters;
+        assert_eq!((c.connects, c.connect_failures), (0, 6), "{io}: {c:?}");
+        assert_eq!(
+            out.failures,
+            vec!["no bot connected (connect)".to_owned()],
+            "{io}: {c:?}"
+        );
+    }
 }
 
 #[test]
@@ -61,6 +65,8 @@ fn one_event_per_wait_and_tiny_reads_still_serve_every_bot() {
         "500ms",
         "--shards",
         "1",
+        "--io",
+        "epoll",
         "--events-max",
         "1",
         "--read-bytes",
@@ -71,6 +77,45 @@ fn one_event_per_wait_and_tiny_reads_still_serve_every_bot() {
     assert_eq!(s.bots_connected, 12);
     assert!(s.update_latency_ms.count > 0 && s.ack_rtt_ms.count > 0);
     assert!(s.per_bot_per_s.moves > 8.0, "{:?}", s.per_bot_per_s);
+}
+
+#[test]
+fn one_receive_buffer_of_64_bytes_still_serves_every_bot() {
+    // The io_uring loop with a single 64-byte receive buffer: a multishot
+    // receive fills it and the next finds none, so receives end for want
+    // of buffers (ENOBUFS) all the time and are armed again the next
+    // round; a batch takes many completions. Nothing is lost: every bot
+    // connects, hears its updates and its acks, and moves on time.
+    let out = run(&[
+        "--bots",
+        "12",
+        "--threads",
+        "1",
+        "--duration",
+        "2s",
+        "--ramp",
+        "500ms",
+        "--shards",
+        "1",
+        "--io",
+        "io-uring",
+        "--uring-buffers",
+        "1",
+        "--uring-buffer-bytes",
+        "64",
+    ]);
+    let s = &out.summary;
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    assert_eq!(s.bots_connected, 12);
+    assert_eq!(s.violations, 0);
+    assert!(s.update_latency_ms.count > 0 && s.ack_rtt_ms.count > 0);
+    assert!(s.per_bot_per_s.moves > 8.0, "{:?}", s.per_bot_per_s);
+    assert_eq!(s.io, loadgen::cli::IoKind::IoUring);
+    assert!(
+        s.counters.recv_rearms > 0,
+        "receives ran out of buffers and were armed again: {:?}",
+        s.counters
+    );
 }
 
 #[test]

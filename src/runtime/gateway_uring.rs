@@ -60,10 +60,11 @@
 //! Owns the ring, the provided buffers, the sockets and their send
 //! buffers; it must not call the application.
 
+use super::buf_ring::{BufRing, BufRingError};
 use super::gateway_io::{failure, AcceptLog, IoParams};
 use super::handoff::{Handoff, Handoffs};
 use crate::shard::port::{ClientPort, CloseReason};
-use io_uring::types::{BufRingEntry, SubmitArgs, Timespec};
+use io_uring::types::{SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring, Probe};
 use std::cell::RefCell;
 use std::io;
@@ -71,7 +72,6 @@ use std::mem::ManuallyDrop;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -105,6 +105,14 @@ pub struct UringError {
 
 fn unavailable(feature: &'static str) -> impl FnOnce(io::Error) -> UringError {
     move |source| UringError { feature, source }
+}
+
+/// The provided buffer ring's failure, as the backend names it.
+fn unavailable_buf(e: BufRingError) -> UringError {
+    UringError {
+        feature: e.feature,
+        source: e.source,
+    }
 }
 
 /// Creates a shard's ring: SINGLE_ISSUER + DEFER_TASKRUN (the latter
@@ -218,7 +226,8 @@ pub(crate) fn probe(p: &IoParams) -> Result<(), UringError> {
             });
         }
     }
-    let bufs = BufRing::new(&ring, p)?;
+    let bufs = BufRing::new(&ring, p.uring_buffers, p.uring_buffer_bytes as usize, BGID)
+        .map_err(unavailable_buf)?;
     if fixed_files_release_at_once() {
         files_table(&ring, p.uring_files)?;
         let sock = std::os::unix::net::UnixDatagram::unbound()
@@ -234,102 +243,6 @@ pub(crate) fn probe(p: &IoParams) -> Result<(), UringError> {
     drop(ring);
     drop(bufs);
     Ok(())
-}
-
-/// Provided buffers the kernel picks from for multishot receives.
-#[derive(Debug)]
-struct BufRing {
-    base: *mut BufRingEntry,
-    map_bytes: usize,
-    entries: u16,
-    buf_bytes: usize,
-    bufs: Box<[u8]>,
-    tail: u16,
-}
-
-impl BufRing {
-    /// Maps the ring (page aligned), fills it with every buffer and
-    /// registers it with `ring` as group [`BGID`].
-    fn new(ring: &IoUring, p: &IoParams) -> Result<BufRing, UringError> {
-        let entries = p.uring_buffers;
-        assert!(entries.is_power_of_two(), "validated by the config");
-        let map_bytes = usize::from(entries) * std::mem::size_of::<BufRingEntry>();
-        // SAFETY: an anonymous private mapping with no address hint; the
-        // result is checked against MAP_FAILED before use.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(UringError {
-                feature: "the provided buffer ring's memory",
-                source: io::Error::last_os_error(),
-            });
-        }
-        let buf_bytes = p.uring_buffer_bytes as usize;
-        let mut br = BufRing {
-            base: base.cast(),
-            map_bytes,
-            entries,
-            buf_bytes,
-            bufs: vec![0u8; usize::from(entries) * buf_bytes].into_boxed_slice(),
-            tail: 0,
-        };
-        for bid in 0..entries {
-            br.give_back(bid);
-        }
-        // SAFETY: `base` is a page-aligned mapping of `entries` entries that
-        // lives as long as `br`, which its owner drops after the ring (see
-        // `UringIo`'s Drop); every entry points into `bufs`, which lives as
-        // long.
-        unsafe {
-            ring.submitter()
-                .register_buf_ring_with_flags(base as u64, entries, BGID, 0)
-        }
-        .map_err(unavailable("a provided buffer ring (register_buf_ring)"))?;
-        Ok(br)
-    }
-
-    /// The bytes of buffer `bid` a completion of `n` bytes filled.
-    fn bytes(&self, bid: u16, n: usize) -> &[u8] {
-        let at = usize::from(bid) * self.buf_bytes;
-        &self.bufs[at..at + n.min(self.buf_bytes)]
-    }
-
-    /// Puts buffer `bid` back at the ring's tail and publishes the tail.
-    fn give_back(&mut self, bid: u16) {
-        debug_assert!(bid < self.entries);
-        let idx = usize::from(self.tail & (self.entries - 1));
-        let addr = self.bufs.as_ptr() as u64 + u64::from(bid) * self.buf_bytes as u64;
-        // SAFETY: `idx` < entries, inside the mapping; the kernel reads an
-        // entry only below the published tail, and this one is at the tail.
-        let e = unsafe { &mut *self.base.add(idx) };
-        e.set_addr(addr);
-        e.set_len(self.buf_bytes as u32);
-        e.set_bid(bid);
-        self.tail = self.tail.wrapping_add(1);
-        // SAFETY: the tail is the u16 `resv` field of entry 0 of the mapping
-        // (`BufRingEntry::tail`), 2-byte aligned; the kernel reads it
-        // concurrently, hence the atomic release store after the entry.
-        unsafe {
-            let tail = BufRingEntry::tail(self.base) as *const AtomicU16;
-            (*tail).store(self.tail, Ordering::Release);
-        }
-    }
-}
-
-impl Drop for BufRing {
-    fn drop(&mut self) {
-        // SAFETY: `base` and `map_bytes` are the mapping made in `new`; the
-        // ring that used it is gone (see `UringIo`'s Drop).
-        unsafe { libc::munmap(self.base.cast(), self.map_bytes) };
-    }
 }
 
 /// One client socket and its operations in flight.
@@ -424,7 +337,13 @@ impl UringIo {
             .set_nonblocking(true)
             .map_err(unavailable("a non-blocking listener"))?;
         let ring = ring(io)?;
-        let bufs = BufRing::new(&ring, io)?;
+        let bufs = BufRing::new(
+            &ring,
+            io.uring_buffers,
+            io.uring_buffer_bytes as usize,
+            BGID,
+        )
+        .map_err(unavailable_buf)?;
         let fixed = fixed_files_release_at_once();
         if fixed {
             files_table(&ring, u32::try_from(slots).unwrap_or(u32::MAX))?;

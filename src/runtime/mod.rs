@@ -54,6 +54,7 @@
 
 pub mod admin;
 mod admin_api;
+pub mod buf_ring;
 mod clock;
 mod gateway_epoll;
 mod gateway_io;

@@ -1,0 +1,143 @@
+//! What a bot thread's loop keeps of its bots whatever its I/O: a seat
+//! per bot, the schedule of due ticks, the bots with output to write, the
+//! bots that ended, and the ramp's connect times.
+//!
+//! Shared by the epoll loop ([`crate::event_loop`]) and the io_uring loop
+//! ([`crate::uring_loop`]); each has its own seat (its socket and what is
+//! in flight) behind [`Seat`]. Must not touch a socket.
+//!
+//! # Limits
+//! The schedule holds at most two entries per bot (its live tick, and one
+//! stale entry left behind when a Welcome brings the tick forward); it is
+//! allocated once, for that bound, as are the dirty and ended lists (a bot
+//! is on each at most once).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Duration;
+
+use tessera::core::time::Time;
+
+use crate::bot::{Bot, Phase};
+use crate::driver::Plan;
+
+/// How often a thread reports its measurements.
+pub const REPORT_PERIOD: Duration = Duration::from_secs(1);
+
+/// What the schedule and the dirty list keep on a seat.
+#[derive(Clone, Copy, Debug)]
+pub struct Marks {
+    /// On the dirty list.
+    pub queued: bool,
+    /// The time of this bot's live schedule entry.
+    pub scheduled: Time,
+}
+
+impl Default for Marks {
+    fn default() -> Self {
+        Marks {
+            queued: false,
+            scheduled: Time(u64::MAX),
+        }
+    }
+}
+
+/// One bot and its socket, as a loop keeps them.
+pub trait Seat {
+    /// The bot.
+    fn bot(&self) -> &Bot;
+    /// The marks.
+    fn marks(&mut self) -> &mut Marks;
+    /// Output may be handed to the socket now (connected, and no earlier
+    /// write waiting for room or in flight).
+    fn can_send(&self) -> bool;
+}
+
+/// A thread's bots (see the module doc).
+pub struct Seats<C> {
+    /// The thread's `k`-th bot is `slots[k]`: `None` before its ramp slot
+    /// and after its socket closed.
+    pub slots: Vec<Option<C>>,
+    /// Global bot index of each slot.
+    pub ids: Vec<u32>,
+    /// Due ticks: `(time, slot)`, earliest first.
+    schedule: BinaryHeap<Reverse<(Time, usize)>>,
+    /// Slots with output to write this round.
+    pub dirty: Vec<usize>,
+    /// Slots whose bot ended this round.
+    pub ended: Vec<usize>,
+    /// The next slot to connect.
+    pub next_connect: usize,
+}
+
+impl<C: Seat> Seats<C> {
+    /// Thread `thread`'s share of the plan's bots: bot `i` where `i %
+    /// threads == thread`.
+    pub fn new(plan: &Plan, thread: usize) -> Seats<C> {
+        let ids: Vec<u32> = (0..plan.bots)
+            .filter(|i| *i as usize % plan.threads == thread)
+            .collect();
+        let n = ids.len();
+        Seats {
+            slots: (0..n).map(|_| None).collect(),
+            ids,
+            schedule: BinaryHeap::with_capacity(2 * n),
+            dirty: Vec::with_capacity(n),
+            ended: Vec::with_capacity(n),
+            next_connect: 0,
+        }
+    }
+
+    /// After `slot`'s bot was driven: schedule its next tick, queue its
+    /// output, note its end.
+    pub fn after(&mut self, slot: usize) {
+        let Some(c) = self.slots[slot].as_mut() else {
+            return;
+        };
+        if c.bot().phase() == Phase::Done {
+            self.ended.push(slot);
+            return;
+        }
+        let due = c.bot().next_tick();
+        if due != c.marks().scheduled {
+            c.marks().scheduled = due;
+            self.schedule.push(Reverse((due, slot)));
+        }
+        if !c.marks().queued && c.can_send() && !c.bot().transmit().is_empty() {
+            c.marks().queued = true;
+            self.dirty.push(slot);
+        }
+    }
+
+    /// The earliest scheduled tick (maybe stale).
+    pub fn next_due(&self) -> Option<Time> {
+        self.schedule.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// Pops the next tick due at `now`: its slot, if it is the live entry
+    /// of a bot still running (stale entries are skipped).
+    pub fn pop_due(&mut self, now: Time) -> Option<Option<usize>> {
+        let &Reverse((t, slot)) = self.schedule.peek()?;
+        if t > now {
+            return None;
+        }
+        self.schedule.pop();
+        let live = self.slots[slot]
+            .as_mut()
+            .is_some_and(|c| c.marks().scheduled == t && c.bot().phase() != Phase::Done);
+        Some(live.then_some(slot))
+    }
+
+    /// When the bot in the next slot to connect is due to (its ramp slot).
+    pub fn next_connect_at(&self, plan: &Plan) -> Option<Time> {
+        self.ids.get(self.next_connect).map(|&i| start_of(plan, i))
+    }
+}
+
+/// Bot `i`'s ramp slot: bots connect evenly over the plan's ramp.
+pub fn start_of(plan: &Plan, i: u32) -> Time {
+    Time(0)
+        + plan
+            .ramp
+            .mul_f64(f64::from(i) / f64::from(plan.bots.max(1)))
+}
