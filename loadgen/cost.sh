@@ -12,8 +12,11 @@
 #   bash loadgen/cost.sh /tmp/base-target/release/loadgen target/release/loadgen
 #
 # BOTS (2000), ROUNDS (2), DURATION (15s), TESSERA (target/release/tessera),
-# EXTRA (loadgen flags, e.g. "--check-fraction 0.1"). Reports in $OUT
-# (target/cost). Opt-in; not part of CI.
+# EXTRA (loadgen flags, e.g. "--check-fraction 0.1"), SETS (config
+# overrides for both the server and loadgen, e.g. "--set
+# view.client_update_hz=10.0"). A loadgen may carry flags of its own, e.g.
+# B="target/release/loadgen --io epoll". Reports in $OUT (target/cost).
+# Opt-in; not part of CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 A=${1:?usage: cost.sh LOADGEN_A LOADGEN_B}
@@ -23,9 +26,10 @@ ROUNDS=${ROUNDS:-2}
 DURATION=${DURATION:-15s}
 TESSERA=${TESSERA:-target/release/tessera}
 EXTRA=${EXTRA:-}
+SETS=${SETS:-}
 OUT=${OUT:-target/cost}
 mkdir -p "$OUT"
-fixed="--set balance.enabled=false"
+fixed="--set balance.enabled=false $SETS"
 # shellcheck disable=SC2086
 sets=$($A --bots "$BOTS" $fixed --print-server-sets)
 port=7470
@@ -48,10 +52,12 @@ for round in $(seq "$ROUNDS"); do
 import json, sys
 r = json.load(open(sys.argv[1]))
 us, upd = r.get("loadgen_cpu_us_per_bot_s") or 0.0, r["updates_per_bot_per_s"]
-cpu = r.get("cpu_pct") or {}
+cpu, u = r.get("cpu_pct") or {}, r["update_latency_ms"]
 print(f"{sys.argv[2]:<14} loadgen {us:6.1f} us/bot-s {100 * us / max(upd, 1e-9):6.1f} us/100 updates  "
       f"updates/bot/s {upd:6.1f}  moves/bot/s {r['per_bot_per_s']['moves']:5.2f}  "
-      f"server CPU {cpu.get('server', 0):5.1f} %  checked {r.get('bots_checked')}  violations {r['violations']}")
+      f"update p50 {u['p50']:6.1f} p99 {u['p99']:6.1f} ms  "
+      f"server CPU {cpu.get('server', 0):5.1f} %  loadgen CPU {cpu.get('loadgen', 0):5.1f} %  "
+      f"checked {r.get('bots_checked')}  violations {r['violations']}  io {r.get('io', 'epoll')}")
 PY
   done
 done
