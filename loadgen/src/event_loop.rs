@@ -34,7 +34,7 @@ use tessera::core::time::Time;
 
 use crate::bot::{Bot, Phase};
 use crate::driver::{Report, ThreadCtx};
-use crate::seats::{Marks, Seat, Seats, REPORT_PERIOD};
+use crate::seats::{report_due, Marks, Seat, Seats, REPORT_PERIOD};
 
 /// Why a bot thread's loop stopped early.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +63,10 @@ struct Conn {
 impl Seat for Conn {
     fn bot(&self) -> &Bot {
         &self.bot
+    }
+
+    fn bot_mut(&mut self) -> &mut Bot {
+        &mut self.bot
     }
 
     fn marks(&mut self) -> &mut Marks {
@@ -136,15 +140,7 @@ pub fn run(thread: usize, mut ctx: ThreadCtx, tx: Sender<Report>) -> Result<(), 
                 }
             }
         }
-        while let Some(due) = bots.pop_due(now) {
-            let Some(slot) = due else {
-                continue; // stale (the tick was brought forward), or ended
-            };
-            if let Some(c) = bots.slots[slot].as_mut() {
-                c.bot.on_tick(&mut ctx, now);
-            }
-            bots.after(slot);
-        }
+        bots.tick_due(&mut ctx, now);
         // One send per bot; one interrupted by a signal is queued again
         // (past `sends`) for the next round.
         let sends = bots.dirty.len();
@@ -165,18 +161,9 @@ pub fn run(thread: usize, mut ctx: ThreadCtx, tx: Sender<Report>) -> Result<(), 
             }
         }
         bots.ended.clear();
-        if now >= next_report {
-            next_report = next_report + REPORT_PERIOD;
-            let last = running == 0 && bots.next_connect == n;
-            let report = Report {
-                thread,
-                at: now,
-                interval: std::mem::replace(&mut ctx.interval, ctx.pool.take()),
-                last,
-            };
-            if tx.send(report).is_err() || last {
-                return Ok(());
-            }
+        let done = running == 0 && bots.next_connect == n;
+        if report_due(&tx, &mut ctx, (thread, now), &mut next_report, done) {
+            return Ok(());
         }
     }
 }

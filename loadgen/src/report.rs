@@ -425,11 +425,8 @@ pub fn summary_table(s: &Summary) -> String {
         );
     }
     row("cpu (% of one core)", s.cpu_pct.to_string());
-    if let Some(us) = s.loadgen_cpu_us_per_bot_s {
-        row(
-            "loadgen CPU per bot",
-            format!("{us:.1} µs per bot-second ({} bot threads)", io_name(s.io)),
-        );
+    if let Some(text) = loadgen_cpu_text(s) {
+        row("loadgen CPU per bot", text);
     }
     row("view checks", checks_text(s));
     row("load average", s.load_avg.to_string());
@@ -449,6 +446,15 @@ pub fn summary_table(s: &Summary) -> String {
         row("  e.g.", v.clone());
     }
     out
+}
+
+/// loadgen's CPU per bot-second and the loop that spent it.
+fn loadgen_cpu_text(s: &Summary) -> Option<String> {
+    let us = s.loadgen_cpu_us_per_bot_s?;
+    Some(format!(
+        "{us:.1} µs per bot-second ({} loop)",
+        io_name(s.io)
+    ))
 }
 
 /// `--io`'s name for `io`.

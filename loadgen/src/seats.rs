@@ -1,6 +1,7 @@
 //! What a bot thread's loop keeps of its bots whatever its I/O: a seat
 //! per bot, the schedule of due ticks, the bots with output to write, the
-//! bots that ended, and the ramp's connect times.
+//! bots that ended, the ramp's connect times, and the report once a
+//! second.
 //!
 //! Shared by the epoll loop ([`crate::event_loop`]) and the io_uring loop
 //! ([`crate::uring_loop`]); each has its own seat (its socket and what is
@@ -14,12 +15,13 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use tessera::core::time::Time;
 
 use crate::bot::{Bot, Phase};
-use crate::driver::Plan;
+use crate::driver::{Plan, Report, ThreadCtx};
 
 /// How often a thread reports its measurements.
 pub const REPORT_PERIOD: Duration = Duration::from_secs(1);
@@ -46,6 +48,8 @@ impl Default for Marks {
 pub trait Seat {
     /// The bot.
     fn bot(&self) -> &Bot;
+    /// The bot, to drive.
+    fn bot_mut(&mut self) -> &mut Bot;
     /// The marks.
     fn marks(&mut self) -> &mut Marks;
     /// Output may be handed to the socket now (connected, and no earlier
@@ -114,24 +118,53 @@ impl<C: Seat> Seats<C> {
         self.schedule.peek().map(|Reverse((t, _))| *t)
     }
 
-    /// Pops the next tick due at `now`: its slot, if it is the live entry
-    /// of a bot still running (stale entries are skipped).
-    pub fn pop_due(&mut self, now: Time) -> Option<Option<usize>> {
-        let &Reverse((t, slot)) = self.schedule.peek()?;
-        if t > now {
-            return None;
+    /// Runs every bot whose tick is due at `now` ([`Bot::on_tick`]), then
+    /// schedules it and queues its output. Stale entries (a tick brought
+    /// forward) and ended bots are skipped.
+    pub fn tick_due(&mut self, ctx: &mut ThreadCtx, now: Time) {
+        while let Some(&Reverse((t, slot))) = self.schedule.peek() {
+            if t > now {
+                return;
+            }
+            self.schedule.pop();
+            let Some(c) = self.slots[slot].as_mut() else {
+                continue;
+            };
+            if c.marks().scheduled != t || c.bot().phase() == Phase::Done {
+                continue;
+            }
+            c.bot_mut().on_tick(ctx, now);
+            self.after(slot);
         }
-        self.schedule.pop();
-        let live = self.slots[slot]
-            .as_mut()
-            .is_some_and(|c| c.marks().scheduled == t && c.bot().phase() != Phase::Done);
-        Some(live.then_some(slot))
     }
 
     /// When the bot in the next slot to connect is due to (its ramp slot).
     pub fn next_connect_at(&self, plan: &Plan) -> Option<Time> {
         self.ids.get(self.next_connect).map(|&i| start_of(plan, i))
     }
+}
+
+/// Sends thread `thread`'s report if its second (`next`) has come, the
+/// last one if `done`; true when the loop should stop (it was the last,
+/// or the main thread is gone).
+pub fn report_due(
+    tx: &Sender<Report>,
+    ctx: &mut ThreadCtx,
+    (thread, now): (usize, Time),
+    next: &mut Time,
+    done: bool,
+) -> bool {
+    if now < *next {
+        return false;
+    }
+    *next = *next + REPORT_PERIOD;
+    let report = Report {
+        thread,
+        at: now,
+        interval: std::mem::replace(&mut ctx.interval, ctx.pool.take()),
+        last: done,
+    };
+    tx.send(report).is_err() || done
 }
 
 /// Bot `i`'s ramp slot: bots connect evenly over the plan's ramp.

@@ -67,7 +67,7 @@ use tessera::runtime::buf_ring::BufRing;
 
 use crate::bot::{Bot, Phase};
 use crate::driver::{Plan, Report, ThreadCtx};
-use crate::seats::{Marks, Seat, Seats, REPORT_PERIOD};
+use crate::seats::{report_due, Marks, Seat, Seats, REPORT_PERIOD};
 
 /// The buffer group of the provided buffer ring.
 const BGID: u16 = 0;
@@ -147,6 +147,10 @@ impl Seat for Conn {
         &self.bot
     }
 
+    fn bot_mut(&mut self) -> &mut Bot {
+        &mut self.bot
+    }
+
     fn marks(&mut self) -> &mut Marks {
         &mut self.marks
     }
@@ -209,15 +213,7 @@ pub fn run(thread: usize, mut ctx: ThreadCtx, tx: Sender<Report>) -> Result<(), 
             lp.bots.next_connect += 1;
             lp.connect(&mut ctx, slot, now);
         }
-        while let Some(due) = lp.bots.pop_due(now) {
-            let Some(slot) = due else {
-                continue; // stale (the tick was brought forward), or ended
-            };
-            if let Some(c) = lp.bots.slots[slot].as_mut() {
-                c.bot.on_tick(&mut ctx, now);
-            }
-            lp.bots.after(slot);
-        }
+        lp.bots.tick_due(&mut ctx, now);
         for k in 0..lp.bots.dirty.len() {
             let slot = lp.bots.dirty[k];
             lp.send(slot);
@@ -233,18 +229,9 @@ pub fn run(thread: usize, mut ctx: ThreadCtx, tx: Sender<Report>) -> Result<(), 
             lp.end(slot);
         }
         lp.bots.ended.clear();
-        if now >= next_report {
-            next_report = next_report + REPORT_PERIOD;
-            let last = lp.running == 0 && lp.bots.next_connect == n;
-            let report = Report {
-                thread,
-                at: now,
-                interval: std::mem::replace(&mut ctx.interval, ctx.pool.take()),
-                last,
-            };
-            if tx.send(report).is_err() || last {
-                return Ok(());
-            }
+        let done = lp.running == 0 && lp.bots.next_connect == n;
+        if report_due(&tx, &mut ctx, (thread, now), &mut next_report, done) {
+            return Ok(());
         }
     }
 }

@@ -14,12 +14,12 @@
 use std::io::ErrorKind;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
-use io_uring::types::{BufRingEntry, Fd, SubmitArgs, Timespec};
+use io_uring::types::{Fd, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring};
 use serde_json::json;
+use tessera::runtime::buf_ring::{BufRing, BufRingError};
 
 use super::epoll_server::BarePlan;
 use super::stand_in::{OwnBuffers, WorkingSet};
@@ -54,84 +54,7 @@ pub enum UringError {
     Setup(std::io::Error),
     /// The provided buffer ring could not be mapped or registered (kernel >= 5.19).
     #[error("provided buffer ring: {0}")]
-    BufRing(std::io::Error),
-}
-
-/// Provided buffers the kernel picks from for multishot receives.
-struct BufRing {
-    base: *mut BufRingEntry,
-    map_bytes: usize,
-    bufs: Vec<u8>,
-    tail: u16,
-}
-
-impl BufRing {
-    /// Maps the ring (page aligned), fills it with every buffer and
-    /// registers it with `ring` as group [`BGID`].
-    fn new(ring: &IoUring) -> Result<BufRing, UringError> {
-        let map_bytes = usize::from(RING_BUFS) * std::mem::size_of::<BufRingEntry>();
-        // SAFETY: an anonymous private mapping with no address hint; the
-        // result is checked against MAP_FAILED before use.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(UringError::BufRing(std::io::Error::last_os_error()));
-        }
-        let mut br = BufRing {
-            base: base.cast(),
-            map_bytes,
-            bufs: vec![0u8; usize::from(RING_BUFS) * BUF_BYTES],
-            tail: 0,
-        };
-        for bid in 0..RING_BUFS {
-            br.give_back(bid);
-        }
-        // SAFETY: `base` is a page-aligned mapping of RING_BUFS entries that
-        // lives as long as `br`, which the caller keeps next to the ring
-        // (and drops after it, see `Uring`); every entry points into `bufs`.
-        unsafe {
-            ring.submitter()
-                .register_buf_ring_with_flags(base as u64, RING_BUFS, BGID, 0)
-        }
-        .map_err(UringError::BufRing)?;
-        Ok(br)
-    }
-
-    /// Puts buffer `bid` back at the ring's tail and publishes the tail.
-    fn give_back(&mut self, bid: u16) {
-        let idx = usize::from(self.tail & (RING_BUFS - 1));
-        let addr = self.bufs.as_ptr() as u64 + u64::from(bid) * BUF_BYTES as u64;
-        // SAFETY: `idx` < RING_BUFS, inside the mapping; the kernel reads an
-        // entry only below the published tail, and this one is at the tail.
-        let e = unsafe { &mut *self.base.add(idx) };
-        e.set_addr(addr);
-        e.set_len(BUF_BYTES as u32);
-        e.set_bid(bid);
-        self.tail = self.tail.wrapping_add(1);
-        // SAFETY: the tail is the u16 `resv` field of entry 0 of the mapping
-        // (`BufRingEntry::tail`), 2-byte aligned; the kernel reads it
-        // concurrently, hence the atomic release store after the entry.
-        unsafe {
-            let tail = BufRingEntry::tail(self.base) as *const AtomicU16;
-            (*tail).store(self.tail, Ordering::Release);
-        }
-    }
-}
-
-impl Drop for BufRing {
-    fn drop(&mut self) {
-        // SAFETY: `base` and `map_bytes` are the mapping made in `new`; the
-        // ring that used it is dropped before (field order of `Uring`).
-        unsafe { libc::munmap(self.base.cast(), self.map_bytes) };
-    }
+    BufRing(#[from] BufRingError),
 }
 
 /// The server's state; [`UringServer::poll`] is one round of the loop.
@@ -164,7 +87,7 @@ impl UringServer {
             .setup_cqsize(CQ_ENTRIES)
             .build(SQ_ENTRIES)
             .map_err(UringError::Setup)?;
-        let bufs = BufRing::new(&ring)?;
+        let bufs = BufRing::new(&ring, RING_BUFS, BUF_BYTES, BGID).map_err(UringError::from)?;
         let listener = TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         Ok(UringServer {
