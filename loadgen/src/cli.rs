@@ -153,9 +153,11 @@ pub struct Cli {
     pub events_max: usize,
     /// How the bot threads do their socket I/O: `io-uring` (one ring per
     /// thread, one submission a round for all its sends and receives, as
-    /// the server's client port) or `epoll` (a `send` and a `recv` syscall
-    /// per socket).
-    #[arg(long, value_enum, default_value_t = IoKind::IoUring)]
+    /// the server's client port), `epoll` (a `send` and a `recv` syscall
+    /// per socket), or `auto`: io_uring where this kernel gives it (Linux
+    /// 6.1 or later, io_uring not blocked by a seccomp profile), else
+    /// epoll with a note.
+    #[arg(long, value_enum, default_value_t = IoKind::Auto)]
     pub io: IoKind,
     /// io_uring loop: provided receive buffers per bot thread (a power of
     /// two, at most 32,768).
@@ -259,9 +261,13 @@ mod tests {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum IoKind {
-    /// One io_uring per thread ([`crate::uring_loop`]).
+    /// io_uring where the kernel gives it, else epoll (resolved before
+    /// the bots start: a plan never carries it)
     #[default]
+    Auto,
+    /// One io_uring per bot thread, one enter a round (src/uring_loop.rs)
     IoUring,
-    /// One epoll set per thread ([`crate::event_loop`]).
+    /// One epoll set per bot thread, a syscall per socket operation
+    /// (src/event_loop.rs)
     Epoll,
 }

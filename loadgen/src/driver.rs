@@ -208,7 +208,8 @@ pub fn spawn(
                     IoKind::IoUring => {
                         crate::uring_loop::run(t, ctx, tx).map_err(anyhow::Error::from)
                     }
-                    IoKind::Epoll => {
+                    // `run` resolved `Auto` before the plan was made.
+                    IoKind::Epoll | IoKind::Auto => {
                         crate::event_loop::run(t, ctx, tx).map_err(anyhow::Error::from)
                     }
                 }

@@ -460,6 +460,7 @@ fn loadgen_cpu_text(s: &Summary) -> Option<String> {
 /// `--io`'s name for `io`.
 pub fn io_name(io: crate::cli::IoKind) -> &'static str {
     match io {
+        crate::cli::IoKind::Auto => "auto",
         crate::cli::IoKind::IoUring => "io-uring",
         crate::cli::IoKind::Epoll => "epoll",
     }

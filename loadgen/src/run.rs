@@ -249,6 +249,42 @@ fn check_flags(cli: &Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The bot threads' I/O for `--io`: `auto` is io_uring where a ring with
+/// its buffers can be set up here (a probe on this thread), else epoll,
+/// with a note on stderr.
+///
+/// # Errors
+/// `--io io-uring` where the kernel refuses it (the error names `--io
+/// epoll`).
+fn resolve_io(cli: &Cli) -> anyhow::Result<crate::cli::IoKind> {
+    let bufs = u16::try_from(cli.uring_buffers).unwrap_or(1 << 15);
+    resolve_io_with(cli.io, || {
+        crate::uring_loop::probe(bufs, cli.uring_buffer_bytes)
+    })
+}
+
+/// `resolve_io` with the io_uring probe given.
+fn resolve_io_with(
+    io: crate::cli::IoKind,
+    probe: impl FnOnce() -> Result<(), crate::uring_loop::UringLoopError>,
+) -> anyhow::Result<crate::cli::IoKind> {
+    use crate::cli::IoKind;
+    match io {
+        IoKind::Epoll => Ok(IoKind::Epoll),
+        IoKind::IoUring => {
+            probe()?;
+            Ok(IoKind::IoUring)
+        }
+        IoKind::Auto => match probe() {
+            Ok(()) => Ok(IoKind::IoUring),
+            Err(e) => {
+                eprintln!("loadgen: --io auto: using epoll ({e})");
+                Ok(IoKind::Epoll)
+            }
+        },
+    }
+}
+
 /// Runs the benchmark `cli` describes.
 ///
 /// # Errors
@@ -311,7 +347,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         session: ClientSessionParams::default(),
         read_bytes: cli.read_bytes,
         events_max: cli.events_max,
-        io: cli.io,
+        io: resolve_io(cli)?,
         uring_buffers: u16::try_from(cli.uring_buffers).unwrap_or(1 << 15),
         uring_buffer_bytes: cli.uring_buffer_bytes,
         check_fraction: cli.check_fraction,
@@ -1037,6 +1073,33 @@ pub(crate) mod tests {
             let e = run(&cli(&["--bots", "1", "--uring-buffers", n])).expect_err("refused");
             assert!(e.to_string().contains("--uring-buffers"), "{e}");
         }
+    }
+
+    #[test]
+    fn auto_io_falls_back_to_epoll_and_a_refused_io_uring_names_epoll() {
+        use crate::cli::IoKind;
+        use crate::uring_loop::UringLoopError;
+        let refused = || {
+            Err(UringLoopError::Setup {
+                thread: 0,
+                feature: "io_uring_setup with SINGLE_ISSUER and DEFER_TASKRUN",
+                source: std::io::Error::from_raw_os_error(libc::EPERM),
+            })
+        };
+        assert_eq!(
+            resolve_io_with(IoKind::Auto, || Ok(())).ok(),
+            Some(IoKind::IoUring)
+        );
+        assert_eq!(
+            resolve_io_with(IoKind::Auto, refused).ok(),
+            Some(IoKind::Epoll)
+        );
+        let e = resolve_io_with(IoKind::IoUring, refused).expect_err("refused");
+        assert!(e.to_string().contains("--io epoll"), "{e}");
+        assert_eq!(
+            resolve_io_with(IoKind::Epoll, || panic!("no probe for epoll")).ok(),
+            Some(IoKind::Epoll)
+        );
     }
 
     #[test]

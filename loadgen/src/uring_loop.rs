@@ -1,4 +1,5 @@
-//! One bot thread's I/O on io_uring (`--io io-uring`, the default): the
+//! One bot thread's I/O on io_uring (`--io io-uring`, and `auto`'s choice
+//! where the kernel gives it): the
 //! rounds of the epoll loop ([`crate::event_loop`]) with every socket
 //! operation a submission to one ring, the batched I/O of the server's
 //! client port (`tessera::runtime`'s io_uring gateway).
@@ -248,34 +249,54 @@ fn cq_entries(bots: usize, buffers: u16) -> u32 {
         .clamp(2 * SQ_ENTRIES, CQ_ENTRIES_MAX)
 }
 
+/// Checks, on the calling thread, that this kernel gives the loop its
+/// ring (SINGLE_ISSUER, DEFER_TASKRUN) and a provided buffer ring of
+/// `buffers` x `buffer_bytes`; then lets both go.
+///
+/// # Errors
+/// [`UringLoopError::Setup`] (thread 0) naming what was refused.
+pub fn probe(buffers: u16, buffer_bytes: u32) -> Result<(), UringLoopError> {
+    let (ring, bufs) = ring_and_buffers(0, 1, buffers, buffer_bytes)?;
+    // The ring first: then nothing refers to the buffers.
+    drop(ring);
+    drop(bufs);
+    Ok(())
+}
+
+/// A bot thread's ring for `bots` bots, and its buffer ring (drop the
+/// ring first).
+fn ring_and_buffers(
+    thread: usize,
+    bots: usize,
+    buffers: u16,
+    buffer_bytes: u32,
+) -> Result<(IoUring, BufRing), UringLoopError> {
+    let ring = IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_cqsize(cq_entries(bots, buffers))
+        .build(SQ_ENTRIES)
+        .map_err(|source| UringLoopError::Setup {
+            thread,
+            feature: "io_uring_setup with SINGLE_ISSUER and DEFER_TASKRUN",
+            source,
+        })?;
+    let bufs = BufRing::new(&ring, buffers, buffer_bytes as usize, BGID).map_err(|e| {
+        UringLoopError::Setup {
+            thread,
+            feature: e.feature,
+            source: e.source,
+        }
+    })?;
+    Ok((ring, bufs))
+}
+
 impl Loop {
     fn new(plan: &Plan, thread: usize) -> Result<Loop, UringLoopError> {
         let bots: Seats<Conn> = Seats::new(plan, thread);
         let n = bots.ids.len();
-        let setup = |feature| {
-            move |source| UringLoopError::Setup {
-                thread,
-                feature,
-                source,
-            }
-        };
-        let ring = IoUring::builder()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .setup_cqsize(cq_entries(n, plan.uring_buffers))
-            .build(SQ_ENTRIES)
-            .map_err(setup("io_uring_setup with SINGLE_ISSUER and DEFER_TASKRUN"))?;
-        let bufs = BufRing::new(
-            &ring,
-            plan.uring_buffers,
-            plan.uring_buffer_bytes as usize,
-            BGID,
-        )
-        .map_err(|e| UringLoopError::Setup {
-            thread,
-            feature: e.feature,
-            source: e.source,
-        })?;
+        let (ring, bufs) =
+            ring_and_buffers(thread, n, plan.uring_buffers, plan.uring_buffer_bytes)?;
         Ok(Loop {
             ring: ManuallyDrop::new(ring),
             bufs: ManuallyDrop::new(bufs),
