@@ -25,11 +25,16 @@
 //! while it is in flight); at most one is in flight per bot.
 //!
 //! # One round
-//! 1. One enter submits what the last round queued and waits for a
-//!    completion, at most until the next due tick, ramp slot or report; a
-//!    second with a zero timeout asks for more completions than can come,
-//!    so the kernel runs the receive work of every socket that has bytes
-//!    (a small minimum ran a fraction of it: the server's `MACHINE.md`).
+//! 1. One enter submits what the last round queued, sleeps until the next
+//!    due tick, ramp slot or report (rounded up to whole milliseconds) but
+//!    at most [`WAIT_MAX`], and runs the receive work of every socket that
+//!    has bytes: it asks for more completions than can come, so it returns
+//!    at its timeout (under DEFER_TASKRUN an enter that waits for one
+//!    completion runs at most 20 sockets' receive work, and a second enter
+//!    a round to run the rest cost 1.4 x the epoll loop's CPU per bot at
+//!    1,000 bots; the server's `MACHINE.md`: a small minimum ran a
+//!    fraction of 1,000 pending receives). A byte that arrives mid-round
+//!    waits at most [`WAIT_MAX`] to be read.
 //! 2. Every completion: bytes to their bot ([`Bot::on_bytes`]), a send's
 //!    bytes marked written, a connect finished.
 //! 3. The bots whose ramp slot came connect; the due bots tick; every bot
@@ -82,6 +87,9 @@ const KIND: u64 = 3 << 62;
 /// "Wait for this many completions" with a zero timeout: the kernel runs
 /// all pending receive work in the one enter, then returns.
 const WANT_ALL: usize = 1 << 20;
+/// The longest a round sleeps in its enter: what a receive may wait
+/// before its bot reads it, when no tick is due sooner.
+const WAIT_MAX: Duration = Duration::from_millis(1);
 /// The submission queue's entries.
 pub const SQ_ENTRIES: u32 = 4096;
 /// The kernel's most completion queue entries (`IORING_MAX_CQ_ENTRIES`).
@@ -329,19 +337,13 @@ impl Loop {
         }
     }
 
-    /// The round's enters: submits what was queued and waits for a
-    /// completion at most `timeout`, then runs every pending receive (see
-    /// the module doc).
+    /// The round's one enter: submits what was queued, sleeps at most
+    /// `timeout` rounded up to whole milliseconds and at most
+    /// [`WAIT_MAX`], and runs every pending receive (it asks for more
+    /// completions than can come, so it returns at the timeout, having run
+    /// all the receive work queued by then).
     fn enter(&mut self, timeout: Duration) -> io::Result<()> {
-        if !timeout.is_zero() {
-            let ts = Timespec::from(whole_ms(timeout));
-            let args = SubmitArgs::new().timespec(&ts);
-            match self.ring.submitter().submit_with_args(1, &args) {
-                Err(e) if !retry(&e) => return Err(e),
-                _ => {}
-            }
-        }
-        let ts = Timespec::new();
+        let ts = Timespec::from(whole_ms(timeout).min(WAIT_MAX));
         let args = SubmitArgs::new().timespec(&ts);
         match self.ring.submitter().submit_with_args(WANT_ALL, &args) {
             Err(e) if !retry(&e) => Err(e),
