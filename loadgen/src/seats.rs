@@ -33,6 +33,10 @@ pub struct Marks {
     pub queued: bool,
     /// The time of this bot's live schedule entry.
     pub scheduled: Time,
+    /// On the ended list (once: a loop may drive an ended bot again
+    /// before it takes the list, as the io_uring loop does for each of
+    /// its last completions).
+    pub ended: bool,
 }
 
 impl Default for Marks {
@@ -40,6 +44,7 @@ impl Default for Marks {
         Marks {
             queued: false,
             scheduled: Time(u64::MAX),
+            ended: false,
         }
     }
 }
@@ -68,7 +73,7 @@ pub struct Seats<C> {
     schedule: BinaryHeap<Reverse<(Time, usize)>>,
     /// Slots with output to write this round.
     pub dirty: Vec<usize>,
-    /// Slots whose bot ended this round.
+    /// Slots whose bot ended this round (each once).
     pub ended: Vec<usize>,
     /// The next slot to connect.
     pub next_connect: usize,
@@ -99,7 +104,10 @@ impl<C: Seat> Seats<C> {
             return;
         };
         if c.bot().phase() == Phase::Done {
-            self.ended.push(slot);
+            if !c.marks().ended {
+                c.marks().ended = true;
+                self.ended.push(slot);
+            }
             return;
         }
         let due = c.bot().next_tick();
@@ -168,9 +176,77 @@ pub fn report_due(
 }
 
 /// Bot `i`'s ramp slot: bots connect evenly over the plan's ramp.
-pub fn start_of(plan: &Plan, i: u32) -> Time {
+fn start_of(plan: &Plan, i: u32) -> Time {
     Time(0)
         + plan
             .ramp
             .mul_f64(f64::from(i) / f64::from(plan.bots.max(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Clock;
+    use crate::latency::{EntityCache, MoveBook};
+    use crate::measure::IntervalPool;
+    use std::sync::Arc;
+    use tessera::core::entity::TypeRegistry;
+
+    fn ctx() -> ThreadCtx {
+        let plan = Arc::new(crate::run::tests::tests_plan(1.0));
+        let pool = Arc::new(IntervalPool::default());
+        ThreadCtx {
+            registry: Arc::new(TypeRegistry::with_builtins()),
+            interval: pool.take(),
+            pool,
+            cache: EntityCache::default(),
+            book: Arc::new(MoveBook::new(plan.bots as usize)),
+            plan,
+            clock: Clock::start(),
+        }
+    }
+
+    struct Fake {
+        bot: Bot,
+        marks: Marks,
+    }
+
+    impl Seat for Fake {
+        fn bot(&self) -> &Bot {
+            &self.bot
+        }
+        fn bot_mut(&mut self) -> &mut Bot {
+            &mut self.bot
+        }
+        fn marks(&mut self) -> &mut Marks {
+            &mut self.marks
+        }
+        fn can_send(&self) -> bool {
+            true
+        }
+    }
+
+    /// A bot that ended and is driven again before the loop takes the
+    /// ended list (the io_uring loop settles each of its last completions)
+    /// is listed once: the list keeps its bound of one entry per bot.
+    #[test]
+    fn an_ended_bot_is_listed_once() {
+        let mut ctx = ctx();
+        let plan = ctx.plan.clone();
+        let mut seats: Seats<Fake> = Seats::new(&plan, 0);
+        let bot = Bot::new(&ctx, 0, Time(0)).expect("a bot");
+        seats.slots[0] = Some(Fake {
+            bot,
+            marks: Marks::default(),
+        });
+        seats.after(0);
+        assert!(seats.ended.is_empty(), "running");
+        assert_eq!(seats.next_due(), Some(Time(0) + plan.handshake_timeout));
+        if let Some(f) = seats.slots[0].as_mut() {
+            f.bot.connect_failed(&mut ctx);
+        }
+        seats.after(0);
+        seats.after(0);
+        assert_eq!(seats.ended, [0], "once");
+    }
 }
