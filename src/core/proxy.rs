@@ -94,6 +94,8 @@ pub struct Proxy {
     out: VecDeque<Outgoing>,
     client: VecDeque<(u64, DownBody)>,
     counters: ProxyCounters,
+    /// On its host's list of proxies given work ([`Proxy::list`]).
+    listed: bool,
 }
 
 impl Proxy {
@@ -120,6 +122,7 @@ impl Proxy {
             out: VecDeque::new(),
             client: VecDeque::new(),
             counters: ProxyCounters::default(),
+            listed: false,
         })
     }
 
@@ -216,6 +219,19 @@ impl Proxy {
         self.out.is_empty()
     }
 
+    /// Marks the proxy as on its host's list of proxies given work; true
+    /// if it was not yet (the host lists it then: each proxy once, so the
+    /// list needs no sort or dedup). Host bookkeeping only: nothing here
+    /// reads it.
+    pub fn list(&mut self) -> bool {
+        !std::mem::replace(&mut self.listed, true)
+    }
+
+    /// Off its host's list (the host took its work).
+    pub fn unlist(&mut self) {
+        self.listed = false;
+    }
+
     /// True when nothing waits for [`Proxy::poll_client`].
     pub fn client_is_empty(&self) -> bool {
         self.client.is_empty()
@@ -289,6 +305,17 @@ mod tests {
             panic!("not an input: {o:?}");
         };
         (o.to, i.seq)
+    }
+
+    /// A host lists a proxy once until it takes its work (fails if `list`
+    /// says yes twice, or `unlist` does not clear the mark).
+    #[test]
+    fn a_proxy_is_listed_once_until_unlisted() {
+        let mut p = proxy();
+        assert!(p.list(), "first mark");
+        assert!(!p.list(), "already listed");
+        p.unlist();
+        assert!(p.list(), "listed again after its work was taken");
     }
 
     #[test]

@@ -58,7 +58,7 @@ use super::gateway::{
     refused_metric, Closing, Disconnect, GatewayParams, LoginRefusal, Session, SessionPhase, Step,
     TicketKey, RULES,
 };
-use super::host::{entity_id, proxy_params, CellHost, Spawn, WireSource};
+use super::host::{entity_id, list_new_proxy, proxy_params, CellHost, Spawn, WireSource};
 use super::spawn::{new_avatar, SpawnRule};
 use crate::game::relay::GameInput;
 
@@ -392,8 +392,10 @@ impl CellHost {
                     Step::Close(c) => Action::Close(c),
                 })
             });
-            if let (true, Some(e)) = (sent, e) {
-                busy_proxies.push(e);
+            if let (true, Some(e), Some(p)) = (sent, e, proxy) {
+                if p.list() {
+                    busy_proxies.push(e);
+                }
             }
             port.consume(id, used);
             if self.clients.actions.is_empty() {
@@ -519,8 +521,7 @@ impl CellHost {
             self.clients.door.release(&account, entity);
             return;
         }
-        self.proxies.insert(entity, proxy);
-        self.busy_proxies.push(entity);
+        list_new_proxy(&mut self.proxies, &mut self.busy_proxies, entity, proxy);
         self.follow.moved.push(entity);
         conn.session.welcome(now, entity, pos);
         conn.entity = Some(entity);
@@ -597,7 +598,9 @@ impl CellHost {
         k.counters.takeovers += 1;
         if let Some(p) = self.proxies.get_mut(&entity) {
             p.send_input(now, GameInput::Resync { seq: 0 }.to_payload());
-            self.busy_proxies.push(entity);
+            if p.list() {
+                self.busy_proxies.push(entity);
+            }
         }
     }
 
@@ -734,12 +737,13 @@ impl CellHost {
             d.session.end_tick();
             d.session.clear_output();
         }
-        // Only proxies given work can hold client data (see `busy_proxies`);
-        // in entity order, as a sweep of them all would go.
+        // Only proxies given work can hold client data (see `busy_proxies`):
+        // each listed once, in the order they were given it.
         let mut busy = std::mem::take(&mut self.busy_proxies);
-        busy.sort_unstable();
-        busy.dedup();
         for e in busy.drain(..) {
+            if let Some(p) = self.proxies.get_mut(&e) {
+                p.unlist();
+            }
             let Some(&id) = self.clients.by_entity.get(&e) else {
                 continue;
             };
@@ -896,11 +900,9 @@ impl CellHost {
     /// Routes the outputs of every proxy.
     pub(super) fn drain_proxies(&mut self) {
         let mut outs = std::mem::take(&mut self.clients.scratch_outs);
-        // Only proxies given work can have output (see `busy_proxies`), in
-        // entity order as a sweep of them all would take them; the list is
-        // kept for `downstream` (their client data).
-        self.busy_proxies.sort_unstable();
-        self.busy_proxies.dedup();
+        // Only proxies given work can have output (see `busy_proxies`), each
+        // listed once, in the order they were given it; the list is kept for
+        // `downstream` (their client data).
         for e in &self.busy_proxies {
             if let Some(p) = self.proxies.get_mut(e) {
                 outs.extend(std::iter::from_fn(|| p.poll_output()).map(|o| (*e, o)));

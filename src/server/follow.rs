@@ -70,7 +70,7 @@ use crate::shard::{ClientPort, ConnId, MetricSink};
 
 use super::clients::{Conn, Detached};
 use super::gateway::{Session, SessionPhase};
-use super::host::{entity_shard, CellHost, ProxyAt, Routed, WireSource};
+use super::host::{entity_shard, list_new_proxy, CellHost, ProxyAt, Routed, WireSource};
 
 /// The first byte of a follow note (a login's note starts with its hop
 /// count, at most 2).
@@ -338,9 +338,8 @@ impl CellHost {
 
     /// `proxy` of `e` lives here now: every other shard is told.
     fn install_proxy(&mut self, e: EntityId, proxy: Proxy, moves: u64) {
-        let old = self.proxies.insert(e, proxy);
-        assert!(old.is_none(), "one proxy per avatar");
-        self.busy_proxies.push(e);
+        assert!(!self.proxies.contains_key(&e), "one proxy per avatar");
+        list_new_proxy(&mut self.proxies, &mut self.busy_proxies, e, proxy);
         self.proxy_at.remove(&e);
         self.follow.moved.push(e);
         // What waited for it is delivered at the tick's next phase

@@ -218,7 +218,9 @@ pub struct CellHost {
     /// taken (`drain_proxies`, `downstream`): only these are visited, not
     /// every proxy every tick. Every call that can give a proxy output or
     /// client data (`send_input`, `send_destroy`, `handle`, an insert)
-    /// pushes its entity; duplicates are removed where it is read.
+    /// pushes its entity unless it is listed already (`Proxy::list`:
+    /// each at most once, in the order given work, so the list needs no
+    /// sort); `downstream` takes it and unlists them.
     pub(super) busy_proxies: Vec<EntityId>,
     /// Where proxies that left their id's shard are, with their hand-over
     /// count (`follow.rs`); only moved proxies have an entry.
@@ -609,7 +611,9 @@ impl CellHost {
         };
         let epoch = p.epoch();
         let _ = p.handle(now, m);
-        self.busy_proxies.push(e);
+        if p.list() {
+            self.busy_proxies.push(e);
+        }
         if p.epoch() != epoch {
             self.follow.moved.push(e);
         }
@@ -918,4 +922,20 @@ fn export_view_metrics(k: &crate::core::cell::Counters, sink: &mut MetricSink) {
 /// Proxy parameters the host gives its proxies.
 pub fn proxy_params() -> ProxyParams {
     ProxyParams::default()
+}
+
+/// Holds `proxy` as `e`'s in `proxies`, listed in `busy` as given work (a
+/// proxy handed over from another shard may still be marked as listed
+/// there).
+pub(super) fn list_new_proxy(
+    proxies: &mut FxHashMap<EntityId, Proxy>, // tidy: allow(HashMap): the host's table
+    busy: &mut Vec<EntityId>,
+    e: EntityId,
+    mut proxy: Proxy,
+) {
+    proxy.unlist();
+    proxy.list();
+    busy.push(e);
+    let old = proxies.insert(e, proxy);
+    debug_assert!(old.is_none(), "one proxy per avatar");
 }

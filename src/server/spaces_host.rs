@@ -134,7 +134,9 @@ impl CellHost {
                 let data = input.to_payload();
                 if let Some(p) = self.proxies.get_mut(&entity) {
                     p.send_input(now, data);
-                    self.busy_proxies.push(entity);
+                    if p.list() {
+                        self.busy_proxies.push(entity);
+                    }
                 }
             }
             Err(code) => {

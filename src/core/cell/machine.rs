@@ -326,6 +326,7 @@ impl Cell {
             combat: Combat::new(id, self.views.params.combat),
             since: now,
             layout_version_min: 0,
+            watch_hint: u32::MAX,
         };
         if !self.views.put(&entity) {
             self.counters.aoi_refused += 1;

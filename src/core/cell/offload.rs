@@ -276,6 +276,7 @@ impl Cell {
             combat: self.restore_combat(entity, &o.combat),
             since: now,
             layout_version_min: o.layout_version,
+            watch_hint: u32::MAX,
         };
         if !self.views.put(&state) {
             self.counters.aoi_refused += 1;

@@ -260,7 +260,7 @@ impl Cell {
             let Some(cs) = r.emitter.flush(now, &mut e.entity) else {
                 continue;
             };
-            if let Some(w) = self.views.watch_mut(e.id) {
+            if let Some(w) = self.views.watch_mut_hinted(e.id, &mut r.watch_hint) {
                 w.observer.handle_own(cs.msg.version, cs.msg.kind, cs.own);
             }
             e.version = cs.msg.version;

@@ -48,6 +48,10 @@ pub struct RealPart {
     /// The layout version its last migration was decided under: it
     /// migrates on only under a layout at least as new.
     pub layout_version_min: u64,
+    /// Where its observer was last found (`Views::watch_mut_hinted`;
+    /// `u32::MAX`: not looked up yet): the change sets of every tick reach
+    /// the observer without a probe of the cell's index of observers.
+    pub watch_hint: u32,
 }
 
 impl RealPart {
@@ -221,6 +225,21 @@ impl EntityTable {
         self.index.get(&id).map(|&i| &self.entries[i])
     }
 
+    /// The entry of `id`, trying the slab index `*hint` first and storing
+    /// where the entry was found (an observer slot's hint, as
+    /// [`EntityTable::fresh_head_hinted`] keeps it): the entry is read
+    /// anyway, so a right guess costs no probe of the index.
+    #[inline]
+    pub fn get_hinted(&self, id: EntityId, hint: &mut u32) -> Option<&Entry> {
+        let h = *hint as usize;
+        if let Some(e) = self.entries.get(h).filter(|e| e.id == id) {
+            return Some(e);
+        }
+        let &i = self.index.get(&id)?;
+        *hint = u32::try_from(i).unwrap_or(u32::MAX);
+        Some(&self.entries[i])
+    }
+
     /// The mutable entry of `id`.
     pub fn get_mut(&mut self, id: EntityId) -> Option<&mut Entry> {
         self.heads_fresh = false;
@@ -378,6 +397,34 @@ mod tests {
             }),
             history: History::default(),
         }
+    }
+
+    /// A right hint finds the entry; a wrong or stale one falls back to the
+    /// index and is corrected (fails if a wrong hint's entry is returned).
+    #[test]
+    fn a_hinted_get_checks_its_guess_and_corrects_it() {
+        let mut t = EntityTable::default();
+        for id in 1..=3 {
+            t.insert(ghost(id));
+        }
+        let mut hint = u32::MAX;
+        assert_eq!(
+            t.get_hinted(EntityId(2), &mut hint).map(|e| e.id),
+            Some(EntityId(2))
+        );
+        let found = hint;
+        assert_eq!(
+            t.get_hinted(EntityId(2), &mut hint).map(|e| e.id),
+            Some(EntityId(2))
+        );
+        assert_eq!(hint, found, "a right hint is kept");
+        let mut wrong = found ^ 1;
+        assert_eq!(
+            t.get_hinted(EntityId(2), &mut wrong).map(|e| e.id),
+            Some(EntityId(2))
+        );
+        assert_eq!(wrong, found, "a wrong hint is corrected");
+        assert!(t.get_hinted(EntityId(9), &mut hint).is_none());
     }
 
     #[test]

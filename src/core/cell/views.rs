@@ -189,6 +189,22 @@ impl Views {
         self.watches[i as usize].as_mut()
     }
 
+    /// [`Views::watch_mut`], trying the slot `*hint` first and storing
+    /// where the observer was found (a real keeps its hint).
+    #[inline]
+    pub fn watch_mut_hinted(&mut self, owner: EntityId, hint: &mut u32) -> Option<&mut Watch> {
+        let h = *hint as usize;
+        let at_hint = matches!(self.watches.get(h), Some(Some(w)) if w.owner == owner);
+        let i = if at_hint {
+            h
+        } else {
+            let &i = self.by_owner.get(&owner)?;
+            *hint = i;
+            i as usize
+        };
+        self.watches[i].as_mut()
+    }
+
     fn insert(&mut self, w: Watch) {
         let owner = w.owner;
         let i = match self.free.pop() {
@@ -295,6 +311,11 @@ impl ObserverHost for EntityTable {
 
     fn copy_entity(&self, entity: EntityId) -> Option<(&Entity, u64)> {
         self.get(entity).map(|e| (&e.entity, e.version))
+    }
+
+    #[inline]
+    fn copy_entity_hinted(&self, entity: EntityId, hint: &mut u32) -> Option<(&Entity, u64)> {
+        (self.get_hinted(entity, hint)).map(|e| (&e.entity, e.version))
     }
 
     fn copy_head(&self, entity: EntityId) -> Option<CopyHeadRef> {

@@ -43,6 +43,17 @@ pub trait ObserverHost {
     /// whole values from it).
     fn copy_entity(&self, entity: EntityId) -> Option<(&Entity, u64)>;
 
+    /// [`ObserverHost::copy_entity`] with a guess of where the copy sits in
+    /// the host's dense table (as [`ObserverHost::copy_head_hinted`]: the
+    /// slot's hint, which the pull just checked): a host that has one tries
+    /// `*hint` first and stores where it found the copy. A catch-up or a
+    /// snapshot then costs no hash probe of the host's index.
+    #[inline]
+    fn copy_entity_hinted(&self, entity: EntityId, hint: &mut u32) -> Option<(&Entity, u64)> {
+        let _ = hint;
+        self.copy_entity(entity)
+    }
+
     /// Everything the flush's pull reads of one copy, found once: its state,
     /// version and cache (a host that finds a copy with one lookup should
     /// say so here; the pull calls this for every shown entity).

@@ -501,8 +501,10 @@ pub struct FlushScratch {
     timely: Vec<u64>,
     /// The level-of-detail filter's output (reused).
     lod_buf: Vec<u8>,
-    /// Entities with stale detail properties, at a flush (reused).
-    lod_due: Vec<EntityId>,
+    /// Entities with stale detail properties, at a flush, with their slots'
+    /// table positions when listed (checked before use: a leave in between
+    /// moves a slot) (reused).
+    lod_due: Vec<(EntityId, u32)>,
 }
 
 impl Observer {
@@ -1004,14 +1006,16 @@ impl Observer {
     ///
     /// Reads only the slots the pull listed (stale and near enough), so a
     /// flush with nothing to catch up costs nothing here.
-    fn catch_up<H: ObserverHost + ?Sized>(&mut self, host: &H) {
+    fn catch_up<H: ObserverHost + ?Sized>(&mut self, host: &H, me: Option<Vec3>) {
         let due = std::mem::take(&mut self.work.lod_due);
-        let me = host.copy_position(self.owner);
-        for &e in &due {
-            let Some((copy, version)) = host.copy_entity(e) else {
+        for &(e, listed) in &due {
+            // Where the pull listed it, unless a leave since moved it.
+            let Some(i) = self.slots.find_at(e, listed as usize) else {
                 continue;
             };
-            let (Some(&slot), Some(cold)) = (self.slots.get(&e), self.slots.cold(&e)) else {
+            let slot = *self.slots.at(i).1;
+            let mut hint = slot.hint;
+            let Some((copy, version)) = host.copy_entity_hinted(e, &mut hint) else {
                 continue;
             };
             if version != slot.last || slot.state != SlotState::Live {
@@ -1019,17 +1023,17 @@ impl Observer {
             }
             let dist = me.map_or(0.0, |m| m.dist_xz(copy.core().pos));
             let ty = copy.props().entity_type();
-            let near = cold.stale() & !self.params.budget.beyond(ty, dist, 0.0);
+            let near = self.slots.cold_at(i).stale() & !self.params.budget.beyond(ty, dist, 0.0);
             if near == 0 {
                 continue;
             }
             if slot.has_pending() {
-                self.send_pending(e);
+                self.send_pending_at(i);
             }
             self.work.snap.clear();
             copy.props()
                 .encode_whole(Audience::OtherClients, near, &mut self.work.snap);
-            let mut s = self.slots.both_mut(&e).expect("present");
+            let mut s = self.slots.both_at(i);
             s.set_stale(s.cold.stale() & !near);
             debug_assert_eq!(s.hot.sent(), s.hot.last, "a catch-up at the version shown");
             let ev = ClientEvent::Detail {
@@ -1042,13 +1046,6 @@ impl Observer {
         }
         self.work.lod_due = due;
         self.work.lod_due.clear();
-    }
-
-    /// Sends `entity`'s pending movement now.
-    fn send_pending(&mut self, entity: EntityId) {
-        if let Some(i) = self.slots.position(&entity) {
-            self.send_pending_at(i);
-        }
     }
 
     /// Sends the pending movement of the slot at table position `i` now (a
@@ -1133,8 +1130,9 @@ impl Observer {
     pub fn flush<H: ObserverHost + ?Sized>(&mut self, host: &H) -> &[u8] {
         self.start();
         self.pull(host, None, None);
-        self.flush_snapshots(host, f64::INFINITY);
-        self.catch_up(host);
+        let me = host.copy_position(self.owner);
+        self.flush_snapshots(host, f64::INFINITY, me);
+        self.catch_up(host, me);
         let mut pending = std::mem::take(&mut self.work.due);
         pending.clear();
         pending.extend(
@@ -1182,8 +1180,8 @@ impl Observer {
         self.pull(host, plan.as_ref(), Some((&walk, &mut ranked)));
         self.pacer.refill(&p);
         let room = self.pacer.tokens();
-        self.flush_snapshots(host, room);
-        self.catch_up(host);
+        self.flush_snapshots(host, room, me);
+        self.catch_up(host, me);
         let fixed = self.batch.len()
             + if self.own_changed {
                 usize::from(p.ack_bytes)
@@ -1225,7 +1223,7 @@ impl Observer {
     /// The own snapshot if due, then due enters and resyncs, oldest first,
     /// while the batch stays within `batch_bytes_max` and `room` bytes (the
     /// budget's balance); at least one per tick, so none starves.
-    fn flush_snapshots<H: ObserverHost + ?Sized>(&mut self, host: &H, room: f64) {
+    fn flush_snapshots<H: ObserverHost + ?Sized>(&mut self, host: &H, room: f64, me: Option<Vec3>) {
         self.start();
         if self.own_version.is_none() {
             self.work.snap.clear();
@@ -1256,7 +1254,7 @@ impl Observer {
             let Some(e) = self.queue.pop_front() else {
                 break;
             };
-            sent += usize::from(self.send_snapshot(host, e));
+            sent += usize::from(self.send_snapshot(host, e, me));
         }
     }
 
@@ -1313,29 +1311,38 @@ impl Observer {
         true
     }
 
-    /// Sends the due snapshot of `entity`; true if one was sent.
-    fn send_snapshot<H: ObserverHost + ?Sized>(&mut self, host: &H, entity: EntityId) -> bool {
-        let Some(slot) = self.slots.get(&entity).copied() else {
+    /// Sends the due snapshot of `entity` (`me`: the observer's position);
+    /// true if one was sent. The slot is found once: everything after reads
+    /// it by table position, and the copy by the slot's hint.
+    fn send_snapshot<H: ObserverHost + ?Sized>(
+        &mut self,
+        host: &H,
+        entity: EntityId,
+        me: Option<Vec3>,
+    ) -> bool {
+        let Some(i) = self.slots.position(&entity) else {
             return false;
         };
-        let last = self.client_version(entity);
-        if slot.state == SlotState::ResyncPending
-            && host.copy_version(entity).is_some_and(|v| Some(v) < last)
-        {
+        let slot = *self.slots.at(i).1;
+        let mut hint = slot.hint;
+        let found = host.copy_entity_hinted(entity, &mut hint);
+        self.slots.at_mut(i).hint = hint;
+        let last = slot.shown().then_some(slot.last);
+        if slot.state == SlotState::ResyncPending && found.is_some_and(|(_, v)| Some(v) < last) {
             // The copy is behind what the client saw: wait for it.
             self.stats.held += 1;
             self.queue.push_back(entity);
             return false;
         }
         self.work.snap.clear();
-        let Some((copy, version)) = host.copy_entity(entity) else {
+        let Some((copy, version)) = found else {
             // No copy here although the AOI has it: not shown.
             self.leave(entity);
             return false;
         };
         // Detail properties beyond reach go at their defaults (stale).
         let ty = copy.props().entity_type();
-        let omit = match host.copy_position(self.owner) {
+        let omit = match me {
             Some(me) if ty.detail_mask() != 0 => {
                 let dist = me.dist_xz(copy.core().pos);
                 self.params.budget.beyond(ty, dist, 0.0)
@@ -1343,16 +1350,11 @@ impl Observer {
             _ => 0,
         };
         copy.encode_snapshot_except(Audience::OtherClients, omit, &mut self.work.snap);
-        self.slots
-            .both_mut(&entity)
-            .expect("present")
-            .set_stale(omit);
+        self.slots.both_at(i).set_stale(omit);
         match slot.state {
-            SlotState::EnterPending => self.send_enter(entity, version),
+            SlotState::EnterPending => self.send_enter(i, entity, version),
             SlotState::ResyncPending => {
-                let handle = (self.slots.cold(&entity))
-                    .and_then(|c| c.handle)
-                    .expect("shown");
+                let handle = self.slots.cold_at(i).handle.expect("shown");
                 let ev = ClientEvent::Resync {
                     handle,
                     version,
@@ -1360,7 +1362,7 @@ impl Observer {
                 };
                 encode_event(&mut self.batch, &ev);
                 let q = snapshot_header(&self.work.snap).map_or([0; 3], |(_, p, _)| quantise(p));
-                let mut s = self.slots.both_mut(&entity).expect("present");
+                let mut s = self.slots.both_at(i);
                 s.hot.last = version;
                 s.hot.set_sent(version);
                 s.set_q(q);
@@ -1370,11 +1372,12 @@ impl Observer {
             }
             SlotState::Live => return false,
         }
-        self.slots.get_mut(&entity).expect("present").state = SlotState::Live;
+        self.slots.at_mut(i).state = SlotState::Live;
         true
     }
 
-    fn send_enter(&mut self, entity: EntityId, version: u64) {
+    /// The enter of `entity`, whose slot is at table position `i`.
+    fn send_enter(&mut self, i: usize, entity: EntityId, version: u64) {
         let Ok((type_id, pos, yaw)) = super::codec::snapshot_header(&self.work.snap) else {
             unreachable!("encode_snapshot writes a header");
         };
@@ -1382,7 +1385,7 @@ impl Observer {
             self.next_handle += 1;
             self.next_handle - 1
         });
-        let mut slot = self.slots.both_mut(&entity).expect("present");
+        let mut slot = self.slots.both_at(i);
         slot.cold.handle = Some(handle);
         slot.hot.last = version;
         slot.hot.set_sent(version);

@@ -110,6 +110,16 @@ impl Slots {
         self.index.get(entity).map(|&i| i as usize)
     }
 
+    /// The table position of `entity`'s slot, tried at `i` first (where a
+    /// walk over the table found it; a removal since may have moved it).
+    #[inline]
+    pub(super) fn find_at(&self, entity: EntityId, i: usize) -> Option<usize> {
+        match self.entries.get(i) {
+            Some(en) if en.id == entity => Some(i),
+            _ => self.position(&entity),
+        }
+    }
+
     /// The slot at table position `i` (`i < len()`).
     pub(super) fn at(&self, i: usize) -> (EntityId, &Slot) {
         let en = &self.entries[i];
@@ -397,6 +407,24 @@ mod tests {
             assert_eq!(c.handle, Some(e.0 as u32), "{e}'s cold part");
         }
         slots.verify();
+    }
+
+    /// A position found by a walk is used while it still holds the entity;
+    /// once a removal moved the slot, the index finds it (fails if
+    /// `find_at` trusts a stale position).
+    #[test]
+    fn find_at_checks_the_position_and_falls_back_to_the_index() {
+        let mut slots = Slots::default();
+        for e in 0..4u64 {
+            slots.insert(EntityId(e), slot(e), cold());
+        }
+        assert_eq!(slots.find_at(EntityId(3), 3), Some(3));
+        // Removing 1 moves 3 (the last) into position 1.
+        slots.remove(&EntityId(1));
+        assert_eq!(slots.find_at(EntityId(3), 3), Some(1));
+        assert_eq!(slots.find_at(EntityId(3), 0), Some(1));
+        assert_eq!(slots.find_at(EntityId(1), 1), None, "gone");
+        assert_eq!(slots.find_at(EntityId(2), 99), Some(2), "out of range");
     }
 
     proptest! {

@@ -103,7 +103,7 @@ impl Observer {
                 let (e, slot) = self.slots.entry_mut(i);
                 // A slot just listed for `catch_up`: its movement goes
                 // there (`Walk::age`).
-                if self.work.lod_due.last() == Some(&e) {
+                if self.work.lod_due.last().map(|&(x, _)| x) == Some(e) {
                     Walk::age(slot);
                 } else {
                     walk.rank(i as u32, e, slot, d2, &self.important, ranked);
@@ -183,11 +183,13 @@ impl Observer {
         }
         if stale_here & !far {
             let stale = self.slots.cold_at(i).stale();
-            let Some(copy) = host.copy_ref(e) else {
+            // Where the head was just found: no probe of the cell's index.
+            let mut hint = self.slots.at(i).1.hint;
+            let Some((copy, _)) = host.copy_entity_hinted(e, &mut hint) else {
                 return Some(d2);
             };
-            let dist = me.map_or(0.0, |m| m.dist_xz(copy.entity.core().pos));
-            let ty = copy.entity.props().entity_type();
+            let dist = me.map_or(0.0, |m| m.dist_xz(copy.core().pos));
+            let ty = copy.props().entity_type();
             if slot.reach_m == REACH_UNKNOWN {
                 let reach = self.params.budget.reach_of(ty, stale).max(0.0).ceil();
                 // Rounded up, so the skip stays on the safe side; a reach
@@ -197,7 +199,7 @@ impl Observer {
                 }
             }
             if stale & !self.params.budget.beyond(ty, dist, 0.0) != 0 {
-                self.work.lod_due.push(e);
+                self.work.lod_due.push((e, i as u32));
             }
         }
         Some(d2)
