@@ -85,6 +85,10 @@ fn limits() -> Vec<(&'static str, u64)> {
         ("Hit damage", 1_000_000),
         ("Error / Kick text", TEXT_BYTES_MAX as u64),
         ("one view event's snapshot or delta", 16),
+        (
+            "a quantised coordinate (6.2)",
+            tessera::core::view::codec::Q_MAX as u64,
+        ),
         ("strings in entity values", 1024),
         ("array / map elements", 4096),
     ]

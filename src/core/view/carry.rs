@@ -24,7 +24,7 @@
 
 use super::codec::DecodeError;
 use super::event::Handle;
-use super::observer::{Observer, ObserverParams, Slot, SlotCold, SlotState};
+use super::observer::{narrow, Observer, ObserverParams, Slot, SlotCold, SlotState};
 use super::slots::SlotMut;
 use crate::core::entity::codec::{put_ivar, put_uvar, Reader};
 use crate::core::ids::EntityId;
@@ -67,6 +67,10 @@ pub enum BlobError {
         /// The limit.
         max: usize,
     },
+    /// A quantised coordinate beyond the 32 bits every position fits
+    /// (`codec::quantise` clamps to them).
+    #[error("quantised coordinate {0} beyond 32 bits")]
+    Position(i64),
 }
 
 impl Observer {
@@ -84,7 +88,7 @@ impl Observer {
         put_uvar(out, self.own_version.map_or(0, |v| v + 1));
         if self.own_version.is_some() {
             for c in self.own_q.unwrap_or_default() {
-                put_ivar(out, c);
+                put_ivar(out, i64::from(c));
             }
         }
         put_uvar(out, u64::from(self.next_handle));
@@ -137,7 +141,7 @@ impl Observer {
         let mut o = Observer::from_parts(owner, params);
         o.own_version = r.uvar()?.checked_sub(1);
         if o.own_version.is_some() {
-            o.own_q = Some([r.ivar()?, r.ivar()?, r.ivar()?]);
+            o.own_q = Some(narrow(read_q(&mut r)?));
         }
         o.next_handle = r.len(params.view_entities_max.min(Handle::MAX as usize))? as Handle;
         let n = r.uvar()?;
@@ -162,6 +166,19 @@ impl Observer {
     }
 }
 
+/// A quantised position: three signed varints, each within 32 bits.
+fn read_q(r: &mut Reader<'_>) -> Result<[i64; 3], BlobError> {
+    let mut q = [0; 3];
+    for c in &mut q {
+        let v = r.ivar()?;
+        if i32::try_from(v).is_err() {
+            return Err(BlobError::Position(v));
+        }
+        *c = v;
+    }
+    Ok(q)
+}
+
 fn read_slot(r: &mut Reader<'_>, o: &mut Observer, used: &mut [bool]) -> Result<(), BlobError> {
     let e = EntityId(r.uvar()?);
     if o.slots.last_key().is_some_and(|k| k >= e) {
@@ -184,7 +201,7 @@ fn read_slot(r: &mut Reader<'_>, o: &mut Observer, used: &mut [bool]) -> Result<
         hot: &mut hot,
         cold: &mut cold,
     };
-    slot.set_q([r.ivar()?, r.ivar()?, r.ivar()?]);
+    slot.set_q(read_q(r)?);
     slot.set_stale(r.uvar()?);
     o.slots.insert(e, hot, cold);
     if state == SlotState::ResyncPending {

@@ -85,14 +85,21 @@ pub const FLAG_ABS: u8 = 0x10;
 pub const FLAG_Y: u8 = 0x20;
 const TYPE_MASK: u8 = 0x0f;
 
-/// A position on the wire grid (whole centimetres; out-of-range or NaN
-/// coordinates saturate, as `as` does).
+/// The largest magnitude of a quantised coordinate: every position on the
+/// wire is within the 32-bit signed range (about ±21,475 km), so the
+/// observers keep their per-entity positions in 32 bits (PROTOCOL.md 6.2).
+pub const Q_MAX: i64 = i32::MAX as i64;
+
+/// A position on the wire grid (whole centimetres), each coordinate clamped
+/// to `[i32::MIN, i32::MAX]` (PROTOCOL.md 6.2; NaN is 0, as `as` makes it).
 pub fn quantise(pos: Vec3) -> [i64; 3] {
-    [
-        round_i64(pos.x * UNITS_PER_M),
-        round_i64(pos.y * UNITS_PER_M),
-        round_i64(pos.z * UNITS_PER_M),
-    ]
+    [q_axis(pos.x), q_axis(pos.y), q_axis(pos.z)]
+}
+
+/// One coordinate of [`quantise`].
+#[inline]
+fn q_axis(m: f64) -> i64 {
+    round_i64(m * UNITS_PER_M).clamp(-Q_MAX - 1, Q_MAX)
 }
 
 /// The position a quantised one stands for.
@@ -759,6 +766,15 @@ mod tests {
         assert!((back.y - p.y).abs() <= POSITION_RESOLUTION_M / 2.0 + 1e-9);
         assert!((back.z - p.z).abs() <= POSITION_RESOLUTION_M / 2.0 + 1e-9);
         assert_eq!(quantise(dequantise([7, -3, 123_456])), [7, -3, 123_456]);
+        // Beyond the 32-bit range a coordinate clamps (PROTOCOL.md 6.2).
+        let far = Vec3 {
+            x: 3.0e7,
+            y: -3.0e7,
+            z: f64::NAN,
+        };
+        assert_eq!(quantise(far), [Q_MAX, -Q_MAX - 1, 0]);
+        let edge = dequantise([Q_MAX, -Q_MAX - 1, Q_MAX]);
+        assert_eq!(quantise(edge), [Q_MAX, -Q_MAX - 1, Q_MAX]);
         for b in 0..=255u8 {
             assert_eq!(yaw_byte(yaw_of(b)), b, "heading byte {b}");
         }

@@ -151,13 +151,35 @@ impl Default for ObserverParams {
     }
 }
 
+/// A quantised position as an observer keeps it: 32 bits an axis, which
+/// holds every position [`quantise`] makes (it clamps to that range,
+/// PROTOCOL.md 6.2). Half the bytes of the wire's `i64`s in every slot,
+/// both parts (see [`Slot`]).
+pub(super) type QPos = [i32; 3];
+
+/// `q` (from [`quantise`], so within the 32-bit range) as an observer keeps it.
+#[inline]
+pub(super) fn narrow(q: [i64; 3]) -> QPos {
+    debug_assert!(
+        q.iter().all(|c| i32::try_from(*c).is_ok()),
+        "quantise keeps positions within 32 bits"
+    );
+    q.map(|c| c.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32)
+}
+
+/// A kept position in the wire's integers.
+#[inline]
+pub(super) fn widen(q: QPos) -> [i64; 3] {
+    q.map(i64::from)
+}
+
 /// The newest movement of an entity not yet sent to the client, in the
 /// wire's units (quantised once where it is taken: a cell's heads hold it
 /// quantised per entity and tick, so the observers of a mover share that work).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Pending {
     /// The position, quantised ([`quantise`]).
-    pub(super) q: [i64; 3],
+    pub(super) q: QPos,
     /// The heading byte ([`yaw_byte`]).
     pub(super) yaw: u8,
 }
@@ -166,7 +188,7 @@ impl Pending {
     /// The movement to `pos` facing `yaw`, quantised.
     pub(super) fn of(pos: Vec3, yaw: f32) -> Pending {
         Pending {
-            q: quantise(pos),
+            q: narrow(quantise(pos)),
             yaw: yaw_byte(yaw),
         }
     }
@@ -184,10 +206,11 @@ pub(super) enum SlotState {
 }
 
 /// One entity of the view: the hot part, read by every pull and every
-/// budget walk of a flush (56 bytes: with the entity id before it,
-/// [`Slots`] stores the pair as one 64-byte line). What only a send,
-/// snapshot or catch-up reads is the slot's [`SlotCold`] part, kept apart
-/// (see [`Slots`]'s module doc for why).
+/// budget walk of a flush (40 bytes: with the entity id before it,
+/// [`Slots`] stores the pair in 48, four to three cache lines). What only
+/// a send, snapshot or catch-up reads is the slot's [`SlotCold`] part, kept
+/// apart (see [`Slots`]'s module doc for why). The fields are ordered by
+/// size, so `repr(C)` leaves no padding.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[repr(C)]
 pub(super) struct Slot {
@@ -197,26 +220,17 @@ pub(super) struct Slot {
     /// The newest position taken from the stream, quantised: the pending
     /// movement's while `has_pending`, else the cold part's `q` (kept so by
     /// [`SlotMut::set_q`] and [`SlotMut::take_pending`]).
-    newest_q: [i64; 3],
-    /// The low 32 bits of the version the client shows ([`Slot::sent`]:
-    /// `<= last`, below it only while a movement is pending, and within a
-    /// coalescing step of it, so `last` restores the high bits; kept short
-    /// so the visit fields fit the line).
-    sent_low: u32,
+    newest_q: QPos,
     /// Where the host last found the entity's copy
     /// ([`ObserverHost::copy_head_hinted`]; a guess it checks).
     pub(super) hint: u32,
     /// Movement priority grown each tick (see `budget`).
     pub(super) prio: f32,
-    pub(super) state: SlotState,
-    /// The pending movement's heading byte.
-    pending_yaw: u8,
-    /// A movement taken from the stream and not sent yet (the newest).
-    has_pending: bool,
-    /// The cold part's `stale != 0` (kept with it by
-    /// [`SlotMut::set_stale`]): the pull reads the levels of detail only
-    /// for such slots.
-    any_stale: bool,
+    /// The low 16 bits of the version the client shows ([`Slot::sent`]:
+    /// `<= last`, below it only while a movement is pending, and within a
+    /// coalescing step of it, at most [`STEP_MAX`] on the wire, so `last`
+    /// restores the high bits; kept short so the visit fields fit).
+    sent_low: u16,
     /// Ticks since a movement of this entity was last sent.
     pub(super) age: u16,
     /// The farthest reach of the stale properties in whole metres, rounded
@@ -228,6 +242,14 @@ pub(super) struct Slot {
     /// that saw a pending movement ([`super::visits::weight_q`]): what a skipped
     /// visit adds.
     pub(super) w_q: u16,
+    pub(super) state: SlotState,
+    /// The pending movement's heading byte.
+    pending_yaw: u8,
+    /// [`PENDING`]: a movement taken from the stream and not sent yet (the
+    /// newest); [`ANY_STALE`]: the cold part's `stale != 0` (kept with it
+    /// by [`SlotMut::set_stale`]): the pull reads the levels of detail only
+    /// for such slots.
+    flags: u8,
     /// The age ([`Slot::age`]) at which a flush must visit the slot
     /// whatever else (`visits::due_age`: its band's refresh interval or
     /// the visit span, as of that walk; 0 until then, and in the nearest
@@ -235,9 +257,14 @@ pub(super) struct Slot {
     pub(super) due_age: u8,
 }
 
+/// [`Slot::flags`]: a movement is pending.
+const PENDING: u8 = 1;
+/// [`Slot::flags`]: some detail property is stale.
+const ANY_STALE: u8 = 2;
+
 const _: () = assert!(
-    8 + std::mem::size_of::<Slot>() <= 64,
-    "a slot's hot part and its entity id fit one line"
+    std::mem::size_of::<Slot>() == 40,
+    "a slot's hot part is 40 bytes: 48 with its entity id"
 );
 
 /// The part of a slot read only when it sends, snapshots or catches up
@@ -246,7 +273,7 @@ const _: () = assert!(
 pub(super) struct SlotCold {
     /// The last position given to the client, quantised (the base of the
     /// next movement delta).
-    q: [i64; 3],
+    q: QPos,
     /// Detail properties whose current value the client may lack (see the
     /// module doc; bit `i` = property `i`).
     stale: u64,
@@ -262,14 +289,13 @@ impl Slot {
     pub(super) fn new(state: SlotState, last: u64) -> Slot {
         Slot {
             last,
-            sent_low: last as u32,
+            sent_low: last as u16,
             newest_q: [0; 3],
             hint: u32::MAX,
             prio: 0.0,
             state,
             pending_yaw: 0,
-            has_pending: false,
-            any_stale: false,
+            flags: 0,
             age: 0,
             reach_m: REACH_UNKNOWN,
             w_q: 0,
@@ -280,24 +306,26 @@ impl Slot {
     /// The version the client shows (`<= last`).
     #[inline]
     pub(super) fn sent(&self) -> u64 {
-        self.last - u64::from((self.last as u32).wrapping_sub(self.sent_low))
+        self.last - u64::from((self.last as u16).wrapping_sub(self.sent_low))
     }
 
-    /// Sets the version the client shows: at most `last`, within 2^32 of
-    /// it (a coalescing step is at most [`STEP_MAX`]).
+    /// Sets the version the client shows: at most `last`, within 2^16 of
+    /// it (a step on the wire is at most [`STEP_MAX`]; a pending movement
+    /// goes out whatever the budget once it covers
+    /// [`COALESCE_VERSIONS_MAX`] versions).
     #[inline]
     pub(super) fn set_sent(&mut self, version: u64) {
         debug_assert!(
-            version <= self.last && self.last - version <= u64::from(u32::MAX),
+            version <= self.last && self.last - version <= u64::from(u16::MAX),
             "the version shown is within reach of the last taken"
         );
-        self.sent_low = version as u32;
+        self.sent_low = version as u16;
     }
 
     /// The movement taken from the stream and not sent yet, if any.
     #[inline]
     pub(super) fn pending(&self) -> Option<Pending> {
-        self.has_pending.then_some(Pending {
+        self.has_pending().then_some(Pending {
             q: self.newest_q,
             yaw: self.pending_yaw,
         })
@@ -313,7 +341,14 @@ impl Slot {
     /// True while a movement is pending.
     #[inline]
     pub(super) fn has_pending(&self) -> bool {
-        self.has_pending
+        self.flags & PENDING != 0
+    }
+
+    /// True while some detail property may be stale (the cold part's
+    /// `stale != 0`).
+    #[inline]
+    pub(super) fn any_stale(&self) -> bool {
+        self.flags & ANY_STALE != 0
     }
 
     /// Makes `p` the pending movement; returns the one it replaces.
@@ -322,7 +357,7 @@ impl Slot {
         let was = self.pending();
         self.newest_q = p.q;
         self.pending_yaw = p.yaw;
-        self.has_pending = true;
+        self.flags |= PENDING;
         was
     }
 
@@ -330,15 +365,15 @@ impl Slot {
     /// to [`Slot::pos`], in the wire's units squared.
     #[inline]
     fn dist2_xz_units(&self, me: [f64; 2]) -> f64 {
-        let dx = me[0] - self.newest_q[0] as f64;
-        let dz = me[1] - self.newest_q[2] as f64;
+        let dx = me[0] - f64::from(self.newest_q[0]);
+        let dz = me[1] - f64::from(self.newest_q[2]);
         dx * dx + dz * dz
     }
 
     /// Where the client will show the entity once its pending movement is
     /// sent (the newest position the observer took from the stream).
     fn pos(&self) -> Vec3 {
-        super::codec::dequantise(self.newest_q)
+        super::codec::dequantise(widen(self.newest_q))
     }
 }
 
@@ -355,7 +390,7 @@ impl SlotCold {
     /// The last position given to the client, quantised.
     #[inline]
     pub(super) fn q(&self) -> [i64; 3] {
-        self.q
+        widen(self.q)
     }
 
     /// The detail properties the client may lack.
@@ -371,16 +406,23 @@ impl SlotMut<'_> {
     #[inline]
     pub(super) fn take_pending(&mut self) -> Option<Pending> {
         let was = self.hot.pending();
-        self.hot.has_pending = false;
+        self.hot.flags &= !PENDING;
         self.hot.newest_q = self.cold.q;
         was
     }
 
-    /// Sets the last position given to the client.
+    /// Sets the last position given to the client (quantised, so within
+    /// the 32 bits it is kept in).
     #[inline]
     pub(super) fn set_q(&mut self, q: [i64; 3]) {
+        self.set_qpos(narrow(q));
+    }
+
+    /// [`SlotMut::set_q`], as kept.
+    #[inline]
+    fn set_qpos(&mut self, q: QPos) {
         self.cold.q = q;
-        if !self.hot.has_pending {
+        if !self.hot.has_pending() {
             self.hot.newest_q = q;
         }
     }
@@ -393,14 +435,18 @@ impl SlotMut<'_> {
             self.hot.reach_m = REACH_UNKNOWN;
         }
         self.cold.stale = stale;
-        self.hot.any_stale = stale != 0;
+        if stale != 0 {
+            self.hot.flags |= ANY_STALE;
+        } else {
+            self.hot.flags &= !ANY_STALE;
+        }
     }
 
     /// Where the client will show the entity once its pending movement is
     /// sent ([`Slot::pos`]).
     fn pos(&self) -> Vec3 {
         debug_assert!(
-            self.hot.has_pending || self.hot.newest_q == self.cold.q,
+            self.hot.has_pending() || self.hot.newest_q == self.cold.q,
             "newest_q tracks q"
         );
         self.hot.pos()
@@ -463,7 +509,7 @@ pub struct Observer {
     pub(super) stats: ObserverStats,
     /// The last own position given to the client (`None` until its own
     /// snapshot).
-    pub(super) own_q: Option<[i64; 3]>,
+    pub(super) own_q: Option<QPos>,
     pub(super) own_since_key: u16,
     pacer: Pacer,
     /// Entities the game marked important, with the ticks left.
@@ -606,7 +652,7 @@ impl Observer {
     }
 
     /// Starts fetching what the next flush reads first (the first slots'
-    /// hot lines): a cell calls it for the observer it flushes next while
+    /// hot parts): a cell calls it for the observer it flushes next while
     /// it flushes this one, so the next pull does not begin with a stall.
     #[inline]
     pub fn prefetch_flush(&self) {
@@ -1056,10 +1102,10 @@ impl Observer {
         // position between the parts: the slot's newest position is the
         // pending one, and becomes the client's.
         let SlotMut { hot, cold } = self.slots.both_at(i);
-        if !hot.has_pending {
+        if !hot.has_pending() {
             return;
         }
-        hot.has_pending = false;
+        hot.flags &= !PENDING;
         let Some(handle) = cold.handle else {
             hot.newest_q = cold.q;
             return;
@@ -1239,7 +1285,7 @@ impl Observer {
                 self.own_version = Some(v);
                 self.own_q = snapshot_header(&self.work.snap)
                     .ok()
-                    .map(|(_, p, _)| quantise(p));
+                    .map(|(_, p, _)| narrow(quantise(p)));
                 self.own_since_key = 0;
             }
         }
@@ -1298,7 +1344,7 @@ impl Observer {
                     let Ok((pos, _)) = read_movement(&mut r) else {
                         return false;
                     };
-                    self.own_q = Some(quantise(pos));
+                    self.own_q = Some(narrow(quantise(pos)));
                 }
                 let ev = ClientEvent::Own {
                     version,
@@ -1430,9 +1476,9 @@ impl Observer {
                 c.handle.is_some() || c.stale == 0,
                 "{e}: stale before enter"
             );
-            assert_eq!(s.any_stale, c.stale != 0, "{e}: the hot stale flag");
+            assert_eq!(s.any_stale(), c.stale != 0, "{e}: the hot stale flag");
             assert!(
-                s.has_pending || s.newest_q == c.q,
+                s.has_pending() || s.newest_q == c.q,
                 "{e}: the newest position is the client's when nothing is pending"
             );
             assert!(s.sent() <= s.last, "{e}: client ahead of the stream");
@@ -1478,17 +1524,19 @@ const STALE_REACH_MARGIN_M: f64 = 0.05;
 /// jumps too large for a delta); updates the slot's base.
 fn movement_to(slot: &mut SlotMut<'_>, p: &BudgetParams, to: Pending) -> Movement {
     let (mv, q) = movement_from(slot.cold.q, &mut slot.cold.since_key, p, to);
-    slot.set_q(q);
+    slot.set_qpos(q);
     mv
 }
 
+/// The wire movement from the client's `last` position to `to` (see
+/// [`movement_to`]), and the client's position after it (`to`'s).
 fn movement_from(
-    last: [i64; 3],
+    last: QPos,
     since_key: &mut u16,
     p: &BudgetParams,
     to: Pending,
-) -> (Movement, [i64; 3]) {
-    let q = to.q;
+) -> (Movement, QPos) {
+    let (q, last) = (widen(to.q), widen(last));
     let d = [
         q[0].wrapping_sub(last[0]),
         q[1].wrapping_sub(last[1]),
@@ -1504,5 +1552,5 @@ fn movement_from(
         d: if absolute { q } else { d },
         yaw: to.yaw,
     };
-    (mv, q)
+    (mv, to.q)
 }

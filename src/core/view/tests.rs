@@ -291,6 +291,20 @@ fn bad_blobs_are_typed_errors() {
         Observer::decode_blob(OWNER, p, &unordered).err(),
         Some(BlobError::Order(EntityId(5)))
     );
+    // A coordinate of 2^31 cm (zigzag 2^32), one past the 32 bits every
+    // quantised position fits: in a slot, and as the own position.
+    let far = [
+        3, 1, 0, 2, 1, 5, 1, 1, 3, 0x80, 0x80, 0x80, 0x80, 0x10, 0, 0, 4,
+    ];
+    assert_eq!(
+        Observer::decode_blob(OWNER, p, &far).err(),
+        Some(BlobError::Position(1 << 31))
+    );
+    let far_own = [3, 1, 1, 0, 0x80, 0x80, 0x80, 0x80, 0x10, 0, 0, 0];
+    assert_eq!(
+        Observer::decode_blob(OWNER, p, &far_own).err(),
+        Some(BlobError::Position(1 << 31))
+    );
     let ok = [
         3, 1, 0, 2, 2, 5, 1, 1, 3, 0, 0, 0, 4, 6, 2, 0, 0, 0, 0, 0, 0,
     ];

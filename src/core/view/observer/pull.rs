@@ -169,7 +169,7 @@ impl Observer {
         let reach = (f64::from(slot.reach_m) + STALE_REACH_MARGIN_M) * UNITS_PER_M;
         let far = (slot.reach_m != REACH_UNKNOWN) & (d2 > reach * reach);
         let stale_here =
-            slot.any_stale & (slot.state == SlotState::Live) & (slot.last == head.version);
+            slot.any_stale() & (slot.state == SlotState::Live) & (slot.last == head.version);
         if cfg!(debug_assertions) && stale_here && far {
             let stale = self.slots.cold_at(i).stale();
             assert!(
