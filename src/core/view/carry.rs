@@ -24,7 +24,7 @@
 
 use super::codec::DecodeError;
 use super::event::Handle;
-use super::observer::{narrow, Observer, ObserverParams, Slot, SlotCold, SlotState};
+use super::observer::{Observer, ObserverParams, QPos, Slot, SlotCold, SlotState};
 use super::slots::SlotMut;
 use crate::core::entity::codec::{put_ivar, put_uvar, Reader};
 use crate::core::ids::EntityId;
@@ -141,7 +141,7 @@ impl Observer {
         let mut o = Observer::from_parts(owner, params);
         o.own_version = r.uvar()?.checked_sub(1);
         if o.own_version.is_some() {
-            o.own_q = Some(narrow(read_q(&mut r)?));
+            o.own_q = Some(read_q(&mut r)?);
         }
         o.next_handle = r.len(params.view_entities_max.min(Handle::MAX as usize))? as Handle;
         let n = r.uvar()?;
@@ -167,14 +167,11 @@ impl Observer {
 }
 
 /// A quantised position: three signed varints, each within 32 bits.
-fn read_q(r: &mut Reader<'_>) -> Result<[i64; 3], BlobError> {
+fn read_q(r: &mut Reader<'_>) -> Result<QPos, BlobError> {
     let mut q = [0; 3];
     for c in &mut q {
         let v = r.ivar()?;
-        if i32::try_from(v).is_err() {
-            return Err(BlobError::Position(v));
-        }
-        *c = v;
+        *c = i32::try_from(v).map_err(|_| BlobError::Position(v))?;
     }
     Ok(q)
 }
@@ -201,7 +198,7 @@ fn read_slot(r: &mut Reader<'_>, o: &mut Observer, used: &mut [bool]) -> Result<
         hot: &mut hot,
         cold: &mut cold,
     };
-    slot.set_q(read_q(r)?);
+    slot.set_qpos(read_q(r)?);
     slot.set_stale(r.uvar()?);
     o.slots.insert(e, hot, cold);
     if state == SlotState::ResyncPending {

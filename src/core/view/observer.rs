@@ -159,7 +159,7 @@ pub(super) type QPos = [i32; 3];
 
 /// `q` (from [`quantise`], so within the 32-bit range) as an observer keeps it.
 #[inline]
-pub(super) fn narrow(q: [i64; 3]) -> QPos {
+fn narrow(q: [i64; 3]) -> QPos {
     debug_assert!(
         q.iter().all(|c| i32::try_from(*c).is_ok()),
         "quantise keeps positions within 32 bits"
@@ -169,7 +169,7 @@ pub(super) fn narrow(q: [i64; 3]) -> QPos {
 
 /// A kept position in the wire's integers.
 #[inline]
-pub(super) fn widen(q: QPos) -> [i64; 3] {
+fn widen(q: QPos) -> [i64; 3] {
     q.map(i64::from)
 }
 
@@ -420,7 +420,7 @@ impl SlotMut<'_> {
 
     /// [`SlotMut::set_q`], as kept.
     #[inline]
-    fn set_qpos(&mut self, q: QPos) {
+    pub(super) fn set_qpos(&mut self, q: QPos) {
         self.cold.q = q;
         if !self.hot.has_pending() {
             self.hot.newest_q = q;

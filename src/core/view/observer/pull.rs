@@ -81,7 +81,7 @@ impl Observer {
             // The heads a few slots on are fetched while this one is read
             // (shown entities sit anywhere in the cell's table). The slots
             // further on are fetched first (their hints are read to find
-            // those heads), both lines: the cold one is what a send reads,
+            // those heads), both parts: the cold one is what a send reads,
             // later in this flush.
             self.slots.prefetch_whole(i + 2 * PULL_PREFETCH_AHEAD);
             if let Some(ahead) = self.slots.hint_at(i + PULL_PREFETCH_AHEAD) {
