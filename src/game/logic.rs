@@ -52,7 +52,8 @@ use rustc_hash::FxHashMap; // tidy: allow(HashMap): no random seed; lookups only
 use std::sync::Arc;
 
 use crate::core::cell::{
-    Call, CallKind, Cell, CellEvent, HitError, Layout, Residency, Source, ToReal, ToRealBody,
+    Call, CallKind, Cell, CellError, CellEvent, HitError, Layout, Residency, Source, ToReal,
+    ToRealBody,
 };
 use crate::core::combat::CombatEvent;
 use crate::core::down::DownBody;
@@ -420,14 +421,19 @@ impl Game {
 
     /// Sends client data from the real here, or defers it to the next real.
     fn down(&mut self, now: Time, cell: &mut Cell, entity: EntityId, data: DownBody) {
-        if is_real(cell, entity) {
-            if self.reporting {
-                let data = Arc::from(&*data);
-                self.effects.push_back(GameEffect::Sent { entity, data });
+        let reported = self.reporting.then(|| Arc::<[u8]>::from(&*data));
+        // One lookup of the entity: the send says whether it is real here.
+        match cell.send_to_client_or_back(entity, data) {
+            Err((CellError::NotReal(_), data)) => {
+                self.defer(now, cell, entity, tagged(DEFER_DOWN, &data));
             }
-            let _ = cell.send_to_client(entity, data);
-        } else {
-            self.defer(now, cell, entity, tagged(DEFER_DOWN, &data));
+            // Sent, or a real with no client: reported as sent either way
+            // (what the real here did), the latter dropped.
+            _ => {
+                if let Some(data) = reported {
+                    self.effects.push_back(GameEffect::Sent { entity, data });
+                }
+            }
         }
     }
 

@@ -741,14 +741,16 @@ impl CellHost {
         // each listed once, in the order they were given it.
         let mut busy = std::mem::take(&mut self.busy_proxies);
         for e in busy.drain(..) {
-            if let Some(p) = self.proxies.get_mut(&e) {
-                p.unlist();
-            }
+            // One probe of each table a proxy (the proxy found once, not
+            // again for its data).
+            let Some(p) = self.proxies.get_mut(&e) else {
+                continue;
+            };
+            p.unlist();
             let Some(&id) = self.clients.by_entity.get(&e) else {
                 continue;
             };
-            let (Some(p), Some(c)) = (self.proxies.get_mut(&e), self.clients.conns.get_mut(&id))
-            else {
+            let Some(c) = self.clients.conns.get_mut(&id) else {
                 continue;
             };
             while let Some((_, data)) = p.poll_client() {

@@ -385,11 +385,52 @@ impl Cell {
         entity: EntityId,
         data: impl Into<DownBody>,
     ) -> Result<(), CellError> {
-        let data = data.into();
+        self.send_to_client_hinted(entity, u32::MAX, data)
+    }
+
+    /// [`Cell::send_to_client`], trying the entity table's slab index
+    /// `hint` before a probe of its index (a view batch's owner: where its
+    /// observer's flush found it).
+    ///
+    /// # Errors
+    /// As [`Cell::send_to_client`].
+    pub(super) fn send_to_client_hinted(
+        &mut self,
+        entity: EntityId,
+        hint: u32,
+        data: impl Into<DownBody>,
+    ) -> Result<(), CellError> {
+        self.send_or_hand_back(entity, hint, data.into())
+            .map_err(|(e, _)| e)
+    }
+
+    /// [`Cell::send_to_client`] that hands `data` back with the error, so a
+    /// caller can forward what a real elsewhere must send (one lookup of
+    /// the entity, not a residency check and then the send's own).
+    ///
+    /// # Errors
+    /// As [`Cell::send_to_client`], with `data`.
+    pub fn send_to_client_or_back(
+        &mut self,
+        entity: EntityId,
+        data: DownBody,
+    ) -> Result<(), (CellError, DownBody)> {
+        self.send_or_hand_back(entity, u32::MAX, data)
+    }
+
+    fn send_or_hand_back(
+        &mut self,
+        entity: EntityId,
+        hint: u32,
+        data: DownBody,
+    ) -> Result<(), (CellError, DownBody)> {
         let cell = self.id;
-        let r = self.real_entry(entity)?.real_mut().expect("real");
+        let r = match self.entities.get_mut_hinted(entity, hint) {
+            Some(e) if e.real().is_some() => e.real_mut().expect("real"),
+            _ => return Err((CellError::NotReal(entity), data)),
+        };
         if !r.has_proxy {
-            return Err(CellError::NoProxy(entity));
+            return Err((CellError::NoProxy(entity), data));
         }
         let seq = r.next_downstream;
         r.next_downstream += 1;

@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 
 use crate::core::combat::Combat;
 use crate::core::entity::{Entity, ReorderBuffer, SyncCache, SyncEmitter};
+use crate::core::geom::Vec3;
 use crate::core::ids::{CellId, EntityId};
 use crate::core::time::Time;
 use crate::core::view::RunHead;
@@ -240,6 +241,55 @@ impl EntityTable {
         Some(&self.entries[i])
     }
 
+    /// The position of `id`'s entity, trying the slab index `*hint` first
+    /// and storing where it was found (an observer's hint for its own
+    /// entity, read at every flush): while the dense heads are fresh the
+    /// guess is checked against the head's id (a dense line, likely
+    /// cached), so only the position's line of the entry is read.
+    #[inline]
+    pub fn position_hinted(&self, id: EntityId, hint: &mut u32) -> Option<Vec3> {
+        let h = *hint as usize;
+        let right = if self.heads_fresh {
+            self.heads.get(h).is_some_and(|x| x.id == id)
+        } else {
+            self.entries.get(h).is_some_and(|e| e.id == id)
+        };
+        let i = if right {
+            h
+        } else {
+            let &i = self.index.get(&id)?;
+            *hint = u32::try_from(i).unwrap_or(u32::MAX);
+            i
+        };
+        debug_assert_eq!(self.entries[i].id, id, "a hint found another entry");
+        Some(self.entries[i].entity.core().pos)
+    }
+
+    /// Starts fetching the line of the entry at slab index `hint` that
+    /// [`EntityTable::position_hinted`] reads, and its dense head (a no-op
+    /// off x86-64, or out of range).
+    #[inline]
+    pub fn prefetch_position(&self, hint: u32) {
+        if let Some(e) = self.entries.get(hint as usize) {
+            crate::core::prefetch::line(std::ptr::from_ref(&e.entity.core().pos));
+        }
+        self.prefetch_head(hint);
+    }
+
+    /// The mutable entry of `id`, trying the slab index `*hint` first (as
+    /// [`EntityTable::get_hinted`]; the hint is not updated: a wrong one
+    /// costs the probe it saves).
+    pub fn get_mut_hinted(&mut self, id: EntityId, hint: u32) -> Option<&mut Entry> {
+        self.heads_fresh = false;
+        let h = hint as usize;
+        let i = if self.entries.get(h).is_some_and(|e| e.id == id) {
+            h
+        } else {
+            *self.index.get(&id)?
+        };
+        Some(&mut self.entries[i])
+    }
+
     /// The mutable entry of `id`.
     pub fn get_mut(&mut self, id: EntityId) -> Option<&mut Entry> {
         self.heads_fresh = false;
@@ -425,6 +475,61 @@ mod tests {
         );
         assert_eq!(wrong, found, "a wrong hint is corrected");
         assert!(t.get_hinted(EntityId(9), &mut hint).is_none());
+    }
+
+    /// The hinted position checks its guess against the dense heads while
+    /// they are fresh, against the entries otherwise; a wrong or stale hint
+    /// falls back to the index and is corrected (fails if another entry's
+    /// position is returned, as it would be were the guess not checked).
+    #[test]
+    fn a_hinted_position_checks_its_guess_and_corrects_it() {
+        let mut t = EntityTable::default();
+        for id in 1..=3 {
+            let mut e = ghost(id);
+            e.entity
+                .set_movement(Vec3::ground(id as f64 * 10.0, 0.0), 0.0);
+            t.insert(e);
+        }
+        for fresh in [false, true] {
+            if fresh {
+                t.refresh_heads();
+            }
+            let mut hint = u32::MAX;
+            assert_eq!(
+                t.position_hinted(EntityId(2), &mut hint).map(|p| p.x),
+                Some(20.0)
+            );
+            let found = hint;
+            assert_eq!(t.entries[found as usize].id, EntityId(2), "fresh {fresh}");
+            let mut wrong = found ^ 1;
+            assert_eq!(
+                t.position_hinted(EntityId(2), &mut wrong).map(|p| p.x),
+                Some(20.0)
+            );
+            assert_eq!(wrong, found, "a wrong hint is corrected (fresh {fresh})");
+            assert!(t.position_hinted(EntityId(9), &mut hint).is_none());
+            t.prefetch_position(found);
+            t.prefetch_position(u32::MAX);
+        }
+        // After a removal moves an entry, its old hint is stale.
+        let mut hint = 2;
+        assert!(t.remove(EntityId(1)).is_some());
+        assert_eq!(
+            t.position_hinted(EntityId(3), &mut hint).map(|p| p.x),
+            Some(30.0)
+        );
+        assert_eq!(hint, 0, "the moved entry's place");
+        // The mutable get checks its guess too (and does not store it).
+        assert_eq!(
+            t.get_mut_hinted(EntityId(3), 1).map(|e| e.id),
+            Some(EntityId(3))
+        );
+        assert_eq!(
+            t.get_mut_hinted(EntityId(2), 1).map(|e| e.id),
+            Some(EntityId(2))
+        );
+        assert!(t.get_mut_hinted(EntityId(1), 0).is_none(), "removed");
+        assert!(!t.heads_fresh(), "a mutable get makes the heads stale");
     }
 
     #[test]

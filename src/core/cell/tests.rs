@@ -584,3 +584,42 @@ fn a_destination_still_being_created_by_an_older_real_is_created_again() {
         assert_eq!(steps[1], Some(Residency::Real { epoch: 2 }));
     }
 }
+
+/// `send_to_client_or_back` hands the data back with `NotReal` where the
+/// entity is not real (a caller forwards it), with `NoProxy` where it is a
+/// real with no client, and sends it, numbered, where it has one (fails if
+/// a send to a missing real lost its data, or one went unnumbered).
+#[test]
+fn a_send_to_a_client_hands_the_data_back_where_it_cannot_go() {
+    use crate::core::down::DownBody;
+    let now = Time::ZERO;
+    let mut cell = Cell::new(CellId(0), params(), types()).expect("params");
+    let body = || DownBody::from(&[7u8, 8, 9][..]);
+    match cell.send_to_client_or_back(E, body()) {
+        Err((CellError::NotReal(e), back)) => {
+            assert_eq!(e, E);
+            assert_eq!(&*back, &[7, 8, 9], "the data comes back whole");
+        }
+        other => panic!("no real here: {:?}", other.map_err(|(e, _)| e)),
+    }
+    let lone = EntityId(77);
+    cell.create_real(now, avatar(lone, 10.0, 10.0), false, 0)
+        .expect("a real with no client");
+    assert!(matches!(
+        cell.send_to_client_or_back(lone, body()),
+        Err((CellError::NoProxy(e), _)) if e == lone
+    ));
+    cell.create_real(now, avatar(E, 20.0, 20.0), true, 0)
+        .expect("an avatar");
+    while cell.poll_output().is_some() {}
+    cell.send_to_client_or_back(E, body()).expect("sent");
+    cell.send_to_client_or_back(E, body()).expect("sent");
+    let seqs: Vec<u64> = std::iter::from_fn(|| cell.poll_output())
+        .filter_map(|o| match o.msg {
+            Msg::Proxy(ProxyMsg::Downstream { entity, seq, .. }) if entity == E => Some(seq),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(seqs.len(), 2, "both sends went out");
+    assert_eq!(seqs[1], seqs[0] + 1, "numbered in order");
+}

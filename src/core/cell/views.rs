@@ -105,7 +105,9 @@ pub(super) struct Views {
     /// The areas the AOI update processes this step, ascending.
     due: Vec<AreaId>,
     interest: Vec<EntityId>,
-    batches: Vec<(EntityId, DownBody)>,
+    /// A tick's view batches: the owner, where the entity table holds it
+    /// (the observer's hint, just checked by its flush) and the batch.
+    batches: Vec<(EntityId, u32, DownBody)>,
     /// Where the batches' buffers come from (empty, keeping nothing,
     /// unless the host lends its shard's pool).
     pool: DownPool,
@@ -309,6 +311,11 @@ impl ObserverHost for EntityTable {
         self.get(entity).map(|e| e.entity.core().pos)
     }
 
+    #[inline]
+    fn copy_position_hinted(&self, entity: EntityId, hint: &mut u32) -> Option<Vec3> {
+        self.position_hinted(entity, hint)
+    }
+
     fn copy_entity(&self, entity: EntityId) -> Option<(&Entity, u64)> {
         self.get(entity).map(|e| (&e.entity, e.version))
     }
@@ -417,7 +424,7 @@ impl Cell {
             scratch,
         );
         if let Some(data) = batch {
-            self.send_batch(id, data);
+            self.send_batch(id, w.observer.owner_hint(), data);
         }
         let mut blob = Vec::new();
         w.observer.encode_blob(&mut blob);
@@ -436,16 +443,19 @@ impl Cell {
         };
         let (pool, scratch) = (&mut self.views.pool, &mut self.views.scratch);
         let batch = flush_counted(false, w, &self.entities, &mut self.counters, pool, scratch);
+        let hint = w.observer.owner_hint();
         if let Some(data) = batch {
-            self.send_batch(id, data);
+            self.send_batch(id, hint, data);
         }
     }
 
-    fn send_batch(&mut self, owner: EntityId, data: DownBody) {
+    /// Sends `owner`'s view batch (`hint`: where the entity table holds it,
+    /// tried before a probe of its index).
+    fn send_batch(&mut self, owner: EntityId, hint: u32, data: DownBody) {
         self.counters.view_batches += 1;
         // The kind byte is the relay's, not the client's.
         self.counters.view_bytes += (data.len() - 1) as u64;
-        let sent = self.send_to_client(owner, data);
+        let sent = self.send_to_client_hinted(owner, hint, data);
         debug_assert!(sent.is_ok(), "observer of {owner} without a proxied real");
     }
 
@@ -502,6 +512,8 @@ impl Cell {
             );
             if let Some(Some(next)) = self.views.watches.get(slot.saturating_add(stride)) {
                 next.observer.prefetch_flush();
+                // Its owner's position, read first by its flush.
+                self.entities.prefetch_position(next.observer.owner_hint());
             }
             let Some(w) = self.views.watches[slot].as_mut() else {
                 continue;
@@ -510,11 +522,11 @@ impl Cell {
             if let Some(b) =
                 flush_counted(true, w, &self.entities, &mut self.counters, pool, scratch)
             {
-                batches.push((w.owner, b));
+                batches.push((w.owner, w.observer.owner_hint(), b));
             }
         }
-        for (owner, data) in batches.drain(..) {
-            self.send_batch(owner, data);
+        for (owner, hint, data) in batches.drain(..) {
+            self.send_batch(owner, hint, data);
         }
         self.views.batches = batches;
     }

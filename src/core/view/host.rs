@@ -38,6 +38,16 @@ pub trait ObserverHost {
     /// included: distances for the budget's bands are measured from it).
     fn copy_position(&self, entity: EntityId) -> Option<Vec3>;
 
+    /// [`ObserverHost::copy_position`] with a guess of where the copy sits
+    /// in the host's dense table (as [`ObserverHost::copy_entity_hinted`]):
+    /// an observer keeps one for its own entity, whose position every
+    /// flush reads, so a flush costs no hash probe of the host's index.
+    #[inline]
+    fn copy_position_hinted(&self, entity: EntityId, hint: &mut u32) -> Option<Vec3> {
+        let _ = hint;
+        self.copy_position(entity)
+    }
+
     /// The local copy of `entity` and its version (levels of detail read
     /// its type, encode snapshots without some properties and catch-ups of
     /// whole values from it).

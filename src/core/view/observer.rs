@@ -524,6 +524,9 @@ pub struct Observer {
     /// What the band-rate visits remember between flushes (not carried:
     /// an observer that arrives visits everything at its first flush).
     visits: Visits,
+    /// Where the host's dense table last held the owner's copy
+    /// ([`ObserverHost::copy_position_hinted`]; not carried: a guess).
+    owner_hint: u32,
 }
 
 /// The buffers an observer's flush works in, empty between flushes (what
@@ -580,6 +583,7 @@ impl Observer {
             flushed: false,
             work: FlushScratch::default(),
             visits: Visits::default(),
+            owner_hint: u32::MAX,
         }
     }
 
@@ -966,7 +970,7 @@ impl Observer {
         if ty.detail_mask() == 0 {
             return Ok(false);
         }
-        let me = host.copy_position(self.owner);
+        let me = self.my_position(host);
         let mut slot = self.slots.both_mut(&entity).expect("delivered to a slot");
         let dist = me.map_or(0.0, |m| m.dist_xz(at.unwrap_or_else(|| slot.pos())));
         let slack = f64::from(self.params.budget.detail_hysteresis_m);
@@ -1164,7 +1168,23 @@ impl Observer {
     /// that wants the batch to hold the updates before its flush.
     pub fn refresh<H: ObserverHost + ?Sized>(&mut self, host: &H) {
         self.start();
-        self.pull(host, None, None);
+        let me = self.my_position(host);
+        self.pull(host, me, None, None);
+    }
+
+    /// Where the owner's copy stands: what every distance of a flush is
+    /// measured from (found by the owner's hint, so no probe of the host's
+    /// index per flush).
+    #[inline]
+    fn my_position<H: ObserverHost + ?Sized>(&mut self, host: &H) -> Option<Vec3> {
+        host.copy_position_hinted(self.owner, &mut self.owner_hint)
+    }
+
+    /// Where the host's dense table last held the owner's copy: a host may
+    /// start fetching its position before the flush reads it.
+    #[inline]
+    pub fn owner_hint(&self) -> u32 {
+        self.owner_hint
     }
 
     /// Ends the tick without a budget: the own snapshot if due, due enters
@@ -1175,8 +1195,8 @@ impl Observer {
     /// `handle_*` starts a new batch (the buffer is reused).
     pub fn flush<H: ObserverHost + ?Sized>(&mut self, host: &H) -> &[u8] {
         self.start();
-        self.pull(host, None, None);
-        let me = host.copy_position(self.owner);
+        let me = self.my_position(host);
+        self.pull(host, me, None, None);
         self.flush_snapshots(host, f64::INFINITY, me);
         self.catch_up(host, me);
         let mut pending = std::mem::take(&mut self.work.due);
@@ -1206,7 +1226,7 @@ impl Observer {
         }
         self.start();
         let plan = (self.visits).plan(&p, self.params.visit_span_max, self.pacer.degraded());
-        let me = host.copy_position(self.owner);
+        let me = self.my_position(host);
         let me_u = me.map(|m| [m.x * UNITS_PER_M, m.z * UNITS_PER_M]);
         // Each band's refresh interval, worked out once per flush.
         let intervals: [u16; BANDS_MAX] = std::array::from_fn(|b| p.interval_ticks(b));
@@ -1223,7 +1243,7 @@ impl Observer {
         let mut ranked = Ranked::take(&mut self.work, self.slots.len());
         // The budget walk runs inside the pull: each slot is ranked as it
         // is brought up to date, in one pass over the table.
-        self.pull(host, plan.as_ref(), Some((&walk, &mut ranked)));
+        self.pull(host, me, plan.as_ref(), Some((&walk, &mut ranked)));
         self.pacer.refill(&p);
         let room = self.pacer.tokens();
         self.flush_snapshots(host, room, me);

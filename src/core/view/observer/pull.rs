@@ -35,15 +35,16 @@ impl Observer {
     /// soon as it is pulled (`Walk::rank`, into the `Ranked` lists): one
     /// pass over the table. Under a band-rate `plan` a live slot it skips is
     /// only aged and its priority grown (see `visits`): nothing of its copy
-    /// but the head is read.
+    /// but the head is read. `me`: where the owner's copy stands (the
+    /// flush found it once).
     pub(super) fn pull<H: ObserverHost + ?Sized>(
         &mut self,
         host: &H,
+        me: Option<Vec3>,
         plan: Option<&VisitPlan>,
         walk: Option<(&Walk, &mut Ranked)>,
     ) {
         self.work.lod_due.clear();
-        let me = host.copy_position(self.owner);
         // The observer's ground position in the wire's units: the far check
         // compares squared distances there (no division per slot).
         let me_u = me.map(|m| [m.x * UNITS_PER_M, m.z * UNITS_PER_M]);
