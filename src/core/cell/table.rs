@@ -276,9 +276,10 @@ impl EntityTable {
         self.prefetch_head(hint);
     }
 
-    /// The mutable entry of `id`, trying the slab index `*hint` first (as
-    /// [`EntityTable::get_hinted`]; the hint is not updated: a wrong one
-    /// costs the probe it saves).
+    /// The mutable entry of `id`, trying the slab index `hint` first (as
+    /// [`EntityTable::get_hinted`], checked against the entry's id; the
+    /// caller's hint is not updated: a wrong one costs the probe it
+    /// saves).
     pub fn get_mut_hinted(&mut self, id: EntityId, hint: u32) -> Option<&mut Entry> {
         self.heads_fresh = false;
         let h = hint as usize;
