@@ -696,7 +696,11 @@ fn aoi_every_third_flush_updates_a_third_of_the_areas_and_views_hold() {
             .sum()
     };
     for seed in 1..=seeds() {
-        for phases in [FlushPhases::Spread, FlushPhases::Aligned] {
+        for phases in [
+            FlushPhases::Spread,
+            FlushPhases::Aligned,
+            FlushPhases::Input,
+        ] {
             let run = |k: u16| {
                 run_views_in(World::with_view(seed, (60.0, 60.0, 180.0), |vp| {
                     ViewParams {
@@ -841,12 +845,28 @@ fn busiest_phase_share(w: &World) -> f64 {
 /// `view.client_phases = "aligned"`: every observer flushes in the same
 /// tick of three (only those flushed off phase at a migration or a notice
 /// do not), and the views still follow the ground truth; spread, the
-/// batches divide evenly over the three ticks.
+/// batches divide evenly over the three ticks. Input-following phases
+/// (the default): these bots move every step, so no phase draws votes
+/// enough to move and the batches stay spread, as many as spread sends.
 #[test]
 fn aligned_flushes_leave_together_and_follow_the_ground_truth() {
     for seed in 1..=seeds() {
         let aligned = run_views_at(seed, 3, FlushPhases::Aligned);
         let spread = run_views_at(seed, 3, FlushPhases::Spread);
+        let input = run_views_at(seed, 3, FlushPhases::Input);
+        let i = busiest_phase_share(&input);
+        assert!(
+            i < 0.45,
+            "seed {seed}: input, {i:.2} of the batches in one phase"
+        );
+        let total = |w: &World| -> u64 { w.sent_per_step.iter().sum() };
+        let (ni, ns) = (total(&input), total(&spread));
+        assert!(
+            ni.abs_diff(ns) * 20 <= ns,
+            "seed {seed}: input sent {ni} batches, spread {ns}"
+        );
+        let got: u64 = input.clients.values().map(|c| c.batches).sum();
+        assert_eq!(got, ni, "every batch sent reached its client");
         let (a, s) = (busiest_phase_share(&aligned), busiest_phase_share(&spread));
         assert!(
             a > 0.9,

@@ -381,9 +381,11 @@ mod tests {
     fn client_phases_reach_the_cells_and_a_bad_one_is_named() {
         use crate::core::cell::FlushPhases;
         let c = Config::load(None, &[]).expect("defaults");
-        assert_eq!(c.view_params().flush_phases, FlushPhases::Spread);
+        assert_eq!(c.view_params().flush_phases, FlushPhases::Input);
         let c = Config::load(None, &["view.client_phases=\"aligned\"".into()]).expect("valid");
         assert_eq!(c.view_params().flush_phases, FlushPhases::Aligned);
+        let c = Config::load(None, &["view.client_phases=\"spread\"".into()]).expect("valid");
+        assert_eq!(c.view_params().flush_phases, FlushPhases::Spread);
         let err = Config::load(None, &["view.client_phases=\"sideways\"".into()])
             .expect_err("not a phase");
         assert!(err.to_string().contains("sideways"), "{err}");

@@ -64,6 +64,10 @@ pub enum ClientPhases {
     /// (the kernel's cheaper pattern, measured on loopback; that tick does
     /// the whole view work, the others none).
     Aligned,
+    /// Each client in the tick its inputs come in (within its period; it
+    /// starts spread): the answer to an input leaves at once and carries
+    /// the TCP acknowledgement of it.
+    Input,
 }
 
 impl ClientPhases {
@@ -72,6 +76,7 @@ impl ClientPhases {
         match self {
             ClientPhases::Spread => crate::core::cell::FlushPhases::Spread,
             ClientPhases::Aligned => crate::core::cell::FlushPhases::Aligned,
+            ClientPhases::Input => crate::core::cell::FlushPhases::Input,
         }
     }
 }

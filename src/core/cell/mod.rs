@@ -114,6 +114,7 @@ mod counters;
 mod destroy;
 mod early;
 mod fight;
+mod flush_phase;
 mod forward;
 mod ghost;
 mod ghosting;

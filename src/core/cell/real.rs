@@ -262,6 +262,7 @@ impl Cell {
             };
             if let Some(w) = self.views.watch_mut_hinted(e.id, &mut r.watch_hint) {
                 w.observer.handle_own(cs.msg.version, cs.msg.kind, cs.own);
+                self.views.owner_changed(r.watch_hint);
             }
             e.version = cs.msg.version;
             self.counters.syncs_built += 1;

@@ -71,33 +71,29 @@ pub enum FlushPhases {
     /// `flush_every_ticks`: the sends leave in one burst per update
     /// period (cheaper for the kernel on loopback, a heavier tick).
     Aligned,
+    /// Each observer in the tick of the period its owner's changes (its
+    /// client's inputs) come in, starting at its spread phase: the answer
+    /// to an input leaves in the tick it was applied (`flush_phase`).
+    Input,
 }
 
 impl FlushPhases {
-    /// True when the observer in watch slot `slot` flushes at view step
-    /// `step`, one flush every `every` steps.
-    #[inline]
-    pub fn flushes(self, step: u64, slot: usize, every: u64) -> bool {
-        let phase = match self {
-            FlushPhases::Spread => slot as u64,
-            FlushPhases::Aligned => 0,
-        };
-        (step + phase) % every == 0
-    }
-
-    /// True when the observer in watch slot `slot`, flushing at `step`
-    /// ([`FlushPhases::flushes`]), also has its area brought up to date:
-    /// at every `aoi_every`-th of its flushes, the slots that flush
-    /// together spread evenly over those flushes.
+    /// True when the observer in watch slot `slot`, flushing at `step`,
+    /// also has its area brought up to date: at every `aoi_every`-th of its
+    /// flushes, the slots that flush together spread evenly over those
+    /// flushes.
     #[inline]
     pub fn aoi_due(self, step: u64, slot: usize, every: u64, aoi_every: u64) -> bool {
-        debug_assert!(self.flushes(step, slot, every));
         let nth = match self {
             // The slots flushing at `step` are every `every`-th one: their
             // flush counts differ by one from each to the next.
             FlushPhases::Spread => (step + slot as u64) / every,
             // All flush together: the slot spreads them.
             FlushPhases::Aligned => step / every + slot as u64,
+            // At the phases of their own: a slot's flushes are `every`
+            // steps apart (a moved phase skips or repeats one), and those
+            // that kept the spread phase flush together every `every`-th.
+            FlushPhases::Input => step / every + slot as u64 / every,
         };
         nth % aoi_every.max(1) == 0
     }
@@ -218,18 +214,26 @@ mod tests {
     /// same share of the areas (within one).
     #[test]
     fn aoi_due_takes_every_kth_flush_and_spreads_the_slots() {
-        for phases in [FlushPhases::Spread, FlushPhases::Aligned] {
+        for phases in [
+            FlushPhases::Spread,
+            FlushPhases::Aligned,
+            FlushPhases::Input,
+        ] {
             for every in 1..=4u64 {
                 for k in 1..=5u64 {
                     let slots = 60usize;
+                    let mut table = super::super::flush_phase::PhaseTable::default();
+                    for slot in 0..slots as u32 {
+                        table.insert(slot, 0);
+                    }
                     let mut per_slot = vec![(0u64, 0u64); slots];
                     let mut per_step = Vec::new();
                     for step in 0..every * k * 6 {
                         let (mut flushing, mut due_now) = (0u64, 0u64);
-                        for (slot, (flushes, due)) in per_slot.iter_mut().enumerate() {
-                            if !phases.flushes(step, slot, every) {
-                                continue;
-                            }
+                        table.collect(phases, step, every, slots);
+                        for &slot in table.flushing() {
+                            let slot = slot as usize;
+                            let (flushes, due) = &mut per_slot[slot];
                             *flushes += 1;
                             flushing += 1;
                             if phases.aoi_due(step, slot, every, k) {

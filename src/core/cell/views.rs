@@ -34,6 +34,12 @@
 //!    a batch costs one copy (the observer's bytes into it) and no
 //!    allocation.
 //!
+//! Which observers flush at a step is the [`PhaseTable`]'s to say (config
+//! `view.client_phases`): with `flush_every_ticks` > 1 each at a phase of
+//! its own, all in one step, or in the step its owner's inputs come in
+//! (`flush_phase`); the table lists them once a step, ascending, for the
+//! AOI's due areas and the flushes.
+//!
 //! With `aoi_every_flushes` = k > 1 (config `aoi.update_every_flushes`) an
 //! area is processed at every k-th of its observer's flushes only, each at
 //! its own phase ([`FlushPhases::aoi_due`]): the flushes between send
@@ -70,10 +76,11 @@ use crate::core::view::{
     CopyHeadRef, CopyRef, FlushScratch, HeadRef, Observer, ObserverHost, ObserverStats, RunHead,
 };
 
+use super::flush_phase::PhaseTable;
 use super::machine::Cell;
 use super::params::CellParamsError;
 use super::table::{EntityTable, Part};
-use super::view_params::{FlushPhases, ViewParams};
+use super::view_params::ViewParams;
 
 /// One observer and its AOI area.
 #[derive(Clone, Debug)]
@@ -116,6 +123,8 @@ pub(super) struct Views {
     /// The flush buffers lent to each observer for its flush (one warm set
     /// for all of them: `Observer::swap_scratch`).
     scratch: FlushScratch,
+    /// Each watch slot's flush phase, and the slots that flush this step.
+    pub(super) phases: PhaseTable,
     /// Slab indices of the watches inserted or restarted since the last
     /// view step: the only ones that can want a full view or have interest
     /// to force. The per-tick walks visit these and the observers that
@@ -153,6 +162,7 @@ impl Views {
             pool: DownPool::default(),
             steps: 0,
             scratch: FlushScratch::default(),
+            phases: PhaseTable::default(),
             fresh: Vec::new(),
         })
     }
@@ -221,7 +231,21 @@ impl Views {
         };
         let prev = self.by_owner.insert(owner, i);
         debug_assert!(prev.is_none(), "{owner} observed twice");
+        self.phases.insert(i, self.steps);
         self.fresh.push(i);
+    }
+
+    /// Steps between two flushes of one observer.
+    fn every(&self) -> u64 {
+        u64::from(self.params.flush_every_ticks.max(1))
+    }
+
+    /// The owner of watch slot `slot` changed this tick (its change set was
+    /// built): under input-following phases, its flush moves towards it.
+    #[inline]
+    pub fn owner_changed(&mut self, slot: u32) {
+        let (mode, every) = (self.params.flush_phases, self.every());
+        self.phases.owner_changed(mode, slot, self.steps, every);
     }
 
     /// Restarts the observer of `owner` and lists it fresh (its next view
@@ -239,25 +263,16 @@ impl Views {
     }
 
     /// Lists in `due` the areas to bring up to date at `step`: those of
-    /// the observers that flush then (at every `aoi_every_flushes`-th of
-    /// their flushes), and of any that wants a full view or has interest to
-    /// force (so both are seen by this update).
+    /// the observers that flush then (`phases`, collected for `step`; at
+    /// every `aoi_every_flushes`-th of their flushes), and of any that
+    /// wants a full view or has interest to force (so both are seen by this
+    /// update).
     fn collect_due(&mut self, step: u64, every: u64) {
         self.due.clear();
         let phases = self.params.flush_phases;
-        // Spread: the slots that flush at `step` are every `every`-th one
-        // from the first `s` with `(step + s) % every == 0`. Aligned: all
-        // of them or none.
-        let (first, stride) = match phases {
-            FlushPhases::Spread => (
-                usize::try_from((every - step % every) % every).unwrap_or(usize::MAX),
-                usize::try_from(every).unwrap_or(usize::MAX),
-            ),
-            FlushPhases::Aligned if step % every == 0 => (0, 1),
-            FlushPhases::Aligned => (usize::MAX, 1),
-        };
         let aoi_every = u64::from(self.params.aoi_every_flushes);
-        for slot in (first..self.watches.len()).step_by(stride) {
+        for &slot in self.phases.flushing() {
+            let slot = slot as usize;
             if !phases.aoi_due(step, slot, every, aoi_every) {
                 continue;
             }
@@ -280,6 +295,7 @@ impl Views {
     fn take(&mut self, owner: EntityId) -> Option<(u32, Watch)> {
         let i = self.by_owner.remove(&owner)?;
         self.free.push(i);
+        self.phases.remove(i);
         self.watches[i as usize].take().map(|w| (i, w))
     }
 }
@@ -465,9 +481,11 @@ impl Cell {
         self.entities.refresh_heads();
         // Each observer flushes every `flush_every_ticks` steps at the phase
         // of its slot, so a cell's sends spread evenly over the ticks.
-        let every = u64::from(self.views.params.flush_every_ticks.max(1));
+        let every = self.views.every();
         let step = self.views.steps;
         self.views.steps += 1;
+        let (mode, len) = (self.views.params.flush_phases, self.views.watches.len());
+        self.views.phases.collect(mode, step, every, len);
         self.apply_aoi(step, every);
         let mut interest = std::mem::take(&mut self.views.interest);
         let mut fresh = std::mem::take(&mut self.views.fresh);
@@ -491,26 +509,22 @@ impl Cell {
         self.views.interest = interest;
         let mut batches = std::mem::take(&mut self.views.batches);
         let pool = &mut self.views.pool;
-        let phases = self.views.params.flush_phases;
-        // The next observer to flush after this one.
-        let stride = match phases {
-            FlushPhases::Spread => usize::try_from(every).unwrap_or(usize::MAX),
-            FlushPhases::Aligned => 1,
-        };
-        for slot in 0..self.views.watches.len() {
-            if !phases.flushes(step, slot, every) {
-                continue;
-            }
+        let flushing = std::mem::take(&mut self.views.phases);
+        let order = flushing.flushing();
+        for (k, &slot) in order.iter().enumerate() {
+            let slot = slot as usize;
             // The observers flushed next: two on, the watch itself; one on,
             // its first slots (read through the watch fetched a flush ago).
             // Each flush walks memory of its own; asked for early, the
             // misses overlap this flush's work. (A third stage, the first
             // slots' heads, measured no better: `bench/README.md`.)
-            prefetch_watch(
-                &self.views.watches,
-                slot.saturating_add(stride.saturating_mul(2)),
-            );
-            if let Some(Some(next)) = self.views.watches.get(slot.saturating_add(stride)) {
+            if let Some(&after) = order.get(k + 2) {
+                prefetch_watch(&self.views.watches, after as usize);
+            }
+            let next = order
+                .get(k + 1)
+                .and_then(|&n| self.views.watches.get(n as usize));
+            if let Some(Some(next)) = next {
                 next.observer.prefetch_flush();
                 // Its owner's position, read first by its flush.
                 self.entities.prefetch_position(next.observer.owner_hint());
@@ -525,6 +539,7 @@ impl Cell {
                 batches.push((w.owner, w.observer.owner_hint(), b));
             }
         }
+        self.views.phases = flushing;
         for (owner, hint, data) in batches.drain(..) {
             self.send_batch(owner, hint, data);
         }
@@ -711,6 +726,44 @@ mod tests {
         );
     }
 
+    /// Input-following phases: a client whose inputs (its real's moves)
+    /// come at the odd steps has its batches made at the odd steps after
+    /// a few of them, never two within a period; under spread it keeps its
+    /// slot's phase.
+    #[test]
+    fn an_observer_flushes_in_the_tick_its_owner_moves() {
+        use super::super::FlushPhases;
+        use crate::core::geom::Vec3;
+        for mode in [FlushPhases::Input, FlushPhases::Spread] {
+            let mut cell = cell_with_client();
+            cell.views.params.flush_every_ticks = 2;
+            cell.views.params.flush_phases = mode;
+            let mut flushed = Vec::new();
+            for step in 0..24u64 {
+                if step % 2 == 1 {
+                    let pos = Vec3::ground(10.0 + step as f64 * 0.1, 10.0);
+                    cell.move_real(EntityId(1), pos).expect("real");
+                }
+                cell.emit_syncs(Time::from_millis(50 * step));
+                cell.run_views();
+                if cell.views.phases.flushing().contains(&0) {
+                    flushed.push(step);
+                }
+            }
+            assert!(
+                flushed.windows(2).all(|w| w[1] - w[0] >= 2),
+                "{mode:?} {flushed:?}"
+            );
+            let late: Vec<_> = flushed.iter().filter(|&&s| s >= 10).collect();
+            let odd = late.iter().filter(|&&&s| s % 2 == 1).count();
+            match mode {
+                FlushPhases::Input => assert_eq!(odd, late.len(), "{flushed:?}"),
+                _ => assert_eq!(odd, 0, "{flushed:?}"),
+            }
+            assert_eq!(late.len(), 7, "{mode:?} {flushed:?}");
+        }
+    }
+
     /// The due areas are those that flush at the step plus the fresh ones,
     /// each once, ascending: as a walk over every watch lists them.
     #[test]
@@ -723,16 +776,26 @@ mod tests {
         }
         cell.run_views();
         assert!(cell.restart_view(EntityId(7)));
-        for phases in [super::FlushPhases::Spread, super::FlushPhases::Aligned] {
+        use super::super::FlushPhases;
+        for phases in [
+            FlushPhases::Spread,
+            FlushPhases::Aligned,
+            FlushPhases::Input,
+        ] {
             cell.views.params.flush_phases = phases;
             for every in 1..5u64 {
                 for step in 0..9u64 {
                     let v = &mut cell.views;
+                    v.phases.collect(phases, step, every, v.watches.len());
                     v.collect_due(step, every);
                     let mut want: Vec<_> = (v.watches.iter().enumerate())
                         .filter_map(|(slot, w)| {
                             let w = w.as_ref()?;
-                            let due = phases.flushes(step, slot, every)
+                            let at = match phases {
+                                FlushPhases::Aligned => 0,
+                                _ => slot as u64,
+                            };
+                            let due = (step + at) % every == 0
                                 || w.observer.needs_view()
                                 || !w.forced.is_empty();
                             due.then_some(w.area)

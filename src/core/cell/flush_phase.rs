@@ -1,0 +1,302 @@
+//! When each observer of a cell flushes: the phase of its view batch within
+//! the update period (`view.client_phases`), for `flush_every_ticks` > 1.
+//!
+//! Owns [`PhaseTable`]: one small entry per watch slot, dense, so a view
+//! step lists the observers that flush without touching the watches. Must
+//! not touch the observers, the AOI or the entities: `views` asks it which
+//! slots flush at a step and tells it when a slot's owner changed.
+//!
+//! # Following the input ([`FlushPhases::Input`])
+//! A client's own change set is built in the tick its inputs are applied
+//! (`emit_syncs`). Under `Input` each observer flushes in the tick of the
+//! period in which its owner's changes come: the batch answering an input
+//! leaves right after it, so the client's own update waits at most a tick,
+//! and the reply carries the TCP acknowledgement of the input. Linux delays
+//! an acknowledgement at most 40 ms on a short path and sends it on its own
+//! when the application reads before it replies (its "pingpong" test): at
+//! 10 Hz updates on 50 ms ticks, spread phases answer most inputs 50-100 ms
+//! later, and every input cost the server a bare ACK segment
+//! (`bench/README.md`, the twenty-fifth round).
+//!
+//! The rule: a slot starts at its spread phase; each owner change at a step
+//! whose phase is not the slot's votes for that phase, and
+//! [`SWITCH_AFTER`] votes in a row for the same one move the slot there
+//! (an owner change at the slot's own phase clears the votes). Inputs
+//! faster than the update rate, or at a jittery phase, do not settle on
+//! one and leave the slot where it is. A move only ever delays a flush: a
+//! slot flushes at most once in `every` steps (the next flush after a move
+//! may come up to `2 * every - 1` steps after the last), so a client is
+//! never sent more often than `view.client_update_hz`.
+
+use super::view_params::FlushPhases;
+
+/// Owner changes in a row at the same other phase that move a slot there.
+pub(super) const SWITCH_AFTER: u8 = 3;
+
+/// One watch slot's phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Phase {
+    /// Once `moved`, the slot flushes at the steps where
+    /// `(step + at) % every == 0`; before, at its spread phase.
+    at: u8,
+    moved: bool,
+    /// The phase its owner's last changes came at, and how many in a row.
+    vote: u8,
+    streak: u8,
+    /// The slot holds a watch.
+    live: bool,
+    /// The step of its last flush (low 32 bits, wrapping).
+    last: u32,
+}
+
+/// The phase of every watch slot (see the module doc), and the slots that
+/// flush at the step of the last [`PhaseTable::collect`].
+#[derive(Clone, Debug, Default)]
+pub(super) struct PhaseTable {
+    slots: Vec<Phase>,
+    /// The slots that flush at the last collected step, ascending.
+    flushing: Vec<u32>,
+}
+
+/// The phase that flushes at `step`, one flush every `every` steps.
+#[inline]
+fn phase_at(step: u64, every: u64) -> u8 {
+    debug_assert!((1..=u64::from(u8::MAX)).contains(&every));
+    ((every - step % every) % every) as u8
+}
+
+impl Phase {
+    /// The phase slot `i` (this entry) flushes at, one flush every `every`
+    /// steps: its spread phase until its owner's inputs moved it.
+    #[inline]
+    fn of(&self, i: usize, every: u64) -> u8 {
+        let at = if self.moved {
+            u64::from(self.at)
+        } else {
+            i as u64
+        };
+        (at % every) as u8
+    }
+}
+
+impl PhaseTable {
+    /// Slot `slot` took a watch at `step`: it starts at the spread phase
+    /// and may flush at its first turn.
+    pub fn insert(&mut self, slot: u32, step: u64) {
+        let i = slot as usize;
+        if self.slots.len() <= i {
+            self.slots.resize(i + 1, Phase::default());
+        }
+        self.slots[i] = Phase {
+            live: true,
+            // Longer ago than any period (`every` fits a u8).
+            last: (step as u32).wrapping_sub(1 << 16),
+            ..Phase::default()
+        };
+    }
+
+    /// Slot `slot` lost its watch.
+    pub fn remove(&mut self, slot: u32) {
+        if let Some(p) = self.slots.get_mut(slot as usize) {
+            p.live = false;
+        }
+    }
+
+    /// The owner of slot `slot` changed at `step` (its inputs applied):
+    /// under [`FlushPhases::Input`], a vote for the phase that flushes at
+    /// `step` (see the module doc).
+    #[inline]
+    pub fn owner_changed(&mut self, mode: FlushPhases, slot: u32, step: u64, every: u64) {
+        if mode != FlushPhases::Input || every <= 1 {
+            return;
+        }
+        let i = slot as usize;
+        let Some(p) = self.slots.get_mut(i) else {
+            return;
+        };
+        let want = phase_at(step, every);
+        if want == p.of(i, every) {
+            p.streak = 0;
+            return;
+        }
+        if want == p.vote {
+            p.streak = p.streak.saturating_add(1);
+        } else {
+            (p.vote, p.streak) = (want, 1);
+        }
+        if p.streak >= SWITCH_AFTER {
+            (p.at, p.moved, p.streak) = (want, true, 0);
+        }
+    }
+
+    /// Lists the slots (of `len`) that flush at `step` under `mode`, one
+    /// flush every `every` steps ([`PhaseTable::flushing`]); under `Input`
+    /// each listed slot's flush is noted.
+    pub fn collect(&mut self, mode: FlushPhases, step: u64, every: u64, len: usize) {
+        let every = every.max(1);
+        self.flushing.clear();
+        let len = u32::try_from(len).expect("watch slots fit u32");
+        match mode {
+            // The slots `s` with `(step + s) % every == 0`: every `every`-th
+            // one from the first.
+            FlushPhases::Spread => {
+                let first = u32::from(phase_at(step, every));
+                let stride = usize::try_from(every).unwrap_or(usize::MAX);
+                self.flushing.extend((first..len).step_by(stride));
+            }
+            FlushPhases::Aligned if step % every == 0 => self.flushing.extend(0..len),
+            FlushPhases::Aligned => {}
+            FlushPhases::Input => {
+                let (want, now) = (phase_at(step, every), step as u32);
+                for (i, p) in self.slots.iter_mut().enumerate().take(len as usize) {
+                    let due = p.live && p.of(i, every) == want;
+                    if due && u64::from(now.wrapping_sub(p.last)) >= every {
+                        p.last = now;
+                        self.flushing.push(i as u32);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The slots that flush at the last collected step, ascending.
+    #[inline]
+    pub fn flushing(&self) -> &[u32] {
+        &self.flushing
+    }
+
+    /// The phase slot `slot` flushes at, one flush every `every` steps
+    /// (tests).
+    #[cfg(test)]
+    pub fn phase(&self, slot: u32, every: u64) -> Option<u8> {
+        let i = slot as usize;
+        (self.slots.get(i).filter(|p| p.live)).map(|p| p.of(i, every))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(slots: u32) -> PhaseTable {
+        let mut t = PhaseTable::default();
+        for s in 0..slots {
+            t.insert(s, 0);
+        }
+        t
+    }
+
+    fn flushes(
+        t: &mut PhaseTable,
+        mode: FlushPhases,
+        step: u64,
+        every: u64,
+        len: usize,
+    ) -> Vec<u32> {
+        t.collect(mode, step, every, len);
+        t.flushing().to_vec()
+    }
+
+    #[test]
+    fn spread_and_aligned_list_the_slots_their_rule_names() {
+        let mut t = table(10);
+        for every in 1..5u64 {
+            for step in 0..9u64 {
+                let spread = flushes(&mut t, FlushPhases::Spread, step, every, 10);
+                let want: Vec<u32> = (0..10)
+                    .filter(|&s| (step + u64::from(s)) % every == 0)
+                    .collect();
+                assert_eq!(spread, want, "spread, step {step} every {every}");
+                let aligned = flushes(&mut t, FlushPhases::Aligned, step, every, 10);
+                let all: Vec<u32> = if step % every == 0 {
+                    (0..10).collect()
+                } else {
+                    vec![]
+                };
+                assert_eq!(aligned, all, "aligned, step {step} every {every}");
+            }
+        }
+    }
+
+    #[test]
+    fn input_starts_spread_and_each_slot_flushes_once_a_period() {
+        let every = 3;
+        let mut t = table(7);
+        let mut count = [0u32; 7];
+        for step in 0..30u64 {
+            let spread = flushes(&mut t, FlushPhases::Spread, step, every, 7);
+            let input = flushes(&mut t, FlushPhases::Input, step, every, 7);
+            assert_eq!(input, spread, "step {step}: no input, the spread phases");
+            for s in input {
+                count[s as usize] += 1;
+            }
+        }
+        assert_eq!(count, [10; 7]);
+        t.remove(4);
+        assert!(
+            !flushes(&mut t, FlushPhases::Input, 32, every, 7).contains(&4),
+            "a free slot"
+        );
+    }
+
+    /// An owner whose changes come at one other phase moves its slot there
+    /// after `SWITCH_AFTER` of them; the move delays, never hastens, a flush.
+    #[test]
+    fn a_steady_input_moves_the_phase_and_the_rate_holds() {
+        let every = 2;
+        let mut t = table(1);
+        let mut flushed = Vec::new();
+        for step in 0..40u64 {
+            // The owner's inputs come at the odd steps; slot 0 starts even.
+            if step % 2 == 1 {
+                t.owner_changed(FlushPhases::Input, 0, step, every);
+            }
+            if flushes(&mut t, FlushPhases::Input, step, every, 1) == [0] {
+                flushed.push(step);
+            }
+        }
+        assert_eq!(
+            t.phase(0, every),
+            Some(phase_at(1, every)),
+            "moved to the odd steps"
+        );
+        assert!(
+            flushed.windows(2).all(|w| w[1] - w[0] >= every),
+            "{flushed:?}"
+        );
+        assert!(
+            flushed.windows(2).filter(|w| w[1] - w[0] > every).count() == 1,
+            "{flushed:?}"
+        );
+        assert!(
+            flushed.iter().rev().take(10).all(|s| s % 2 == 1),
+            "{flushed:?}"
+        );
+        // Under spread the votes are ignored.
+        let mut s = table(1);
+        for step in (1..20).step_by(2) {
+            s.owner_changed(FlushPhases::Spread, 0, step, every);
+        }
+        assert_eq!(s.phase(0, every), Some(0));
+    }
+
+    #[test]
+    fn inputs_at_the_phase_or_faster_than_the_period_leave_it() {
+        let every = 2;
+        let mut t = table(1);
+        for step in 0..40u64 {
+            // Every step: one vote at the slot's phase, one at the other.
+            t.owner_changed(FlushPhases::Input, 0, step, every);
+        }
+        assert_eq!(t.phase(0, every), Some(0), "alternating votes never settle");
+        let mut j = table(1);
+        // Jitter: two votes for phase 1, then one at the slot's own phase.
+        for round in 0..10u64 {
+            let base = round * 12;
+            j.owner_changed(FlushPhases::Input, 0, base + 3, 4);
+            j.owner_changed(FlushPhases::Input, 0, base + 7, 4);
+            j.owner_changed(FlushPhases::Input, 0, base + 8, 4);
+        }
+        assert_eq!(j.phase(0, 4), Some(0), "fewer than SWITCH_AFTER in a row");
+    }
+}
