@@ -38,10 +38,10 @@ pub(super) const SWITCH_AFTER: u8 = 3;
 struct Phase {
     /// Once `moved`, the slot flushes at the steps where
     /// `(step + at) % every == 0`; before, at its spread phase.
-    at: u8,
+    at: u16,
     moved: bool,
     /// The phase its owner's last changes came at, and how many in a row.
-    vote: u8,
+    vote: u16,
     streak: u8,
     /// The slot holds a watch.
     live: bool,
@@ -60,22 +60,22 @@ pub(super) struct PhaseTable {
 
 /// The phase that flushes at `step`, one flush every `every` steps.
 #[inline]
-fn phase_at(step: u64, every: u64) -> u8 {
-    debug_assert!((1..=u64::from(u8::MAX)).contains(&every));
-    ((every - step % every) % every) as u8
+fn phase_at(step: u64, every: u64) -> u16 {
+    debug_assert!((1..=u64::from(u16::MAX)).contains(&every));
+    ((every - step % every) % every) as u16
 }
 
 impl Phase {
     /// The phase slot `i` (this entry) flushes at, one flush every `every`
     /// steps: its spread phase until its owner's inputs moved it.
     #[inline]
-    fn of(&self, i: usize, every: u64) -> u8 {
+    fn of(&self, i: usize, every: u64) -> u16 {
         let at = if self.moved {
             u64::from(self.at)
         } else {
             i as u64
         };
-        (at % every) as u8
+        (at % every) as u16
     }
 }
 
@@ -89,7 +89,7 @@ impl PhaseTable {
         }
         self.slots[i] = Phase {
             live: true,
-            // Longer ago than any period (`every` fits a u8).
+            // Longer ago than any period (`every` fits a u16).
             last: (step as u32).wrapping_sub(1 << 16),
             ..Phase::default()
         };
@@ -168,7 +168,7 @@ impl PhaseTable {
     /// The phase slot `slot` flushes at, one flush every `every` steps
     /// (tests).
     #[cfg(test)]
-    pub fn phase(&self, slot: u32, every: u64) -> Option<u8> {
+    pub fn phase(&self, slot: u32, every: u64) -> Option<u16> {
         let i = slot as usize;
         (self.slots.get(i).filter(|p| p.live)).map(|p| p.of(i, every))
     }

@@ -479,8 +479,8 @@ impl Cell {
     pub(super) fn run_views(&mut self) {
         // Nothing changes the copies from here to the end of the flushes.
         self.entities.refresh_heads();
-        // Each observer flushes every `flush_every_ticks` steps at the phase
-        // of its slot, so a cell's sends spread evenly over the ticks.
+        // Each observer flushes every `flush_every_ticks` steps at its phase
+        // (`PhaseTable`: its slot's, or where its client's inputs come).
         let every = self.views.every();
         let step = self.views.steps;
         self.views.steps += 1;
@@ -509,8 +509,9 @@ impl Cell {
         self.views.interest = interest;
         let mut batches = std::mem::take(&mut self.views.batches);
         let pool = &mut self.views.pool;
-        let flushing = std::mem::take(&mut self.views.phases);
-        let order = flushing.flushing();
+        // The slots that flush at `step` (listed before the AOI update).
+        let phases = std::mem::take(&mut self.views.phases);
+        let order = phases.flushing();
         for (k, &slot) in order.iter().enumerate() {
             let slot = slot as usize;
             // The observers flushed next: two on, the watch itself; one on,
@@ -539,7 +540,7 @@ impl Cell {
                 batches.push((w.owner, w.observer.owner_hint(), b));
             }
         }
-        self.views.phases = flushing;
+        self.views.phases = phases;
         for (owner, hint, data) in batches.drain(..) {
             self.send_batch(owner, hint, data);
         }
