@@ -65,8 +65,8 @@ pub enum ClientPhases {
     /// the whole view work, the others none).
     Aligned,
     /// Each client in the tick its inputs come in (within its period; it
-    /// starts spread): the answer to an input leaves at once and carries
-    /// the TCP acknowledgement of it.
+    /// starts spread): the answer to an input leaves in the tick it was
+    /// applied.
     Input,
 }
 

@@ -10,13 +10,13 @@
 //! A client's own change set is built in the tick its inputs are applied
 //! (`emit_syncs`). Under `Input` each observer flushes in the tick of the
 //! period in which its owner's changes come: the batch answering an input
-//! leaves right after it, so the client's own update waits at most a tick,
-//! and the reply carries the TCP acknowledgement of the input. Linux delays
-//! an acknowledgement at most 40 ms on a short path and sends it on its own
-//! when the application reads before it replies (its "pingpong" test): at
-//! 10 Hz updates on 50 ms ticks, spread phases answer most inputs 50-100 ms
-//! later, and every input cost the server a bare ACK segment
-//! (`bench/README.md`, the twenty-fifth round).
+//! leaves right after it, so the client hears back within a tick, where a
+//! fixed phase answers up to a period later (pinned loadgen at 10 Hz: the
+//! input's ack RTT p50 67.6 -> 42.4 ms; `bench/README.md`, the
+//! twenty-fifth round). The answer does not carry the TCP acknowledgement
+//! of the input: Linux sends that on its own at the read unless the reply
+//! follows within its 40 ms delay, and the answer leaves 25-75 ms after
+//! the input arrived (the same round measured it).
 //!
 //! The rule: a slot starts at its spread phase; each owner change at a step
 //! whose phase is not the slot's votes for that phase, and
