@@ -27,6 +27,26 @@
 //! slot flushes at most once in `every` steps (the next flush after a move
 //! may come up to `2 * every - 1` steps after the last), so a client is
 //! never sent more often than `view.client_update_hz`.
+//!
+//! # Across a migration
+//! A migrated observer arrives right after its old cell's last batch
+//! (`detach_observer` flushes it), and its client's inputs keep coming at
+//! their phase. So a slot that takes a migrated watch waits for its
+//! owner's first change instead of its spread turn, takes that change's
+//! phase at once (no votes) and flushes in that step: the answer to the
+//! first input in the new cell leaves with it, and the cadence the client
+//! had goes on. Without the wait the slot started at its spread phase and
+//! the votes moved it three inputs later, one longer gap each crossing
+//! (README's main command at 10 Hz, the mean of each crossing's largest
+//! gap: 110.1 ms under the votes alone, 107.5 with the wait, 106.8 under
+//! spread; `bench/README.md`, the twenty-sixth round). Only
+//! migrated watches adopt: clients that spawn together would all adopt
+//! the one phase of their first inputs (the twenty-fifth round measured
+//! 63 % of the batches in one tick of three), while migrations are spread
+//! by the clients' own movement. If no change comes within `every` steps
+//! the slot flushes at its spread turn and the votes take over. The first
+//! answer may leave less than a period after the old cell's last batch:
+//! one early batch a crossing, as the old cell's own detach flush is.
 
 use super::view_params::FlushPhases;
 
@@ -45,6 +65,9 @@ struct Phase {
     streak: u8,
     /// The slot holds a watch.
     live: bool,
+    /// A migrated watch that waits for its owner's first change (see
+    /// "Across a migration").
+    adopt: bool,
     /// The step of its last flush (low 32 bits, wrapping).
     last: u32,
 }
@@ -81,16 +104,23 @@ impl Phase {
 
 impl PhaseTable {
     /// Slot `slot` took a watch at `step`: it starts at the spread phase
-    /// and may flush at its first turn.
-    pub fn insert(&mut self, slot: u32, step: u64) {
+    /// and may flush at its first turn; `migrated`, it waits for its
+    /// owner's first change (see "Across a migration") or a period.
+    pub fn insert(&mut self, slot: u32, step: u64, migrated: bool) {
         let i = slot as usize;
         if self.slots.len() <= i {
             self.slots.resize(i + 1, Phase::default());
         }
         self.slots[i] = Phase {
             live: true,
-            // Longer ago than any period (`every` fits a u16).
-            last: (step as u32).wrapping_sub(1 << 16),
+            adopt: migrated,
+            // A migrated watch's last batch just left its old cell; any
+            // other's longer ago than any period (`every` fits a u16).
+            last: if migrated {
+                step as u32
+            } else {
+                (step as u32).wrapping_sub(1 << 16)
+            },
             ..Phase::default()
         };
     }
@@ -115,6 +145,13 @@ impl PhaseTable {
             return;
         };
         let want = phase_at(step, every);
+        if p.adopt {
+            // A migrated watch's first change (it has not flushed here):
+            // its phase, answered in this step.
+            (p.at, p.moved, p.streak, p.adopt) = (want, true, 0, false);
+            p.last = (step as u32).wrapping_sub(every as u32);
+            return;
+        }
         if want == p.of(i, every) {
             p.streak = 0;
             return;
@@ -151,7 +188,9 @@ impl PhaseTable {
                 for (i, p) in self.slots.iter_mut().enumerate().take(len as usize) {
                     let due = p.live && p.of(i, every) == want;
                     if due && u64::from(now.wrapping_sub(p.last)) >= every {
-                        p.last = now;
+                        // A migrated watch that met no change in a period
+                        // flushes at its spread turn; the votes go on.
+                        (p.last, p.adopt) = (now, false);
                         self.flushing.push(i as u32);
                     }
                 }
@@ -181,7 +220,7 @@ mod tests {
     fn table(slots: u32) -> PhaseTable {
         let mut t = PhaseTable::default();
         for s in 0..slots {
-            t.insert(s, 0);
+            t.insert(s, 0, false);
         }
         t
     }
@@ -278,6 +317,47 @@ mod tests {
             s.owner_changed(FlushPhases::Spread, 0, step, every);
         }
         assert_eq!(s.phase(0, every), Some(0));
+    }
+
+    /// A migrated watch answers its owner's first change in that step and
+    /// keeps that phase; one that meets no change flushes a period after it
+    /// came, at its spread turn, and the votes take over.
+    #[test]
+    fn a_migrated_watch_takes_its_first_changes_phase() {
+        let every = 4;
+        let mut t = table(3);
+        // Slot 1 (spread phase: steps 3, 7, ...) takes a migrated watch at
+        // step 9; its owner's inputs come at steps 10, 14, 18, ...
+        t.remove(1);
+        t.insert(1, 9, true);
+        let mut flushed = Vec::new();
+        for step in 9..30u64 {
+            if step >= 10 && (step - 10) % every == 0 {
+                t.owner_changed(FlushPhases::Input, 1, step, every);
+            }
+            if flushes(&mut t, FlushPhases::Input, step, every, 3).contains(&1) {
+                flushed.push(step);
+            }
+        }
+        assert_eq!(flushed, [10, 14, 18, 22, 26], "answered with each input");
+        // Without changes: nothing before a period has passed, then the
+        // spread turn (step 15), then every period.
+        let mut q = table(3);
+        q.remove(1);
+        q.insert(1, 9, true);
+        let quiet: Vec<u64> = (9..24u64)
+            .filter(|&step| flushes(&mut q, FlushPhases::Input, step, every, 3).contains(&1))
+            .collect();
+        assert_eq!(quiet, [15, 19, 23]);
+        // Its first change after that flush is a vote like any other.
+        q.owner_changed(FlushPhases::Input, 1, 24, every);
+        assert_eq!(q.phase(1, every), Some(1), "one vote moves nothing");
+        // A watch that did not migrate never adopts.
+        let mut f = table(3);
+        f.remove(1);
+        f.insert(1, 9, false);
+        f.owner_changed(FlushPhases::Input, 1, 10, every);
+        assert_eq!(f.phase(1, every), Some(1), "spawned: the votes decide");
     }
 
     #[test]

@@ -224,7 +224,7 @@ mod tests {
                     let slots = 60usize;
                     let mut table = super::super::flush_phase::PhaseTable::default();
                     for slot in 0..slots as u32 {
-                        table.insert(slot, 0);
+                        table.insert(slot, 0, false);
                     }
                     let mut per_slot = vec![(0u64, 0u64); slots];
                     let mut per_step = Vec::new();

@@ -217,7 +217,9 @@ impl Views {
         self.watches[i].as_mut()
     }
 
-    fn insert(&mut self, w: Watch) {
+    /// `migrated`: the watch came with its old cell's blob (its phase
+    /// follows its owner's first change here; `PhaseTable::insert`).
+    fn insert(&mut self, w: Watch, migrated: bool) {
         let owner = w.owner;
         let i = match self.free.pop() {
             Some(i) => {
@@ -231,7 +233,7 @@ impl Views {
         };
         let prev = self.by_owner.insert(owner, i);
         debug_assert!(prev.is_none(), "{owner} observed twice");
-        self.phases.insert(i, self.steps);
+        self.phases.insert(i, self.steps, migrated);
         self.fresh.push(i);
     }
 
@@ -414,13 +416,14 @@ impl Cell {
             }
         }
         let counted = *observer.stats();
-        self.views.insert(Watch {
+        let watch = Watch {
             owner: id,
             observer,
             area,
             forced,
             counted,
-        });
+        };
+        self.views.insert(watch, !blob.is_empty());
     }
 
     /// Takes real `id`'s observer away (it migrates): flushes it (the last
