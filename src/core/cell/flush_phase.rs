@@ -183,6 +183,9 @@ impl PhaseTable {
             }
             FlushPhases::Aligned if step % every == 0 => self.flushing.extend(0..len),
             FlushPhases::Aligned => {}
+            // Every slot every step: no phase to follow, nothing to wait
+            // for (a migrated watch flushes at once).
+            FlushPhases::Input if every == 1 => self.flushing.extend(0..len),
             FlushPhases::Input => {
                 let (want, now) = (phase_at(step, every), step as u32);
                 for (i, p) in self.slots.iter_mut().enumerate().take(len as usize) {
@@ -352,6 +355,11 @@ mod tests {
         // Its first change after that flush is a vote like any other.
         q.owner_changed(FlushPhases::Input, 1, 24, every);
         assert_eq!(q.phase(1, every), Some(1), "one vote moves nothing");
+        // Sent every step, a migrated watch flushes at once (no wait).
+        let mut e = table(3);
+        e.remove(1);
+        e.insert(1, 9, true);
+        assert!(flushes(&mut e, FlushPhases::Input, 9, 1, 3).contains(&1));
         // A watch that did not migrate never adopts.
         let mut f = table(3);
         f.remove(1);
