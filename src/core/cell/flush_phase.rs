@@ -28,6 +28,22 @@
 //! may come up to `2 * every - 1` steps after the last), so a client is
 //! never sent more often than `view.client_update_hz`.
 //!
+//! # A late input
+//! A client that sends one input a period crosses tick edges with its
+//! jitter: an input due in its slot's tick lands a tick later, the batch
+//! of that tick has no answer for it, and the next one leaves a period
+//! later (an own update gap of two periods where one was due, 200 ms at
+//! 10 Hz). So a slot whose turn comes while its owner is active (it
+//! changed within the last two periods) but has not changed since the
+//! slot's last flush waits one step for the input, and flushes in the next
+//! step whatever came. The following turn is then skipped (a slot flushes
+//! at most once in `every` steps), so the late input costs two gaps of a
+//! period and a tick instead of one of two periods. Idle owners and those
+//! whose inputs come faster than the period are never waited for (README's
+//! main command at 10 Hz, four pairs: own update gap p999 197.5-199.8 ->
+//! 151.2-151.8 ms, updates a bot-second, latency and CPU unchanged;
+//! `bench/README.md`, the twenty-sixth round).
+//!
 //! # Across a migration
 //! A migrated observer arrives right after its old cell's last batch
 //! (`detach_observer` flushes it), and its client's inputs keep coming at
@@ -70,6 +86,13 @@ struct Phase {
     adopt: bool,
     /// The step of its last flush (low 32 bits, wrapping).
     last: u32,
+    /// The step of its owner's last change (low 32 bits, wrapping).
+    changed_at: u32,
+    /// Its owner changed since its last flush.
+    changed: bool,
+    /// Its turn came with an active owner's input late: it flushes at the
+    /// next step (see "A late input").
+    deferred: bool,
 }
 
 /// The phase of every watch slot (see the module doc), and the slots that
@@ -121,6 +144,7 @@ impl PhaseTable {
             } else {
                 (step as u32).wrapping_sub(1 << 16)
             },
+            changed_at: (step as u32).wrapping_sub(1 << 16),
             ..Phase::default()
         };
     }
@@ -145,6 +169,7 @@ impl PhaseTable {
             return;
         };
         let want = phase_at(step, every);
+        (p.changed_at, p.changed) = (step as u32, true);
         if p.adopt {
             // A migrated watch's first change (it has not flushed here):
             // its phase, answered in this step.
@@ -189,11 +214,21 @@ impl PhaseTable {
             FlushPhases::Input => {
                 let (want, now) = (phase_at(step, every), step as u32);
                 for (i, p) in self.slots.iter_mut().enumerate().take(len as usize) {
-                    let due = p.live && p.of(i, every) == want;
-                    if due && u64::from(now.wrapping_sub(p.last)) >= every {
+                    let turn = p.live
+                        && p.of(i, every) == want
+                        && u64::from(now.wrapping_sub(p.last)) >= every;
+                    // An owner that sent within the last two periods but
+                    // not since this slot's last flush: its input is late
+                    // (it crossed a tick edge); the turn waits a step.
+                    let active = u64::from(now.wrapping_sub(p.changed_at)) <= 2 * every;
+                    if turn && active && !p.changed && !p.deferred {
+                        p.deferred = true;
+                        continue;
+                    }
+                    if turn || (p.live && p.deferred) {
                         // A migrated watch that met no change in a period
                         // flushes at its spread turn; the votes go on.
-                        (p.last, p.adopt) = (now, false);
+                        (p.last, p.adopt, p.changed, p.deferred) = (now, false, false, false);
                         self.flushing.push(i as u32);
                     }
                 }
@@ -366,6 +401,35 @@ mod tests {
         f.insert(1, 9, false);
         f.owner_changed(FlushPhases::Input, 1, 10, every);
         assert_eq!(f.phase(1, every), Some(1), "spawned: the votes decide");
+    }
+
+    /// An input that comes a step late (across a tick edge) is answered in
+    /// its step, not a period later; an idle owner or one faster than the
+    /// period is never waited for.
+    #[test]
+    fn a_late_input_is_waited_for_one_step() {
+        let every = 2;
+        let run = |inputs: &dyn Fn(u64) -> bool| {
+            let mut t = table(1);
+            let mut flushed = Vec::new();
+            for step in 0..20u64 {
+                if inputs(step) {
+                    t.owner_changed(FlushPhases::Input, 0, step, every);
+                }
+                if flushes(&mut t, FlushPhases::Input, step, every, 1) == [0] {
+                    flushed.push(step);
+                }
+            }
+            flushed
+        };
+        // Inputs at the even steps (the slot's), the one due at 8 late.
+        let late = run(&|s| (s % 2 == 0 && s != 8) || s == 9);
+        assert_eq!(late, [0, 2, 4, 6, 9, 12, 14, 16, 18]);
+        assert!(late
+            .windows(2)
+            .all(|w| (every..=every + 1).contains(&(w[1] - w[0]))));
+        assert_eq!(run(&|_| false), [0, 2, 4, 6, 8, 10, 12, 14, 16, 18], "idle");
+        assert_eq!(run(&|_| true), [0, 2, 4, 6, 8, 10, 12, 14, 16, 18], "fast");
     }
 
     #[test]
