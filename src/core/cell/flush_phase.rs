@@ -225,9 +225,10 @@ impl PhaseTable {
                         p.deferred = true;
                         continue;
                     }
+                    // A turn, or the step after a late input's wait. (A
+                    // migrated watch that met no change in a period
+                    // flushes at its spread turn; the votes go on.)
                     if turn || (p.live && p.deferred) {
-                        // A migrated watch that met no change in a period
-                        // flushes at its spread turn; the votes go on.
                         (p.last, p.adopt, p.changed, p.deferred) = (now, false, false, false);
                         self.flushing.push(i as u32);
                     }
