@@ -81,6 +81,19 @@ impl ClientPhases {
     }
 }
 
+/// Ticks of `tick_ms` between two view batches of one client at
+/// `client_update_hz`: rounded to whole ticks, at least 1 (a rate at or
+/// above the tick rate means every tick).
+pub fn ticks_per_update(client_update_hz: f64, tick_ms: u64) -> u16 {
+    let per_s = 1000.0 / tick_ms.max(1) as f64;
+    let every = (per_s / client_update_hz).round();
+    if every.is_finite() && every >= 1.0 {
+        every.min(f64::from(u16::MAX)) as u16
+    } else {
+        1
+    }
+}
+
 impl ViewConfig {
     /// The observers' `visit_span_max` (see
     /// [`ObserverParams`](crate::core::view::ObserverParams)): a slot is
@@ -99,13 +112,7 @@ impl ViewConfig {
     /// Ticks between two view batches of one client (`client_update_hz`
     /// rounded to whole ticks, at least 1).
     pub fn flush_every_ticks(&self, tick_ms: u64) -> u16 {
-        let per_s = 1000.0 / tick_ms.max(1) as f64;
-        let every = (per_s / self.client_update_hz).round();
-        if every.is_finite() && every >= 1.0 {
-            every.min(f64::from(u16::MAX)) as u16
-        } else {
-            1
-        }
+        ticks_per_update(self.client_update_hz, tick_ms)
     }
 
     /// The observers' budget knobs when they are flushed every `tick_ms`

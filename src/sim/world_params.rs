@@ -3,7 +3,7 @@
 //!
 //! Owns plain values only.
 
-use crate::config::{BalancerParams, Config};
+use crate::config::{ticks_per_update, BalancerParams, Config};
 use crate::core::cell::{CellParams, ViewParams};
 use crate::core::proxy::ProxyParams;
 use crate::sim::options::SimOptions;
@@ -17,6 +17,12 @@ pub struct WorldParams {
     /// View parameters of every cell (`[aoi]`, `[view]`: the simulated
     /// clients get the same budgets and bands as the server's).
     pub views: ViewParams,
+    /// The clients' update rate (`view.client_update_hz`): `views`' flush
+    /// period is worked out on the config's tick, and
+    /// [`WorldParams::for_options`] works it out again on the simulated
+    /// tick, so a simulated client is sent as often, and given as many
+    /// bytes a second, as a server's.
+    pub client_update_hz: f64,
     /// Parameters of every proxy.
     pub proxy: ProxyParams,
     /// The balancer of the tree scenarios (`crowd`, `swing`): `[balance]`
@@ -50,6 +56,7 @@ impl WorldParams {
         WorldParams {
             cell,
             views: c.view_params(),
+            client_update_hz: c.view.client_update_hz,
             proxy: ProxyParams::default(),
             balance: c.balance.balancer(),
             event_log_len_max: 65_536,
@@ -72,8 +79,19 @@ impl WorldParams {
         p.cell.input_buffer_max = p.cell.input_buffer_max.max(lump);
         p.cell.pending_calls_max = p.cell.pending_calls_max.max(lump);
         p.proxy.downstream_buffer_max = p.proxy.downstream_buffer_max.max(lump);
-        // Budgets refill per tick of the simulated clock.
-        p.views.observer.budget.tick_ms = u32::try_from(options.tick_ms).unwrap_or(u32::MAX);
+        // The update rate on the simulated clock (whose tick may not be the
+        // config's): whole ticks, no more than a ghost's cache spans (as
+        // the config's validation holds the server's), and the budgets
+        // refill per flush of that period.
+        let span = u16::try_from(p.views.ghost_cache_max.max(1)).unwrap_or(u16::MAX);
+        let every = ticks_per_update(self.client_update_hz, options.tick_ms).min(span);
+        p.views.flush_every_ticks = every;
+        p.views.observer.budget.tick_ms =
+            u32::try_from(options.tick_ms * u64::from(every)).unwrap_or(u32::MAX);
+        if p.views.observer.visit_span_max > 0 {
+            // Band-rate visits on: the span in flushes of the new period.
+            p.views.observer.visit_span_max = span / every;
+        }
         p
     }
 }
@@ -110,5 +128,50 @@ mod tests {
             q.cell.input_buffer_max
         );
         assert_eq!(q.cell.ghost_radius_m, p.cell.ghost_radius_m);
+    }
+
+    /// A simulated client is sent at the configured rate on the simulated
+    /// clock, and its budget refills per flush: as many bytes a second as
+    /// the config gives a server's (at 10 Hz on 50 ms ticks the budget once
+    /// refilled per tick, half the bytes, and the views of a tight budget
+    /// did not converge after healing).
+    #[test]
+    fn the_update_rate_and_the_budget_hold_on_any_simulated_tick() {
+        let c = Config::load(None, &["view.client_update_hz=10.0".into()]).expect("valid");
+        let p = WorldParams::from_config(&c);
+        for (tick_ms, every) in [(50, 2), (20, 5), (33, 3), (100, 1)] {
+            let o = SimOptions {
+                tick_ms,
+                ..SimOptions::test_min()
+            };
+            let q = p.for_options(&o);
+            assert_eq!(q.views.flush_every_ticks, every, "{tick_ms} ms ticks");
+            assert_eq!(
+                u64::from(q.views.observer.budget.tick_ms),
+                tick_ms * u64::from(every),
+                "the budget refills once per flush ({tick_ms} ms ticks)"
+            );
+            assert_eq!(
+                q.views.observer.visit_span_max,
+                16 / every,
+                "band-rate visits within a ghost cache's span"
+            );
+        }
+        // Never more ticks apart than a ghost's cache spans.
+        let slow = Config::load(
+            None,
+            &[
+                "view.client_update_hz=1.25".into(),
+                "view.bands=[{to_m=1000.0,min_hz=1.0}]".into(),
+            ],
+        )
+        .expect("valid");
+        let o = SimOptions {
+            tick_ms: 20,
+            ..SimOptions::test_min()
+        };
+        let q = WorldParams::from_config(&slow).for_options(&o);
+        assert_eq!(q.views.flush_every_ticks, 16);
+        assert_eq!(q.views.observer.budget.tick_ms, 320);
     }
 }
