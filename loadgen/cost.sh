@@ -14,7 +14,7 @@
 # BOTS (2000), ROUNDS (2), DURATION (15s), TESSERA (target/release/tessera),
 # EXTRA (loadgen flags, e.g. "--check-fraction 0.1"), SETS (config
 # overrides for both the server and loadgen, e.g. "--set
-# view.client_update_hz=10.0"). A loadgen may carry flags of its own, e.g.
+# view.client_update_hz=20.0"). A loadgen may carry flags of its own, e.g.
 # B="target/release/loadgen --io epoll". Reports in $OUT (target/cost).
 # Opt-in; not part of CI.
 set -euo pipefail

@@ -18,8 +18,9 @@
 # issue 21 measures them: the server in its own process with every shard on
 # CPU 0, loadgen one thread on CPU 1 (taskset), e.g.
 #   PIN=1 SHARDS=1 BOTS="1000 2000 5000" bash loadgen/scale.sh
-# (EXTRA="--set view.client_update_hz=10.0 --check-fraction 0.1" for the
-# 10 Hz client rate and a sampled loadgen).
+# (EXTRA="--set balance.enabled=false --check-fraction 0.1" for a sampled
+# loadgen; add "--set view.client_update_hz=20.0" for 20 Hz client updates,
+# the default being 10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BOTS=${BOTS:-"1000 2000 5000 10000"}

@@ -362,16 +362,17 @@ mod tests {
 
     #[test]
     fn the_client_update_rate_sets_the_flush_period_and_the_budget() {
+        // The default: 10 Hz on 50 ms ticks.
         let c = Config::load(None, &[]).expect("defaults");
-        assert_eq!(c.view_params().flush_every_ticks, 1);
-        assert_eq!(c.view_params().observer.budget.tick_ms, 50);
-        let c = Config::load(None, &["view.client_update_hz=10.0".into()]).expect("valid");
         let v = c.view_params();
         assert_eq!(v.flush_every_ticks, 2);
         assert_eq!(
             v.observer.budget.tick_ms, 100,
             "the pacer counts in flushes"
         );
+        let c = Config::load(None, &["view.client_update_hz=20.0".into()]).expect("valid");
+        assert_eq!(c.view_params().flush_every_ticks, 1);
+        assert_eq!(c.view_params().observer.budget.tick_ms, 50);
         // Above the tick rate: every tick (a slow tick alone stays valid).
         let c = Config::load(None, &["runtime.tick_ms=200".into()]).expect("valid");
         assert_eq!(c.view_params().flush_every_ticks, 1);

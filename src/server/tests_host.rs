@@ -282,7 +282,7 @@ fn a_slow_reader_is_cut_off_and_the_others_carry_on() {
     let es = entity(&h, slow);
     h.clients[slow].paused = true;
     let mut x = 120.0;
-    for i in 0..400 {
+    for i in 0..1_200 {
         x = if i % 40 < 20 { x + 0.5 } else { x - 0.5 };
         let now = h.now;
         let _ = h.clients[mover]
@@ -456,10 +456,22 @@ fn own_updates_keep_their_spacing_across_a_migration_between_shards() {
 /// the real as soon as the proxy hears where it went (its first hand-over
 /// is not held back by `gateway.proxy_follow_ms`), so no move takes the
 /// cross-shard round trip that cost a whole tick (150 ms gaps); what is
-/// left is the change of grid (the shards tick half a tick apart).
+/// left is the change of grid (the shards tick half a tick apart). At
+/// 10 Hz updates (one batch every other tick, in the tick of the client's
+/// input: `flush_phase`) the same, but for one gap of a period and a tick
+/// where a walk starts at the other phase (its first input is waited for
+/// a tick, then the phase follows it).
 #[test]
 fn own_updates_keep_their_spacing_when_the_proxy_follows_its_real() {
-    let mut h = Harness::attached(&test_config(&["balance.enabled=false"]));
+    for rate in ["20.0", "10.0"] {
+        own_updates_keep_their_spacing_at(rate);
+    }
+}
+
+/// The test above at `view.client_update_hz = rate`.
+fn own_updates_keep_their_spacing_at(rate: &str) {
+    let hz = format!("view.client_update_hz={rate}");
+    let mut h = Harness::attached(&test_config(&["balance.enabled=false", &hz]));
     let walker = h.connect(1, "walker");
     h.run(10);
     let e = entity(&h, walker);
@@ -479,7 +491,17 @@ fn own_updates_keep_their_spacing_when_the_proxy_follows_its_real() {
     for m in [&away, &back] {
         assert_eq!(m.updates, m.moves, "one own update per move: {m:?}");
         // 100 ms apart, +-25 ms where the connection changed grids.
-        assert!(m.gaps_ms.iter().all(|&g| (75..=125).contains(&g)), "{m:?}");
+        let off = m.gaps_ms.iter().filter(|&&g| !(75..=125).contains(&g));
+        if rate == "20.0" {
+            assert_eq!(off.count(), 0, "{rate}: {m:?}");
+        } else {
+            // At most one, at most a tick over the period.
+            let off: Vec<&u64> = off.collect();
+            assert!(
+                off.len() <= 1 && off.iter().all(|&&g| g == 150),
+                "{rate}: {m:?}"
+            );
+        }
     }
     let handed: u64 = h
         .hosts
@@ -498,14 +520,21 @@ fn view_batches_reuse_the_shards_buffers_in_steady_state() {
     for i in 0..6 {
         h.connect(0, &format!("p{i}"));
     }
-    h.run(30);
+    // Warm: at 10 Hz updates the batches take some 90 ticks to reach
+    // their steady sizes (measured: no buffer made from there to 490).
+    h.run(90);
     let before = *h.hosts[0].down_pool.counters();
     let batches_before = h.hosts[0].cell_counters().view_batches;
     let in_place_before = h.hosts[0].clients.counters().views_in_place;
     h.run(40);
     let after = *h.hosts[0].down_pool.counters();
     let batches = h.hosts[0].cell_counters().view_batches - batches_before;
-    assert!(batches >= 6 * 30, "the clients got batches: {batches}");
+    // At least three in four of the 40 ticks' flushes carried something.
+    let every = u64::from(config.view_params().flush_every_ticks);
+    assert!(
+        batches >= 6 * 30 / every,
+        "the clients got batches: {batches}"
+    );
     assert_eq!(
         after.made, before.made,
         "no new buffer: {before:?} -> {after:?}"
