@@ -27,9 +27,9 @@ use super::machine::Cell;
 use super::msg::{Call, CallKind, Source, ToReal, ToRealBody};
 use super::table::{Entry, Part};
 
-/// Ticks a target stays important to its attacker's client, and an
-/// attacker to its victim's (5 s at 50 ms ticks).
-pub const IMPORTANT_TICKS: u16 = 100;
+/// How long a target stays important to its attacker's client, and an
+/// attacker to its victim's, milliseconds.
+pub const IMPORTANT_MS: u32 = 5_000;
 
 /// Why [`Cell::try_hit`] refused.
 #[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
@@ -81,7 +81,7 @@ impl Cell {
         // The attacker's client sees its target move smoothly (movement
         // priority, `view.important_factor`).
         if let Some(w) = self.views.watch_mut(attacker) {
-            w.observer.mark_important(target, IMPORTANT_TICKS);
+            w.observer.mark_important(target, IMPORTANT_MS);
         }
         Ok(seq)
     }
@@ -121,7 +121,7 @@ impl Cell {
                 if let CombatEvent::Damaged { attacker, .. } = event {
                     // ... and a victim's client its attacker.
                     if let Some(w) = self.views.watch_mut(e.id) {
-                        w.observer.mark_important(attacker, IMPORTANT_TICKS);
+                        w.observer.mark_important(attacker, IMPORTANT_MS);
                     }
                 }
                 self.events.push_back(CellEvent::Combat {

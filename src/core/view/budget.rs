@@ -18,10 +18,11 @@
 //! degraded mode), then the rest by
 //! priority (grown each tick by [`weight`], reset when sent) while the
 //! balance lasts. A client whose bucket stays in debt beyond one burst for
-//! [`DEGRADE_TICKS`] ticks is *degraded* (told by a `Degraded` event): the
-//! bands lose their minimum rates (the nearest entities still come first,
-//! by priority, within the budget) until the bucket has been positive for
-//! [`RECOVER_TICKS`] ticks.
+//! [`DEGRADE_MS`] is *degraded* (told by a `Degraded` event): the bands
+//! lose their minimum rates (the nearest entities still come first, by
+//! priority, within the budget) until the bucket has been positive for
+//! [`RECOVER_MS`]. Both count the client's flushes (its `tick_ms` is the
+//! flush period), so they hold in time at any update rate.
 
 use crate::core::entity::{Detail, EntityType};
 
@@ -29,14 +30,13 @@ use crate::core::entity::{Detail, EntityType};
 pub const BANDS_MAX: usize = 4;
 const _: () = assert!(BANDS_MAX == crate::core::entity::schema::DETAIL_BANDS_MAX as usize);
 
-/// Consecutive ticks in debt beyond one burst before a client is degraded
-/// (1 s at 50 ms ticks: the burst of enters at a login or a teleport is
-/// not an overload).
-pub const DEGRADE_TICKS: u16 = 20;
+/// How long a client's bucket stays in debt beyond one burst before it is
+/// degraded (the burst of enters at a login or a teleport is not an
+/// overload), milliseconds.
+pub const DEGRADE_MS: u32 = 1_000;
 
-/// Consecutive ticks with a positive balance before it recovers (0.5 s at
-/// 50 ms ticks).
-pub const RECOVER_TICKS: u16 = 10;
+/// How long its balance stays positive before it recovers, milliseconds.
+pub const RECOVER_MS: u32 = 500;
 
 /// The deepest debt, in bursts: what a burst of never-bend events costs
 /// beyond it is forgiven, so a client recovers within about a second of
@@ -166,6 +166,12 @@ impl BudgetParams {
             reach = reach.max(self.reach_m(d));
         }
         reach
+    }
+
+    /// Flushes (of `tick_ms`) in `ms`, rounded up, at least 1.
+    pub fn flushes_in(&self, ms: u32) -> u16 {
+        let n = ms.div_ceil(self.tick_ms.max(1)).max(1);
+        u16::try_from(n).unwrap_or(u16::MAX)
     }
 
     /// Ticks between two refreshes at `band`'s minimum rate (at least 1).
@@ -323,7 +329,7 @@ impl Pacer {
         self.degraded
     }
 
-    /// Ends a tick: `Some(on)` when the degraded state changes.
+    /// Ends a flush: `Some(on)` when the degraded state changes.
     pub fn end_tick(&mut self, p: &BudgetParams) -> Option<bool> {
         if self.tokens < -f64::from(p.burst_bytes) {
             self.over_ticks = self.over_ticks.saturating_add(1);
@@ -332,11 +338,11 @@ impl Pacer {
             self.ok_ticks = self.ok_ticks.saturating_add(1);
             self.over_ticks = 0;
         }
-        if !self.degraded && self.over_ticks >= DEGRADE_TICKS {
+        if !self.degraded && self.over_ticks >= p.flushes_in(DEGRADE_MS) {
             self.degraded = true;
             return Some(true);
         }
-        if self.degraded && self.ok_ticks >= RECOVER_TICKS {
+        if self.degraded && self.ok_ticks >= p.flushes_in(RECOVER_MS) {
             self.degraded = false;
             return Some(false);
         }
@@ -458,7 +464,7 @@ mod tests {
         }
         assert_eq!(b.tokens(), f64::from(p.burst_bytes));
         let mut changes = Vec::new();
-        for _ in 0..2 * DEGRADE_TICKS {
+        for _ in 0..2 * p.flushes_in(DEGRADE_MS) {
             b.refill(&p);
             b.charge(&p, 3_000);
             changes.extend(b.end_tick(&p));
@@ -474,5 +480,44 @@ mod tests {
             changes.extend(b.end_tick(&p));
         }
         assert_eq!(changes, [true, false], "recovers once the bucket refills");
+    }
+
+    /// Degradation and recovery take the same time at any update rate: the
+    /// pacer counts flushes of `tick_ms` (the flush period), not ticks.
+    #[test]
+    fn degradation_holds_in_time_at_any_update_rate() {
+        for (flush_ms, degrade_at, recover_at) in [(50, 20, 10), (100, 10, 5), (30, 34, 17)] {
+            let p = BudgetParams {
+                tick_ms: flush_ms,
+                ..BudgetParams::default()
+            };
+            let mut b = Pacer::default();
+            let mut flushes = 0u16;
+            let degraded_after = loop {
+                b.refill(&p);
+                b.charge(&p, 10_000);
+                flushes += 1;
+                if b.end_tick(&p) == Some(true) {
+                    break flushes;
+                }
+                assert!(flushes < 1_000, "never degraded");
+            };
+            assert_eq!(degraded_after, degrade_at, "{flush_ms} ms flushes");
+            // Out of debt: refill until positive, then count.
+            let mut positive = 0u16;
+            let recovered_after = loop {
+                b.refill(&p);
+                b.refill(&p);
+                let change = b.end_tick(&p);
+                if b.tokens() > 0.0 {
+                    positive += 1;
+                }
+                if change == Some(false) {
+                    break positive;
+                }
+                assert!(positive < 1_000, "never recovered");
+            };
+            assert_eq!(recovered_after, recover_at, "{flush_ms} ms flushes");
+        }
     }
 }

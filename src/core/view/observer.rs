@@ -1133,10 +1133,12 @@ impl Observer {
         self.stats.delivered += 1;
     }
 
-    /// Marks `entity` important for `ticks` ticks (the client's target, an
-    /// attacker): its movements gain priority `important_factor` times as
-    /// fast.
-    pub fn mark_important(&mut self, entity: EntityId, ticks: u16) {
+    /// Marks `entity` important for `ms` milliseconds (the client's target,
+    /// an attacker): its movements gain priority `important_factor` times
+    /// as fast. Counted in this client's flushes, so the time holds at any
+    /// update rate.
+    pub fn mark_important(&mut self, entity: EntityId, ms: u32) {
+        let ticks = self.params.budget.flushes_in(ms);
         match self.important.iter().position(|(e, _)| *e == entity) {
             Some(i) => self.important[i].1 = self.important[i].1.max(ticks),
             None if self.important.len() < IMPORTANT_MAX => self.important.push((entity, ticks)),
@@ -1573,4 +1575,32 @@ fn movement_from(
         yaw: to.yaw,
     };
     (mv, to.q)
+}
+
+#[cfg(test)]
+mod important_tests {
+    use super::{Observer, ObserverParams};
+    use crate::core::ids::EntityId;
+    use crate::core::view::budget::BudgetParams;
+
+    /// An important entity stays so for the same time at any update rate:
+    /// its count is of this client's flushes (5 s is 100 flushes at 20 Hz,
+    /// 50 at 10 Hz), and a second mark keeps the longer.
+    #[test]
+    fn importance_lasts_its_time_at_any_update_rate() {
+        for (flush_ms, flushes) in [(50u32, 100u16), (100, 50), (30, 167)] {
+            let params = ObserverParams {
+                budget: BudgetParams {
+                    tick_ms: flush_ms,
+                    ..BudgetParams::default()
+                },
+                ..ObserverParams::default()
+            };
+            let mut o = Observer::new(EntityId(1), params);
+            o.mark_important(EntityId(2), 5_000);
+            assert_eq!(o.important, [(EntityId(2), flushes)], "{flush_ms} ms");
+            o.mark_important(EntityId(2), 1_000);
+            assert_eq!(o.important, [(EntityId(2), flushes)], "the longer kept");
+        }
+    }
 }
