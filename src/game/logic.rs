@@ -44,7 +44,11 @@
 //! the simulator both run the game between the two halves instead). The effect is then deferred to the new real: re-sent as a game
 //! call (forwarded like any real-bound message, behind the `Onload`),
 //! applied there when it runs. Client data the real can no longer send
-//! (results, acks) travels the same way.
+//! (results, acks) travels the same way. The new real runs those calls
+//! before the inputs it releases in the same tick (`Cell::run_inputs`), so
+//! inputs keep their seq order across the migration; an input that still
+//! comes after a later one is not acknowledged again
+//! ([`GameCounters::overtaken_acks`]): acks never go back.
 //!
 //! Must not touch sockets, sessions, clocks or the routing of messages.
 
@@ -76,6 +80,9 @@ pub struct GameCounters {
     pub inputs: u64,
     /// Moves older than the last applied input (position not taken).
     pub stale_moves: u64,
+    /// Inputs processed after a later one (deferred past a migration and
+    /// overtaken there): not acknowledged again, the later ack covers them.
+    pub overtaken_acks: u64,
     /// Inputs or client data deferred to the next real (offloaded).
     pub deferred: u64,
     /// Inputs that did not decode or reached a non-avatar (dropped).
@@ -305,12 +312,19 @@ impl Game {
         }
     }
 
-    /// Records client seq `seq` as processed at `e`'s real (acked this tick).
+    /// Records client seq `seq` as processed at `e`'s real (acked this
+    /// tick), `last` being the highest processed before it. An input at or
+    /// below `last` was deferred past a migration and overtaken there by
+    /// later ones applied first: their ack (cumulative) has left or is on
+    /// its way, and one for this input after it would go back, so it gets
+    /// none (its result, if any, still goes).
     fn processed(&mut self, cell: &mut Cell, e: EntityId, seq: u64, last: u64) {
-        if seq > last {
-            let real = cell.real_mut(e).expect("real");
-            let _ = real.props_mut().set(self.last_seq_prop, Value::UInt(seq));
+        if seq <= last {
+            self.counters.overtaken_acks += 1;
+            return;
         }
+        let real = cell.real_mut(e).expect("real");
+        let _ = real.props_mut().set(self.last_seq_prop, Value::UInt(seq));
         let f = self.frames_of(e);
         f.2 = f.2.max(seq);
     }
@@ -465,4 +479,103 @@ impl Game {
 
 fn is_real(cell: &Cell, e: EntityId) -> bool {
     matches!(cell.residency(e), Some(Residency::Real { .. }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::cell::{CellParams, GridLayout};
+    use crate::core::entity::Entity;
+    use crate::core::ids::CellId;
+    use crate::core::payload::Payload;
+    use crate::game::relay::{decode_down, Down, GameInput};
+
+    fn move_input(seq: u64, x: f64) -> Vec<u8> {
+        let mut b = Vec::new();
+        GameInput::Move {
+            seq,
+            pos: Vec3::ground(x, 10.0),
+            yaw: 0.0,
+        }
+        .encode(&mut b);
+        b
+    }
+
+    /// The acks the game sent for `e` since the last call, in order.
+    fn acks(game: &mut Game) -> Vec<u64> {
+        std::iter::from_fn(|| game.poll_effect())
+            .filter_map(|fx| match fx {
+                GameEffect::Sent { data, .. } => match decode_down(&data) {
+                    Ok(Down::Reply(r)) => r.ack(),
+                    _ => None,
+                },
+                GameEffect::Moved { .. } => None,
+            })
+            .collect()
+    }
+
+    /// An input deferred past a migration and run at the new real after
+    /// later inputs applied there first is not acknowledged again: its ack
+    /// would go back (the client saw 379's, then 377's: `tessera sim` seed
+    /// 122, the teleport scenario). Its move is not taken either.
+    #[test]
+    fn an_overtaken_deferred_input_is_not_acked_again() {
+        let types = Arc::new(TypeRegistry::with_builtins());
+        let mut cell = Cell::new(CellId(0), CellParams::default(), types.clone()).expect("cell");
+        let layout = GridLayout::new(1, 1, 1_000.0);
+        let e = EntityId(7);
+        let ty = types.get(AVATAR).expect("avatar").clone();
+        let now = Time::from_millis(0);
+        let avatar = Entity::new_real(e, ty, Vec3::ground(10.0, 10.0), 0.0);
+        cell.create_real(now, avatar, true, 0).expect("real");
+        let mut game = Game::new(&types);
+        game.set_reporting(true);
+        for seq in [378, 379] {
+            let data = Payload::new(&move_input(seq, seq as f64 - 300.0));
+            game.handle(
+                now,
+                &mut cell,
+                &layout,
+                &CellEvent::InputApplied {
+                    entity: e,
+                    seq,
+                    data,
+                },
+            );
+        }
+        game.flush(now, &mut cell);
+        assert_eq!(acks(&mut game), [379]);
+        // Input 377, deferred from the old real, runs here now.
+        let data = tagged(DEFER_INPUT, &move_input(377, 0.0));
+        game.handle(
+            now,
+            &mut cell,
+            &layout,
+            &CellEvent::CallRun {
+                entity: e,
+                id: 0,
+                data,
+            },
+        );
+        game.flush(now, &mut cell);
+        assert_eq!(acks(&mut game), Vec::<u64>::new(), "no ack going back");
+        assert_eq!(game.counters().overtaken_acks, 1);
+        assert_eq!(game.counters().stale_moves, 1);
+        let pos = cell.real_mut(e).expect("real").core().pos;
+        assert_eq!(pos.x, 79.0, "the position of 379 kept");
+        // The next input is acked as usual.
+        let data = Payload::new(&move_input(380, 80.0));
+        game.handle(
+            now,
+            &mut cell,
+            &layout,
+            &CellEvent::InputApplied {
+                entity: e,
+                seq: 380,
+                data,
+            },
+        );
+        game.flush(now, &mut cell);
+        assert_eq!(acks(&mut game), [380]);
+    }
 }

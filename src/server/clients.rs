@@ -895,6 +895,11 @@ impl CellHost {
             g.deferred,
         );
         sink.counter("game_lost", "deferred effects with no real left", g.lost);
+        sink.counter(
+            "game_overtaken_acks",
+            "inputs processed after a later one (deferred past a migration): no ack of their own",
+            g.overtaken_acks,
+        );
         sink.counter("game_hits", "client hits accepted into combat", g.hits);
         sink.counter("game_props_set", "properties set by clients", g.props_set);
     }

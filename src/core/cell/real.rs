@@ -222,14 +222,11 @@ impl Cell {
         let mut combat = std::mem::take(&mut self.scratch_calls);
         for e in self.entities.iter_mut() {
             let Part::Real(r) = &mut e.part else { continue };
-            while let Some((seq, data)) = r.inputs.pop_ready() {
-                self.counters.inputs_applied += 1;
-                self.events.push_back(CellEvent::InputApplied {
-                    entity: e.id,
-                    seq,
-                    data,
-                });
-            }
+            // Calls first: what an older real deferred to this one (client
+            // inputs it released but could not apply, their replies) came
+            // behind the `Onload`, ahead of any input this real releases,
+            // and goes to the game in that order (inputs in seq order across
+            // a migration; acks never going back).
             while let Some(call) = r.calls.pop_front() {
                 self.counters.calls_run += 1;
                 if call.kind == CallKind::Combat {
@@ -240,6 +237,14 @@ impl Cell {
                     entity: e.id,
                     id: call.id,
                     data: call.data,
+                });
+            }
+            while let Some((seq, data)) = r.inputs.pop_ready() {
+                self.counters.inputs_applied += 1;
+                self.events.push_back(CellEvent::InputApplied {
+                    entity: e.id,
+                    seq,
+                    data,
                 });
             }
         }

@@ -318,6 +318,45 @@ fn a_full_input_buffer_skips_the_gap_and_keeps_the_input() {
     );
 }
 
+/// A real runs its queued calls before the inputs it releases in the same
+/// tick: what an older real deferred to it (inputs it released but could
+/// not apply, their replies) came behind the `Onload`, ahead of any input
+/// this real holds, and reaches the game first (a deferred input after a
+/// later one once sent the client an ack going back: `tessera sim` seed
+/// 122, the teleport scenario).
+#[test]
+fn calls_run_before_the_inputs_of_the_same_tick() {
+    let mut bus = Bus::new(1, 1, params());
+    bus.spawn(0, 100.0, 100.0);
+    bus.tick(10);
+    bus.events.clear();
+    let now = bus.now;
+    // The input arrives first, the call after it: the call still goes first.
+    bus.cell(0).handle(now, Source::Proxy(E), input_msg(1, 0));
+    let call = ToReal {
+        entity: E,
+        hops: 0,
+        body: ToRealBody::Call(Call {
+            kind: CallKind::Game,
+            id: 9,
+            data: Arc::from(&[0xD1u8, 1][..]),
+        }),
+    };
+    bus.cell(0)
+        .handle(now, Source::Local, CellMsg::ToReal(call));
+    bus.tick(10);
+    let order: Vec<&str> = bus
+        .events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            CellEvent::CallRun { .. } => Some("call"),
+            CellEvent::InputApplied { .. } => Some("input"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, ["call", "input"]);
+}
+
 #[test]
 fn forwarding_gives_up_after_the_hop_limit() {
     let mut bus = Bus::new(2, 1, params());
