@@ -530,19 +530,18 @@ mod tests {
         cell.create_real(now, avatar, true, 0).expect("real");
         let mut game = Game::new(&types);
         game.set_reporting(true);
-        for seq in [378, 379] {
+        // A move to x = seq - 300, applied at the real here.
+        let apply = |game: &mut Game, cell: &mut Cell, seq: u64| {
             let data = Payload::new(&move_input(seq, seq as f64 - 300.0));
-            game.handle(
-                now,
-                &mut cell,
-                &layout,
-                &CellEvent::InputApplied {
-                    entity: e,
-                    seq,
-                    data,
-                },
-            );
-        }
+            let ev = CellEvent::InputApplied {
+                entity: e,
+                seq,
+                data,
+            };
+            game.handle(now, cell, &layout, &ev);
+        };
+        apply(&mut game, &mut cell, 378);
+        apply(&mut game, &mut cell, 379);
         game.flush(now, &mut cell);
         assert_eq!(acks(&mut game), [379]);
         // Input 377, deferred from the old real, runs here now.
@@ -564,17 +563,7 @@ mod tests {
         let pos = cell.real_mut(e).expect("real").core().pos;
         assert_eq!(pos.x, 79.0, "the position of 379 kept");
         // The next input is acked as usual.
-        let data = Payload::new(&move_input(380, 80.0));
-        game.handle(
-            now,
-            &mut cell,
-            &layout,
-            &CellEvent::InputApplied {
-                entity: e,
-                seq: 380,
-                data,
-            },
-        );
+        apply(&mut game, &mut cell, 380);
         game.flush(now, &mut cell);
         assert_eq!(acks(&mut game), [380]);
     }
