@@ -22,7 +22,7 @@ pub use sections::{
     AdminConfig, AoiConfig, CellConfig, GatewayConfig, MeshConfig, RuntimeConfig, ServerConfig,
     SpaceConfig, SyncConfig, TestingConfig, WorldConfig,
 };
-pub use view::{ticks_per_update, BandConfig, ViewConfig};
+pub use view::{ticks_per_update, visit_span, BandConfig, ViewConfig};
 
 use crate::core::cell::CellParams;
 use crate::core::space::SpaceParams;

@@ -94,6 +94,15 @@ pub fn ticks_per_update(client_update_hz: f64, tick_ms: u64) -> u16 {
     }
 }
 
+/// Band-rate visits' span in flushes of `flush_every_ticks` ticks: a slot
+/// is visited at least this often, so the versions a visit takes stay
+/// within a ghost's cache of `ghost_cache_max` messages (see
+/// [`ViewConfig::visit_span_max`]).
+pub fn visit_span(ghost_cache_max: usize, flush_every_ticks: u16) -> u16 {
+    let flushes = ghost_cache_max / usize::from(flush_every_ticks.max(1));
+    u16::try_from(flushes).unwrap_or(u16::MAX)
+}
+
 impl ViewConfig {
     /// The observers' `visit_span_max` (see
     /// [`ObserverParams`](crate::core::view::ObserverParams)): a slot is
@@ -105,8 +114,7 @@ impl ViewConfig {
         if !self.band_rate_visits {
             return 0;
         }
-        let flushes = ghost_cache_max / usize::from(flush_every_ticks.max(1));
-        u16::try_from(flushes).unwrap_or(u16::MAX)
+        visit_span(ghost_cache_max, flush_every_ticks)
     }
 
     /// Ticks between two view batches of one client (`client_update_hz`

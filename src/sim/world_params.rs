@@ -3,7 +3,7 @@
 //!
 //! Owns plain values only.
 
-use crate::config::{ticks_per_update, BalancerParams, Config};
+use crate::config::{ticks_per_update, visit_span, BalancerParams, Config};
 use crate::core::cell::{CellParams, ViewParams};
 use crate::core::proxy::ProxyParams;
 use crate::sim::options::SimOptions;
@@ -90,7 +90,7 @@ impl WorldParams {
             u32::try_from(options.tick_ms * u64::from(every)).unwrap_or(u32::MAX);
         if p.views.observer.visit_span_max > 0 {
             // Band-rate visits on: the span in flushes of the new period.
-            p.views.observer.visit_span_max = span / every;
+            p.views.observer.visit_span_max = visit_span(p.views.ghost_cache_max, every);
         }
         p
     }
