@@ -244,6 +244,11 @@ pub struct GridAoi {
     /// Entities moved since the last update (each once, see `moved_tick`).
     pub(super) movers: Vec<u32>,
     pub(super) moved_tick: Vec<u64>,
+    /// How many entities last moved at each of the latest ticks (at
+    /// `t % RECENT_MOVE_TICKS`): an area processed every few ticks judges
+    /// by the movers since it was processed whether to sweep
+    /// (`grid_sweep.rs`).
+    pub(super) recent_moves: super::grid_sweep::RecentMoves,
     /// The movement clock: sum over updates of the longest ordinary step.
     pub(super) g_clock: f64,
     /// This update's advance of the clock.
@@ -306,6 +311,7 @@ impl GridAoi {
             last_struct: 0,
             movers: Vec::new(),
             moved_tick: Vec::new(),
+            recent_moves: Default::default(),
             g_clock: 0.0,
             dg: 0.0,
             scratch: Default::default(),

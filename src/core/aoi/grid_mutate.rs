@@ -73,6 +73,7 @@ impl GridAoi {
         self.pos[s] = pos;
         self.ent_stamp[s] = self.tick;
         if self.moved_tick[s] != self.tick {
+            self.recent_moves.moved(self.moved_tick[s], self.tick);
             self.moved_tick[s] = self.tick;
             self.movers.push(s as u32);
         }

@@ -1,6 +1,7 @@
-//! The sweep mode of [`GridAoi`]: when most entities moved since the last
-//! update, every area whose neighbourhood changed rescans the grid cells
-//! within its leave radius directly, with no watch lists.
+//! The sweep mode of [`GridAoi`]: when many entities moved since an area
+//! was last processed (a quarter of them: [`RecentMoves`]), a dense area
+//! whose neighbourhood changed rescans the grid cells within its leave
+//! radius directly, with no watch list.
 //!
 //! With nearly everything moving, the watch lists of `grid_kinetic.rs` cost
 //! more than they save: each rescan there reaches out to the leave radius
@@ -63,15 +64,101 @@ use super::grid::GridAoi;
 use super::types::{AoiEvent, FlagFilter};
 use crate::core::geom::Vec3;
 
-/// Sweep when at least `1 / SWEEP_MOVERS_DIV` of the entities moved since
-/// the last update.
+/// An area sweeps when at least `1 / SWEEP_MOVERS_DIV` of the entities
+/// moved since it was last processed.
 const SWEEP_MOVERS_DIV: usize = 4;
 
+/// The ticks [`RecentMoves`] remembers: an area processed less often than
+/// this counts every entity as moved (it sweeps if dense).
+pub(super) const RECENT_MOVE_TICKS: usize = 64;
+
+/// How many entities moved since each of the latest ticks: the count of
+/// entities whose last move came at tick `t`, for the last
+/// [`RECENT_MOVE_TICKS`] ticks (a ring), and their sums from the newest
+/// back, worked out once an update.
+///
+/// An area processed only on its observer's flush ticks (`update_due`)
+/// sees the movements of several ticks at once: what makes sweeping pay is
+/// the share of entities that moved since *it* last looked, not in the last
+/// tick (with a 25 ms tick and moves at 10 Hz, a quarter of the entities
+/// move a tick but all of them between two of an area's 10 Hz updates; the
+/// per-tick rule kept such areas on their watch lists, at twice the cost).
+/// Each entity is counted once, at its newest move (`moved`), so a count is
+/// of distinct entities. A removed entity stays counted until its move
+/// leaves the window or its slot's next entity moves: the rule leans to a
+/// sweep, which is exact either way.
+#[derive(Clone, Debug)]
+pub(crate) struct RecentMoves {
+    /// Entities whose newest move came at tick `t`, at `t % RECENT_MOVE_TICKS`.
+    last_at: [u32; RECENT_MOVE_TICKS],
+    /// At `j`: the entities that moved in the last `j` ticks, the update's
+    /// own included (ticks `tick - j + 1 ..= tick`); `[0]` is 0.
+    since: [u32; RECENT_MOVE_TICKS + 1],
+    /// The tick `since` was summed up at.
+    summed_at: u64,
+}
+
+impl Default for RecentMoves {
+    fn default() -> Self {
+        RecentMoves {
+            last_at: [0; RECENT_MOVE_TICKS],
+            since: [0; RECENT_MOVE_TICKS + 1],
+            summed_at: 0,
+        }
+    }
+}
+
+impl RecentMoves {
+    /// An entity whose newest move was at tick `before` (0: never) moved at
+    /// `tick` (`before < tick`).
+    #[inline]
+    pub(super) fn moved(&mut self, before: u64, tick: u64) {
+        debug_assert!(before < tick, "one move a tick is counted");
+        if before != 0 && tick - before < RECENT_MOVE_TICKS as u64 {
+            let at = &mut self.last_at[(before % RECENT_MOVE_TICKS as u64) as usize];
+            debug_assert!(*at > 0, "a move in the window is counted");
+            *at = at.saturating_sub(1);
+        }
+        self.last_at[(tick % RECENT_MOVE_TICKS as u64) as usize] += 1;
+    }
+
+    /// Sums the counts from `tick` (the update's) back.
+    pub(super) fn sum_up(&mut self, tick: u64) {
+        let mut sum = 0u32;
+        for j in 1..=RECENT_MOVE_TICKS {
+            // Ticks before the first one count nothing (the ring is zero
+            // there).
+            let t = tick.wrapping_sub(j as u64 - 1);
+            sum += self.last_at[(t % RECENT_MOVE_TICKS as u64) as usize];
+            self.since[j] = sum;
+        }
+        self.summed_at = tick;
+    }
+
+    /// A new tick begins: its slot of the ring forgets the tick
+    /// [`RECENT_MOVE_TICKS`] before it.
+    pub(super) fn tick_started(&mut self, tick: u64) {
+        self.last_at[(tick % RECENT_MOVE_TICKS as u64) as usize] = 0;
+    }
+
+    /// Entities that moved after tick `seen` (up to the summed tick); `None`
+    /// when `seen` is further back than the window.
+    #[inline]
+    pub(super) fn since(&self, seen: u64) -> Option<usize> {
+        let j = self.summed_at.checked_sub(seen)?;
+        self.since
+            .get(usize::try_from(j).ok()?)
+            .map(|&n| n as usize)
+    }
+}
+
 impl GridAoi {
-    /// True when this update should sweep (call before the movers are
-    /// consumed).
-    pub(super) fn sweep_due(&self) -> bool {
-        self.movers.len() * SWEEP_MOVERS_DIV >= self.live_ents.max(1)
+    /// True when an area last processed at tick `seen` should sweep in this
+    /// update: a quarter of the entities moved since (see [`RecentMoves`]).
+    pub(super) fn sweep_due(&self, seen: u64) -> bool {
+        self.recent_moves
+            .since(seen)
+            .is_none_or(|moved| moved * SWEEP_MOVERS_DIV >= self.live_ents.max(1))
     }
 
     /// False when nothing within the leave radius of area `a` changed since
@@ -224,6 +311,101 @@ mod tests {
     use super::super::{AoiIndex, AoiParams, AreaSpec, BruteAoi};
     use super::*;
     use crate::core::ids::EntityId;
+
+    /// The counts are of distinct entities since a tick, an entity counted
+    /// at its newest move only, and forget ticks beyond the window.
+    #[test]
+    fn recent_moves_count_each_entity_once_since_a_tick() {
+        let mut r = RecentMoves::default();
+        // Tick 1: entities a, b move; tick 2: a again, c; tick 3: nobody.
+        r.moved(0, 1);
+        r.moved(0, 1);
+        r.tick_started(2);
+        r.moved(1, 2);
+        r.moved(0, 2);
+        r.tick_started(3);
+        r.sum_up(3);
+        assert_eq!(r.since(3), Some(0), "nothing after the tick itself");
+        assert_eq!(r.since(2), Some(0), "nobody moved at tick 3");
+        assert_eq!(r.since(1), Some(2), "a and c moved after tick 1");
+        assert_eq!(r.since(0), Some(3), "a, b and c, a once");
+        // Far on, b's and c's moves left the window; a moves again.
+        let far = 2 + RECENT_MOVE_TICKS as u64;
+        for t in 4..=far {
+            r.tick_started(t);
+        }
+        r.moved(2, far);
+        r.sum_up(far);
+        assert_eq!(r.since(far - 1), Some(1));
+        assert_eq!(r.since(far - RECENT_MOVE_TICKS as u64), Some(1));
+        assert_eq!(
+            r.since(far - RECENT_MOVE_TICKS as u64 - 1),
+            None,
+            "beyond the window"
+        );
+    }
+
+    /// An area processed every fourth tick sweeps when, between two of its
+    /// updates, half the entities moved, although an eighth moved in each
+    /// tick (the per-tick rule would have kept it kinetic); one processed
+    /// every tick stays kinetic. Both match the oracle.
+    #[test]
+    fn an_area_judges_the_movers_since_it_was_processed() {
+        let p = AoiParams {
+            grid_cell_m: 20.0,
+            ..AoiParams::default()
+        };
+        let (mut g, mut b) = (GridAoi::new(p).unwrap(), BruteAoi::new(p).unwrap());
+        let n = 80u64;
+        let at = |i: u64, k: u64| {
+            Vec3::ground(
+                50.0 + (i % 9) as f64 + 0.1 * k as f64,
+                50.0 + (i / 9) as f64,
+            )
+        };
+        let mut areas = Vec::new();
+        for i in 0..n {
+            for a in [&mut g as &mut dyn AoiIndex, &mut b] {
+                a.add_entity(EntityId(i), at(i, 0), 1).unwrap();
+            }
+            if i < 2 {
+                let ga = g.add_area(EntityId(i), AreaSpec::circle(30.0)).unwrap();
+                let ba = b.add_area(EntityId(i), AreaSpec::circle(30.0)).unwrap();
+                assert_eq!(ga, ba);
+                areas.push(ga);
+            }
+        }
+        let (every_tick, every_fourth) = (areas[0], areas[1]);
+        let (mut eg, mut eb) = (Vec::new(), Vec::new());
+        let mut moves = vec![0u64; n as usize];
+        for tick in 0..40u64 {
+            // A different eighth of the entities each tick.
+            for i in (0..n).filter(|i| i % 8 == tick % 8) {
+                moves[i as usize] += 1;
+                let pos = at(i, moves[i as usize]);
+                g.set_position(EntityId(i), pos).unwrap();
+                b.set_position(EntityId(i), pos).unwrap();
+            }
+            let mut due = vec![every_tick];
+            if tick % 4 == 3 {
+                due.push(every_fourth);
+            }
+            g.update_due(&mut eg, &due);
+            b.update_due(&mut eb, &due);
+            assert_eq!(eg, eb, "tick {tick}");
+            g.verify();
+        }
+        let area = |id| &g.areas[g.area_index(id).unwrap()];
+        assert!(area(every_fourth).members.len() >= p.sweep_min_interest);
+        assert!(
+            !area(every_fourth).kinetic_ok,
+            "swept: half moved since its last update"
+        );
+        assert!(
+            area(every_tick).kinetic_ok,
+            "kinetic: an eighth moved since its last update"
+        );
+    }
 
     /// A dense random walk where every area sweeps (threshold 0), with
     /// hysteresis and a flag filter on some areas: events equal the oracle's,

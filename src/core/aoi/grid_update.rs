@@ -225,7 +225,7 @@ impl GridAoi {
             due.is_none_or(|d| d.windows(2).all(|w| w[0] < w[1])),
             "due areas ascending"
         );
-        let sweep = self.sweep_due();
+        self.recent_moves.sum_up(self.tick);
         self.classify_movers();
         self.rebuild_layout();
         let (mut next, mut min_seen) = (0, self.tick);
@@ -249,16 +249,17 @@ impl GridAoi {
             if let Some(&b) = self.order.get(k + 1) {
                 prefetch(&self.areas[b as usize].members);
             }
-            self.process(a, sweep, out);
+            self.process(a, out);
         }
         self.reclaim(min_seen);
         self.tick += 1;
+        self.recent_moves.tick_started(self.tick);
     }
 
     /// Processes area `a` in this update; afterwards it has seen this tick.
-    fn process(&mut self, a: usize, sweep: bool, out: &mut Vec<AoiEvent>) {
+    fn process(&mut self, a: usize, out: &mut Vec<AoiEvent>) {
         let area = &self.areas[a];
-        if sweep && area.members.len() >= self.params.sweep_min_interest {
+        if area.members.len() >= self.params.sweep_min_interest && self.sweep_due(area.seen) {
             self.sweep_area(a, out);
         } else if !self.needs_recompute(area) {
             // Idle at every tick since `seen` (stamps only grow): the clock

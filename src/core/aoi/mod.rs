@@ -49,12 +49,13 @@
 //! neighbourhood did not change are skipped) and kinetic (each area keeps a
 //! watch list of the entities within its leave radius plus a skin and
 //! re-checks a pair only once the movement seen since could have carried it
-//! across a rim; see [`AoiParams::skin_m`]). In an update where at least a
-//! quarter of the entities moved, dense areas (at least
+//! across a rim; see [`AoiParams::skin_m`]). Where at least a quarter of
+//! the entities moved since an area was last processed, a dense area (at least
 //! [`AoiParams::sweep_min_interest`] members, capped and banded ones
-//! included) instead *sweep*: they rescan the layout rows within their leave
-//! radius in a branch-free pass and diff the hits against their set
-//! (`grid_sweep.rs`). On the reference workload
+//! included) instead *sweeps*: it rescans the layout rows within its leave
+//! radius in a branch-free pass and diffs the hits against its set
+//! (`grid_sweep.rs`; an area processed only every few ticks, on its
+//! observer's flushes, counts the movers of all of them). On the reference workload
 //! (per CPU-second, noisy 2-core machine) this lifts config c from ~0.6 to
 //! ~1.0 M moves/s and b from ~0.9 to ~1.1; a (sparse, ~10 members, stays
 //! kinetic) is unchanged at ~3-4 M. [`BruteAoi`] recomputes
