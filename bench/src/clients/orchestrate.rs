@@ -139,6 +139,13 @@ pub struct Sample {
     pub refused: u64,
     /// Connections closed during the window (either side saw it).
     pub closed: u64,
+    /// Packets sent from the server's CPU per moving client per second
+    /// (`sys::softnet_processed`: on loopback, the segments its process
+    /// wrote, the pure ACKs its reads sent, and what its softirqs sent for
+    /// the clients' sockets); `None` where the kernel does not say.
+    pub server_cpu_packets_per_client_s: Option<f64>,
+    /// The same for the load's CPU.
+    pub load_cpu_packets_per_client_s: Option<f64>,
     /// With `--kernel-top`: the kernel functions of the window, inclusive
     /// µs per client-second (`perf_split::kernel_functions` times
     /// `us_per_client_s`), largest first.
@@ -272,11 +279,8 @@ fn start_perf(
     perf_split::Recording::start(pid, o.window_s, o.kernel_top > 0, keep).map(Some)
 }
 
-/// One run of `kind` with `clients` clients.
-///
-/// # Errors
-/// If a child cannot start, announce itself, or dies during the window.
-pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample> {
+/// The server child's arguments for `kind` at `clients`.
+fn server_args(kind: Kind, clients: usize, o: &RunOpts) -> Vec<String> {
     let n = clients.to_string();
     let mut server_args = vec![
         kind.role().to_owned(),
@@ -296,6 +300,16 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         server_args.push(format!("--tick-ms={}", o.tick_ms));
         server_args.extend(o.tessera_sets.iter().map(|kv| format!("--set={kv}")));
     }
+    server_args
+}
+
+/// One run of `kind` with `clients` clients.
+///
+/// # Errors
+/// If a child cannot start, announce itself, or dies during the window.
+pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample> {
+    let n = clients.to_string();
+    let server_args = server_args(kind, clients, o);
     let server = Proc::spawn(&server_args)?;
     let ready = server
         .ready
@@ -346,9 +360,11 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
     let w0 = sys::process_sched_ns(server.pid()).map_or(0, |s| s.1);
     let lw0 = sys::process_sched_ns(load.pid()).map_or(0, |s| s.1);
     let perf = start_perf(kind, clients, server.pid(), o)?;
+    let net0 = sys::softnet_processed();
     let (us0, d0, t0) = (server.user_sys_s()?, load.cpu_s()?, Instant::now());
     std::thread::sleep(Duration::from_secs_f64(o.window_s));
     let (us1, d1, t1) = (server.user_sys_s()?, load.cpu_s()?, Instant::now());
+    let net1 = sys::softnet_processed();
     let (c0, c1) = (us0.0 + us0.1, us1.0 + us1.1);
     // The kernel's part: perf's share of the exact total, or the ticks'.
     let split = perf.map(perf_split::Recording::finish).transpose()?;
@@ -370,6 +386,10 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
     let closed = num(&l1, "closed").saturating_sub(num(&l0, "closed"));
     let us_per_client_s = (c1 - c0) * 1e6 * per(1);
     let kernel_fns = split.map_or_else(Vec::new, |sp| sp.kernel_us(us_per_client_s));
+    let packets = |cpu: usize| match (&net0, &net1) {
+        (Some(a), Some(b)) => Some(per(sys::softnet_delta(a, b, cpu))),
+        _ => None,
+    };
     Ok(Sample {
         clients,
         moving,
@@ -394,6 +414,8 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         ticks_lost: lost,
         refused: num(&s1, "refused").saturating_sub(num(&s0, "refused")),
         closed,
+        server_cpu_packets_per_client_s: packets(o.server_cpu),
+        load_cpu_packets_per_client_s: packets(o.load_cpu),
         kernel_fns,
     })
 }
@@ -487,8 +509,28 @@ pub fn row(clients: usize, samples: &[(Kind, Sample)]) -> Value {
         .clone()
         .map(|(_, s)| s.moves_per_client_s)
         .fold(f64::INFINITY, f64::min);
+    // Packets sent from each CPU (see `Sample`), each server's median: the
+    // pure ACKs a server's reads send show here (bench/README.md, "Where
+    // the kernel's excess goes").
+    let packets = |k: Kind, f: fn(&Sample) -> Option<f64>| {
+        median(&of(k).iter().filter_map(|s| f(s)).collect::<Vec<_>>()).map(round1)
+    };
+    let mut per_cpu = serde_json::Map::new();
+    for k in [Kind::Epoll, Kind::Uring, Kind::Tessera, Kind::TesseraEpoll] {
+        let pair = (
+            packets(k, |s| s.server_cpu_packets_per_client_s),
+            packets(k, |s| s.load_cpu_packets_per_client_s),
+        );
+        if let (Some(server), Some(load)) = pair {
+            per_cpu.insert(
+                k.role().to_owned(),
+                json!({"server_cpu": server, "load_cpu": load}),
+            );
+        }
+    }
     json!({
         "clients": clients,
+        "packets_per_client_s": per_cpu,
         "ceiling_us_per_client_s": floor.map(round1),
         "server_us_per_client_s": tessera.map(round1),
         "ratio": ratio.map(round2),
@@ -541,7 +583,7 @@ pub fn kept_up(s: &Sample, move_hz: f64) -> bool {
 
 fn report(k: Kind, rep: usize, s: &Sample) {
     eprintln!(
-        "clients: {:>6} {:<8} run {}: {:>7.1} µs/client/s, server {:>5.1} % core (user/sys {:.3}, waited {:.1} %, in {:.0} B/client/s, out {:.0}), load {:>5.1} % (waited {:.1} %), moving {}, {:.2} moves/client/s, lost {}, refused {}",
+        "clients: {:>6} {:<8} run {}: {:>7.1} µs/client/s, server {:>5.1} % core (user/sys {:.3}, waited {:.1} %, in {:.0} B/client/s, out {:.0}, {} packets/client/s from its CPU), load {:>5.1} % (waited {:.1} %, {}), moving {}, {:.2} moves/client/s, lost {}, refused {}",
         s.clients,
         k.role(),
         rep + 1,
@@ -551,13 +593,19 @@ fn report(k: Kind, rep: usize, s: &Sample) {
         s.server_wait_pct,
         s.server_in_per_client_s,
         s.server_out_per_client_s,
+        fmt_packets(s.server_cpu_packets_per_client_s),
         s.load_core_pct,
         s.load_wait_pct,
+        fmt_packets(s.load_cpu_packets_per_client_s),
         s.moving,
         s.moves_per_client_s,
         s.ticks_lost,
         s.refused
     );
+}
+
+fn fmt_packets(p: Option<f64>) -> String {
+    p.map_or_else(|| "-".to_owned(), |p| format!("{p:.1}"))
 }
 
 /// Runs every row; returns the samples (failed runs are reported on stderr
@@ -652,6 +700,8 @@ pub(crate) mod tests {
             ticks_lost: 0,
             refused: 0,
             closed: 0,
+            server_cpu_packets_per_client_s: Some(us / 10.0),
+            load_cpu_packets_per_client_s: Some(20.0),
             kernel_fns: Vec::new(),
         }
     }
@@ -705,6 +755,17 @@ pub(crate) mod tests {
         assert_eq!(r["tessera_user_us_per_client_s"], json!(60.0));
         assert_eq!(r["user_budget_us_per_client_s"], json!(37.5));
         assert_eq!(r["all_connected"], json!(false), "one run had 99 moving");
+        // Packets from each CPU, each server's median (a tenth of its µs in
+        // the samples); a server whose kernel did not say is left out.
+        let p = &r["packets_per_client_s"];
+        assert_eq!(p["epoll"], json!({"server_cpu": 9.0, "load_cpu": 20.0}));
+        assert_eq!(p["tessera"]["server_cpu"], json!(12.0));
+        assert!(p.get("tessera_epoll").is_none());
+        let mut unsaid = s.clone();
+        for (_, x) in &mut unsaid {
+            x.server_cpu_packets_per_client_s = None;
+        }
+        assert_eq!(row(100, &unsaid)["packets_per_client_s"], json!({}));
         assert_eq!(r["runs"], json!(6));
         let none = row(100, &s[2..3]);
         assert_eq!(none["ratio"], Value::Null);

@@ -1,6 +1,7 @@
 //! Process set-up every role of the clients bench shares: pinning to one
 //! CPU, raising `RLIMIT_NOFILE`, reading a process's CPU time from
-//! `/proc/PID/stat`, and the `stat`/`ready` lines children print.
+//! `/proc/PID/stat`, the packets each CPU's network stack took in
+//! (`/proc/net/softnet_stat`), and the `stat`/`ready` lines children print.
 //!
 //! Owns no state; must not touch sockets.
 
@@ -119,6 +120,46 @@ pub fn process_sched_ns(pid: u32) -> Option<(u64, u64)> {
     Some(sum)
 }
 
+/// Packets each CPU's network stack has taken in so far
+/// (`/proc/net/softnet_stat`: `processed`, the first column, by CPU);
+/// `None` if the file cannot be read or parsed. On loopback a packet is
+/// taken in on the CPU that sent it (no RPS), so a CPU's count is every
+/// segment sent from it: its process's data and the pure ACKs its reads
+/// and its softirqs send.
+pub fn softnet_processed() -> Option<Vec<(usize, u64)>> {
+    parse_softnet(&std::fs::read_to_string("/proc/net/softnet_stat").ok()?)
+}
+
+/// Parses `/proc/net/softnet_stat` (one line per online CPU, hexadecimal
+/// columns): `(cpu, processed)`. The CPU is the thirteenth column where the
+/// kernel prints it (Linux >= 5.10), else the line's index.
+pub fn parse_softnet(text: &str) -> Option<Vec<(usize, u64)>> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, line)| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let processed = u64::from_str_radix(cols.first()?, 16).ok()?;
+            let cpu = match cols.get(12) {
+                Some(c) => usize::from_str_radix(c, 16).ok()?,
+                None => i,
+            };
+            Some((cpu, processed))
+        })
+        .collect()
+}
+
+/// Packets taken in on `cpu` between two [`softnet_processed`] readings
+/// (0 if the CPU is missing from either; the counter is 32 bits wide in
+/// the file and wraps).
+pub fn softnet_delta(before: &[(usize, u64)], after: &[(usize, u64)], cpu: usize) -> u64 {
+    let of = |v: &[(usize, u64)]| v.iter().find(|(c, _)| *c == cpu).map(|(_, n)| *n);
+    match (of(before), of(after)) {
+        (Some(b), Some(a)) => a.wrapping_sub(b) & u64::from(u32::MAX),
+        _ => 0,
+    }
+}
+
 /// Prints `TAG {json}` on stdout and flushes (the parent reads it line by
 /// line).
 pub fn emit(tag: &str, value: &serde_json::Value) {
@@ -139,6 +180,26 @@ mod tests {
             other => panic!("expected NoFile, got {other:?}"),
         }
         assert!(raise_nofile(64).unwrap() >= 64);
+    }
+
+    /// Both layouts of the file, a wrapped counter, a CPU that is missing
+    /// and a malformed line.
+    #[test]
+    fn softnet_counts_are_read_per_cpu_and_their_deltas_wrap() {
+        let new = "05ed2dc0 0001e120 00000007 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n\
+                   0522f3a0 0001f1a8 00000008 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000003 00000000 00000000\n";
+        let v = parse_softnet(new).unwrap();
+        assert_eq!(v, vec![(0, 0x05ed_2dc0), (3, 0x0522_f3a0)]);
+        let old = "00000010 00000000 00000000\n00000020 00000000 00000000\n";
+        assert_eq!(parse_softnet(old).unwrap(), vec![(0, 16), (1, 32)]);
+        assert!(parse_softnet("zz 00\n").is_none());
+        let before = [(0, 0xffff_fff0), (1, 5)];
+        let after = [(0, 0x10), (1, 9)];
+        assert_eq!(softnet_delta(&before, &after, 0), 0x20);
+        assert_eq!(softnet_delta(&before, &after, 1), 4);
+        assert_eq!(softnet_delta(&before, &after, 7), 0);
+        let live = softnet_processed().expect("this machine has /proc/net/softnet_stat");
+        assert!(!live.is_empty());
     }
 
     #[test]
