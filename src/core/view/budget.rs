@@ -16,7 +16,8 @@
 //! entities a player interacts with stay smooth) and those whose band's
 //! minimum rate is due while the debt is under half a burst (neither in
 //! degraded mode), then the rest by
-//! priority (grown each tick by [`weight`], reset when sent) while the
+//! priority (grown at each of the client's flushes by [`weight`], reset
+//! when sent) while the
 //! balance lasts. A client whose bucket stays in debt beyond one burst for
 //! [`DEGRADE_MS`] is *degraded* (told by a `Degraded` event): the bands
 //! lose their minimum rates (the nearest entities still come first, by

@@ -224,7 +224,8 @@ pub(super) struct Slot {
     /// Where the host last found the entity's copy
     /// ([`ObserverHost::copy_head_hinted`]; a guess it checks).
     pub(super) hint: u32,
-    /// Movement priority grown each tick (see `budget`).
+    /// Movement priority, grown at each of the client's flushes (see
+    /// `budget`).
     pub(super) prio: f32,
     /// The low 16 bits of the version the client shows ([`Slot::sent`]:
     /// `<= last`, below it only while a movement is pending, and within a
