@@ -11,7 +11,8 @@
 //!   coalesced movements, per-tick batch.
 //! - [`budget`]: the client's downstream budget, distance bands and
 //!   movement priority.
-//! - `slots`: the observer's dense slot table (entity -> slot).
+//! - `slots`: the observer's dense slot table (entity -> slot), indexed
+//!   by `slot_index` (one cache line a lookup).
 //! - `visits`: which slots a paced flush visits (band-rate visits).
 //! - [`carry`]: the observer's migration blob (`Onload::observer`).
 //! - [`client`]: [`ClientView`], the client side that checks every rule.
@@ -85,6 +86,7 @@ pub mod event;
 pub mod host;
 pub mod observer;
 pub mod shown;
+mod slot_index;
 mod slots;
 mod visits;
 

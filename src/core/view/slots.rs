@@ -7,10 +7,11 @@
 //! `BTreeMap` both chase pointers through scattered nodes: the clients
 //! benchmark's profile put a third of the server's CPU in those two walks,
 //! almost all of it cache misses. Here the slots live in one `Vec` (a flush
-//! is a linear scan) and an `FxHashMap` maps an entity to its index (one
-//! probe per lookup). Removal swaps the last slot into the hole, so the
-//! table stays dense; its order is the order of arrival, deterministic for
-//! the same inputs (the migration blob sorts what it writes).
+//! is a linear scan) and a [`SlotIndex`] maps an entity to its index (one
+//! cache line per lookup: the index is cold whenever it is read). Removal
+//! swaps the last slot into the hole, so the table stays dense; its order
+//! is the order of arrival, deterministic for the same inputs (the
+//! migration blob sorts what it writes).
 //!
 //! Each slot is kept in two parts at the same position of two arrays: the
 //! hot part ([`Slot`]: what every pull and budget walk reads, 48 bytes
@@ -30,9 +31,8 @@
 //!
 //! Owns only the table; knows nothing of versions, budgets or the wire.
 
-use rustc_hash::FxHashMap; // tidy: allow(HashMap): no random seed; lookups only, never iterated
-
 use super::observer::{Slot, SlotCold};
+use super::slot_index::SlotIndex;
 use crate::core::ids::EntityId;
 
 /// One slot's hot part with its entity: 48 bytes, four to three cache
@@ -68,7 +68,7 @@ pub(super) struct Slots {
     entries: Vec<Entry>,
     /// The cold parts, at the positions of their hot parts.
     cold: Vec<SlotCold>,
-    index: FxHashMap<EntityId, u32>, // tidy: allow(HashMap): no random seed; lookups only, never iterated
+    index: SlotIndex,
 }
 
 impl Slots {
@@ -77,22 +77,22 @@ impl Slots {
     }
 
     pub(super) fn contains_key(&self, entity: &EntityId) -> bool {
-        self.index.contains_key(entity)
+        self.index.contains(*entity)
     }
 
     pub(super) fn get(&self, entity: &EntityId) -> Option<&Slot> {
-        let &i = self.index.get(entity)?;
+        let i = self.index.get(*entity)?;
         Some(&self.entries[i as usize].slot)
     }
 
     pub(super) fn get_mut(&mut self, entity: &EntityId) -> Option<&mut Slot> {
-        let &i = self.index.get(entity)?;
+        let i = self.index.get(*entity)?;
         Some(&mut self.entries[i as usize].slot)
     }
 
     /// The cold part of `entity`'s slot.
     pub(super) fn cold(&self, entity: &EntityId) -> Option<&SlotCold> {
-        let &i = self.index.get(entity)?;
+        let i = self.index.get(*entity)?;
         Some(&self.cold[i as usize])
     }
 
@@ -104,7 +104,7 @@ impl Slots {
 
     /// Both parts of `entity`'s slot, mutable.
     pub(super) fn both_mut(&mut self, entity: &EntityId) -> Option<SlotMut<'_>> {
-        let &i = self.index.get(entity)?;
+        let i = self.index.get(*entity)?;
         Some(self.both_at(i as usize))
     }
 
@@ -119,7 +119,7 @@ impl Slots {
 
     /// The table position of `entity`'s slot.
     pub(super) fn position(&self, entity: &EntityId) -> Option<usize> {
-        self.index.get(entity).map(|&i| i as usize)
+        self.index.get(*entity).map(|i| i as usize)
     }
 
     /// The table position of `entity`'s slot, tried at `i` first (where a
@@ -232,15 +232,12 @@ impl Slots {
 
     /// Removes the slot of `entity`; the last slot takes its place.
     pub(super) fn remove(&mut self, entity: &EntityId) -> Option<(Slot, SlotCold)> {
-        let i = self.index.remove(entity)? as usize;
+        let i = self.index.remove(*entity)? as usize;
         let Entry { id, slot } = self.entries.swap_remove(i);
         let cold = self.cold.swap_remove(i);
         debug_assert_eq!(id, *entity);
         if let Some(moved) = self.entries.get(i) {
-            *self
-                .index
-                .get_mut(&moved.id)
-                .expect("every entry is indexed") = i as u32;
+            self.index.set(moved.id, i as u32);
         }
         Some((slot, cold))
     }
@@ -278,7 +275,7 @@ impl Slots {
         assert_eq!(self.cold.len(), self.entries.len(), "a cold part per slot");
         for (i, en) in self.entries.iter().enumerate() {
             let e = en.id;
-            assert_eq!(self.index.get(&e), Some(&(i as u32)), "{e} indexed");
+            assert_eq!(self.index.get(e), Some(i as u32), "{e} indexed");
         }
     }
 }
