@@ -108,6 +108,14 @@ pub struct Cell {
     pub(super) scratch_cells: Vec<CellId>,
     pub(super) scratch_keep: Vec<CellId>,
     pub(super) scratch_calls: Vec<(EntityId, Arc<[u8]>)>,
+    /// The reals given an input or a call since the last `run_reals` (with
+    /// repeats): the only ones it visits (see `real.rs`). Emptied every
+    /// tick; one entry per input or call held meanwhile (or per real that
+    /// migrated in), so bounded as those are (`input_buffer_max`,
+    /// `pending_calls_max`).
+    pub(super) busy_reals: Vec<EntityId>,
+    /// `run_reals`' slab indices of the busy reals.
+    pub(super) scratch_at: Vec<usize>,
     pub(super) views: Views,
 }
 
@@ -155,6 +163,8 @@ impl Cell {
             scratch_cells: Vec::new(),
             scratch_keep: Vec::new(),
             scratch_calls: Vec::new(),
+            busy_reals: Vec::new(),
+            scratch_at: Vec::new(),
             views,
         })
     }
@@ -531,6 +541,7 @@ impl Cell {
     /// On the first broken invariant.
     pub fn verify(&self) {
         self.entities.verify();
+        self.verify_busy_reals();
         assert!(self.early.len() <= self.params.early_msgs_max);
         self.verify_views();
         for e in self.entities.iter() {

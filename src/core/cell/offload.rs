@@ -290,6 +290,9 @@ impl Cell {
         };
         let to = entry.residency();
         transition(&mut entry.history, now, prev, Some(to));
+        // What it brought (held inputs, deferred calls) runs at its first
+        // tick here.
+        self.busy_reals.push(entity);
         self.entities.insert(entry);
         self.counters.migrations_in += 1;
         if o.has_proxy {

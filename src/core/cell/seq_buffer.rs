@@ -101,6 +101,12 @@ impl<T> SeqBuffer<T> {
         true
     }
 
+    /// True if the item numbered `next` is held ([`SeqBuffer::pop_ready`]
+    /// would release it).
+    pub fn has_ready(&self) -> bool {
+        self.early.front().is_some_and(|(s, _)| *s == self.next)
+    }
+
     /// The held item numbered `next`, if any (released).
     pub fn pop_ready(&mut self) -> Option<(u64, T)> {
         if self.early.front()?.0 != self.next {

@@ -291,6 +291,18 @@ impl EntityTable {
         Some(&mut self.entries[i])
     }
 
+    /// The slab index of `id`'s entry (where [`EntityTable::iter`] meets
+    /// it; valid until an entry is removed).
+    pub fn position(&self, id: EntityId) -> Option<usize> {
+        self.index.get(&id).copied()
+    }
+
+    /// The mutable entry at slab index `i` (`i < len()`).
+    pub fn at_mut(&mut self, i: usize) -> &mut Entry {
+        self.heads_fresh = false;
+        &mut self.entries[i]
+    }
+
     /// The mutable entry of `id`.
     pub fn get_mut(&mut self, id: EntityId) -> Option<&mut Entry> {
         self.heads_fresh = false;

@@ -318,6 +318,18 @@ fn a_full_input_buffer_skips_the_gap_and_keeps_the_input() {
     );
 }
 
+/// One cell with the real `E` ten ticks old, its events cleared, and its
+/// input 1 handled (queued, not run yet).
+fn bus_given_input_1() -> Bus {
+    let mut bus = Bus::new(1, 1, params());
+    bus.spawn(0, 100.0, 100.0);
+    bus.tick(10);
+    bus.events.clear();
+    let now = bus.now;
+    bus.cell(0).handle(now, Source::Proxy(E), input_msg(1, 0));
+    bus
+}
+
 /// A real runs its queued calls before the inputs it releases in the same
 /// tick: what an older real deferred to it (inputs it released but could
 /// not apply, their replies) came behind the `Onload`, ahead of any input
@@ -326,13 +338,9 @@ fn a_full_input_buffer_skips_the_gap_and_keeps_the_input() {
 /// 122, the teleport scenario).
 #[test]
 fn calls_run_before_the_inputs_of_the_same_tick() {
-    let mut bus = Bus::new(1, 1, params());
-    bus.spawn(0, 100.0, 100.0);
-    bus.tick(10);
-    bus.events.clear();
-    let now = bus.now;
     // The input arrives first, the call after it: the call still goes first.
-    bus.cell(0).handle(now, Source::Proxy(E), input_msg(1, 0));
+    let mut bus = bus_given_input_1();
+    let now = bus.now;
     let call = ToReal {
         entity: E,
         hops: 0,
@@ -355,6 +363,32 @@ fn calls_run_before_the_inputs_of_the_same_tick() {
         })
         .collect();
     assert_eq!(order, ["call", "input"]);
+}
+
+/// `run_reals` visits only the reals listed busy (given an input or a
+/// call since the last tick); the check that every real with a call or a
+/// ready input is listed fires when one is not, and a listed input is
+/// applied at the next tick.
+#[test]
+fn a_real_given_an_input_is_listed_busy_and_the_check_fires_without() {
+    let mut bus = bus_given_input_1();
+    bus.cell(0).verify_busy_reals();
+    let listed = std::mem::take(&mut bus.cell(0).busy_reals);
+    assert_eq!(listed, [E]);
+    let fired = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        bus.cell(0).verify_busy_reals()
+    }));
+    assert!(
+        fired.is_err(),
+        "an unlisted real with a ready input is caught"
+    );
+    bus.cell(0).busy_reals = listed;
+    bus.tick(1);
+    let applied = (bus.events.iter())
+        .filter(|(_, e)| matches!(e, CellEvent::InputApplied { seq: 1, .. }))
+        .count();
+    assert_eq!(applied, 1);
+    assert!(bus.cell(0).busy_reals.is_empty(), "emptied by the tick");
 }
 
 #[test]
