@@ -11,8 +11,7 @@
 //!   coalesced movements, per-tick batch.
 //! - [`budget`]: the client's downstream budget, distance bands and
 //!   movement priority.
-//! - `slots`: the observer's dense slot table (entity -> slot), indexed
-//!   by `slot_index` (one cache line a lookup).
+//! - `slots`: the observer's dense slot table (entity -> slot).
 //! - `visits`: which slots a paced flush visits (band-rate visits).
 //! - [`carry`]: the observer's migration blob (`Onload::observer`).
 //! - [`client`]: [`ClientView`], the client side that checks every rule.
@@ -86,7 +85,6 @@ pub mod event;
 pub mod host;
 pub mod observer;
 pub mod shown;
-mod slot_index;
 mod slots;
 mod visits;
 

@@ -7,7 +7,7 @@
 //! `BTreeMap` both chase pointers through scattered nodes: the clients
 //! benchmark's profile put a third of the server's CPU in those two walks,
 //! almost all of it cache misses. Here the slots live in one `Vec` (a flush
-//! is a linear scan) and a [`SlotIndex`] maps an entity to its index (one
+//! is a linear scan) and an [`IdMap`] maps an entity to its index (one
 //! cache line per lookup: the index is cold whenever it is read). Removal
 //! swaps the last slot into the hole, so the table stays dense; its order
 //! is the order of arrival, deterministic for the same inputs (the
@@ -32,7 +32,7 @@
 //! Owns only the table; knows nothing of versions, budgets or the wire.
 
 use super::observer::{Slot, SlotCold};
-use super::slot_index::SlotIndex;
+use crate::core::aoi::IdMap;
 use crate::core::ids::EntityId;
 
 /// One slot's hot part with its entity: 48 bytes, four to three cache
@@ -68,7 +68,7 @@ pub(super) struct Slots {
     entries: Vec<Entry>,
     /// The cold parts, at the positions of their hot parts.
     cold: Vec<SlotCold>,
-    index: SlotIndex,
+    index: IdMap,
 }
 
 impl Slots {
@@ -237,7 +237,8 @@ impl Slots {
         let cold = self.cold.swap_remove(i);
         debug_assert_eq!(id, *entity);
         if let Some(moved) = self.entries.get(i) {
-            self.index.set(moved.id, i as u32);
+            let was = self.index.insert(moved.id, i as u32);
+            debug_assert!(was.is_some(), "every entry is indexed");
         }
         Some((slot, cold))
     }
