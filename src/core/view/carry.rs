@@ -24,7 +24,7 @@
 
 use super::codec::DecodeError;
 use super::event::Handle;
-use super::observer::{Observer, ObserverParams, QPos, Slot, SlotCold, SlotState};
+use super::observer::{Observer, ObserverParams, QPos, Slot, SlotCold, SlotState, NO_POSITION};
 use super::slots::SlotMut;
 use crate::core::entity::codec::{put_ivar, put_uvar, Reader};
 use crate::core::ids::EntityId;
@@ -202,7 +202,7 @@ fn read_slot(r: &mut Reader<'_>, o: &mut Observer, used: &mut [bool]) -> Result<
     slot.set_stale(r.uvar()?);
     o.slots.insert(e, hot, cold);
     if state == SlotState::ResyncPending {
-        o.queue.push_back(e);
+        o.queue.push_back((e, NO_POSITION));
     }
     Ok(())
 }

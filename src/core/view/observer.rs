@@ -499,8 +499,12 @@ pub struct Observer {
     pub(super) owner: EntityId,
     pub(super) params: ObserverParams,
     pub(super) slots: Slots,
-    /// Entities whose snapshot (enter or resync) is due, oldest first.
-    pub(super) queue: VecDeque<EntityId>,
+    /// Entities whose snapshot (enter or resync) is due, oldest first,
+    /// each with where its slot was in the table when queued (a guess the
+    /// snapshot checks, `Slots::find_at`: a removal since may have moved
+    /// it; [`NO_POSITION`] when not known), so the flush finds the slot
+    /// without a probe of the cold index.
+    pub(super) queue: VecDeque<(EntityId, u32)>,
     pub(super) next_handle: Handle,
     pub(super) free: Vec<Handle>,
     /// Last own version sent to the client (`None`: own snapshot due).
@@ -739,12 +743,14 @@ impl Observer {
             self.stats.refused += 1;
             return;
         }
+        // A new slot goes last in the table.
+        let at = u32::try_from(self.slots.len()).unwrap_or(NO_POSITION);
         self.slots.insert(
             entity,
             Slot::new(SlotState::EnterPending, 0),
             SlotCold::new(None),
         );
-        self.queue.push_back(entity);
+        self.queue.push_back((entity, at));
     }
 
     fn leave(&mut self, entity: EntityId) {
@@ -752,7 +758,7 @@ impl Observer {
             return;
         };
         if slot.state != SlotState::Live {
-            self.queue.retain(|&e| e != entity);
+            self.queue.retain(|&(e, _)| e != entity);
         }
         if let Some(handle) = cold.handle {
             if self.params.fault != Fault::DropLeave {
@@ -838,7 +844,7 @@ impl Observer {
                 if slot.take_pending().is_some() {
                     self.stats.coalesced += 1;
                 }
-                self.queue.push_back(entity);
+                self.queue.push_back((entity, NO_POSITION));
             }
         }
     }
@@ -1320,10 +1326,10 @@ impl Observer {
                 self.stats.deferred += self.queue.len() as u64;
                 break;
             }
-            let Some(e) = self.queue.pop_front() else {
+            let Some((e, at)) = self.queue.pop_front() else {
                 break;
             };
-            sent += usize::from(self.send_snapshot(host, e, me));
+            sent += usize::from(self.send_snapshot(host, e, at, me));
         }
     }
 
@@ -1387,9 +1393,10 @@ impl Observer {
         &mut self,
         host: &H,
         entity: EntityId,
+        at: u32,
         me: Option<Vec3>,
     ) -> bool {
-        let Some(i) = self.slots.position(&entity) else {
+        let Some(i) = self.slots.find_at(entity, at as usize) else {
             return false;
         };
         let slot = *self.slots.at(i).1;
@@ -1400,7 +1407,7 @@ impl Observer {
         if slot.state == SlotState::ResyncPending && found.is_some_and(|(_, v)| Some(v) < last) {
             // The copy is behind what the client saw: wait for it.
             self.stats.held += 1;
-            self.queue.push_back(entity);
+            self.queue.push_back((entity, i as u32));
             return false;
         }
         self.work.snap.clear();
@@ -1510,7 +1517,7 @@ impl Observer {
                 s.sent() < s.last && s.state == SlotState::Live,
                 "{e}: a pending movement is exactly what the client lacks"
             );
-            let queued = self.queue.iter().filter(|&&q| q == *e).count();
+            let queued = self.queue.iter().filter(|&&(q, _)| q == *e).count();
             assert_eq!(queued, usize::from(s.state != SlotState::Live), "{e} queue");
         }
         assert_eq!(
@@ -1533,6 +1540,10 @@ fn wire_version(fault: Fault, version: u64) -> u8 {
         _ => version as u8,
     }
 }
+
+/// A snapshot queue entry's table position when it is not known (the
+/// snapshot then finds the slot through the index).
+pub(super) const NO_POSITION: u32 = u32::MAX;
 
 /// How many slots ahead the pull asks the host to prefetch a head.
 const PULL_PREFETCH_AHEAD: usize = 6;

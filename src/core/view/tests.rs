@@ -116,6 +116,35 @@ fn enter_updates_leave_reach_a_clean_client() {
     assert!(o.flush(&host).is_empty(), "nothing new");
 }
 
+/// A queued snapshot keeps where its slot was; a leave that moves the slot
+/// (the last one swapped into the hole) leaves that guess stale, and the
+/// flush still finds the slot (fails if it trusts the queued position).
+#[test]
+fn a_queued_snapshot_finds_its_slot_after_a_leave_moved_it() {
+    const C: EntityId = EntityId(12);
+    let mut w = World::new(&[OWNER, A, B, C]);
+    let mut host = BTreeMap::new();
+    host.insert(OWNER, w.owner_copy());
+    for e in [A, B, C] {
+        host.insert(e, w.ghost(e, SyncCacheParams::default()));
+    }
+    let mut o = Observer::new(OWNER, ObserverParams::default());
+    let mut cv = client(&w);
+    for e in [A, B, C] {
+        o.handle_aoi(&host, e, EventKind::Enter);
+    }
+    assert_eq!(Vec::from(o.queue.clone()), [(A, 0), (B, 1), (C, 2)]);
+    o.handle_aoi(&host, A, EventKind::Leave);
+    assert_eq!(Vec::from(o.queue.clone()), [(B, 1), (C, 2)]);
+    assert_eq!(o.slots.position(&C), Some(0), "C moved into A's place");
+    cv.handle_batch(o.flush(&host));
+    assert!(cv.find(A).is_none());
+    assert_eq!(shown_x(&cv, B), Some((0, 0.0)));
+    assert_eq!(shown_x(&cv, C), Some((0, 0.0)));
+    assert_eq!(cv.violations(), &[]);
+    assert!(o.queue.is_empty());
+}
+
 #[test]
 fn gaps_are_filled_from_the_cache_or_resynced() {
     let mut w = World::new(&[OWNER, A]);
