@@ -141,12 +141,12 @@ impl Observer {
             }
         }
         let last = slot.last;
-        // A copy behind the client is held (counted once, where the
-        // observer met it, not at every pull).
         let Some(head) = host.copy_head_hinted(e, &mut slot.hint, scratch) else {
             return Rest::NoCopy;
         };
         let version = head.version;
+        // Up to date, or a copy behind the client (held: counted once,
+        // where the observer met it, not at every pull).
         if version > last {
             match head.run.and_then(|r| Some((r.moves_after(last)?, r))) {
                 Some((pending, run)) => {
@@ -233,8 +233,7 @@ impl Observer {
     ) -> f64 {
         let (e, slot) = self.slots.at(i);
         let d2 = me_u.map_or(0.0, |m| slot.dist2_xz_units(m));
-        let reach = (f64::from(slot.reach_m) + STALE_REACH_MARGIN_M) * UNITS_PER_M;
-        let far = (slot.reach_m != REACH_UNKNOWN) & (d2 > reach * reach);
+        let far = beyond_stale_reach(slot, d2);
         let stale_here =
             slot.any_stale() & (slot.state == SlotState::Live) & (slot.last == version);
         if cfg!(debug_assertions) && stale_here && far {
@@ -305,11 +304,18 @@ impl Observer {
 /// worked out at the first check, unknown until then).
 #[inline(always)]
 fn near_stale(slot: &Slot, d2: f64, version: u64) -> bool {
+    // Slots beyond reach are left in release builds; a debug build checks
+    // them too (`check_stale`'s assertion).
+    (slot.last == version) & (!beyond_stale_reach(slot, d2) | cfg!(debug_assertions))
+}
+
+/// True if `slot`, `d2` squared wire units from the observer, is farther
+/// than the reach of every stale property it has (known: worked out at
+/// its first stale check).
+#[inline(always)]
+fn beyond_stale_reach(slot: &Slot, d2: f64) -> bool {
     let reach = (f64::from(slot.reach_m) + STALE_REACH_MARGIN_M) * UNITS_PER_M;
-    let far = (slot.reach_m != REACH_UNKNOWN) & (d2 > reach * reach);
-    // `far` slots with stale detail are left in release builds; a debug
-    // build checks them (`check_stale`'s assertion).
-    (slot.last == version) & (!far | cfg!(debug_assertions))
+    (slot.reach_m != REACH_UNKNOWN) & (d2 > reach * reach)
 }
 
 /// What is left of a slot's pull step after `Observer::pull_slot`.
