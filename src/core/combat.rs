@@ -325,6 +325,16 @@ impl Combat {
         }
     }
 
+    /// True when nothing is left to do: no hit pending or remembered, no
+    /// output or event to take ([`Combat::tick`] and the polls would do
+    /// nothing).
+    pub fn is_idle(&self) -> bool {
+        self.pending.is_empty()
+            && self.resolved.is_empty()
+            && self.out.is_empty()
+            && self.events.is_empty()
+    }
+
     /// Hits waiting for feedback.
     pub fn pending(&self) -> usize {
         self.pending.len()

@@ -103,6 +103,12 @@ pub struct Cli {
     /// `--tessera-set gateway.io_poll_ms=25`. Checked before any run.
     #[arg(long = "tessera-set", value_name = "KEY=VALUE")]
     pub tessera_sets: Vec<String>,
+    /// The world sized for about this many entities in each view
+    /// (loadgen's `--in-view`), for tessera and the load alike: a small
+    /// figure (1) measures tessera's client path with almost no view to
+    /// keep, the same traffic in, against the same floor.
+    #[arg(long, default_value_t = DEFAULT_IN_VIEW, value_name = "N")]
+    pub in_view: f64,
     /// A short run: 200 clients, 2 s window, 1 repeat, 1 s settle.
     #[arg(long)]
     pub quick: bool,
@@ -190,6 +196,9 @@ pub struct TesseraArgs {
     /// Config overrides (`--tessera-set`), `KEY=VALUE`.
     #[arg(long = "set")]
     sets: Vec<String>,
+    /// The world sized for about this many in each view (`--in-view`).
+    #[arg(long, default_value_t = DEFAULT_IN_VIEW)]
+    in_view: f64,
 }
 
 /// The load's arguments.
@@ -210,6 +219,9 @@ pub struct LoadArgs {
     #[arg(long, value_enum, default_value_t = LoadWait::Epoll)]
     wait: LoadWait,
 }
+
+/// Entities in each view the world is sized for, by default: loadgen's.
+pub const DEFAULT_IN_VIEW: f64 = 60.0;
 
 /// Handshakes the load keeps in flight (below the listeners' backlog).
 pub const HANDSHAKES_MAX: usize = 256;
@@ -254,11 +266,13 @@ fn child(role: Role) -> anyhow::Result<()> {
         }
         Role::Tessera(a) => {
             sys::pin(a.cpu)?;
-            tessera_server::run(a.clients, a.cpu, a.tick_ms, "auto", &a.sets)
+            let extra = tessera_server::extra_args(a.in_view, &a.sets);
+            tessera_server::run(a.clients, a.cpu, a.tick_ms, "auto", &extra)
         }
         Role::TesseraEpoll(a) => {
             sys::pin(a.cpu)?;
-            tessera_server::run(a.clients, a.cpu, a.tick_ms, "epoll", &a.sets)
+            let extra = tessera_server::extra_args(a.in_view, &a.sets);
+            tessera_server::run(a.clients, a.cpu, a.tick_ms, "epoll", &extra)
         }
         Role::Load(a) => {
             sys::pin(a.cpu)?;
@@ -313,6 +327,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         kernel_top: cli.kernel_top,
         perf_keep: cli.perf_keep.clone(),
         tessera_sets: cli.tessera_sets.clone(),
+        in_view: cli.in_view,
     };
     if let Some(dir) = &o.perf_keep {
         std::fs::create_dir_all(dir)
@@ -324,7 +339,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // A bad override is named now, not by a child that fails to start.
     for &n in &o.clients {
         tessera_server::config_with(n, o.server_cpu, o.tick_ms, "auto", &o.tessera_extra())
-            .map_err(|e| anyhow::anyhow!("--tessera-set {:?}: {e:#}", o.tessera_sets))?;
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "--in-view {} --tessera-set {:?}: {e:#}",
+                    o.in_view,
+                    o.tessera_sets
+                )
+            })?;
     }
     if cli.quick {
         o.clients = vec![200];
@@ -369,7 +390,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         "{}",
         json!({"bench": "clients", "rows": rows, "window_s": o.window_s, "repeats": o.repeats,
                "poll_ms": o.poll_ms, "tick_ms": o.tick_ms, "bytes_per_tick": o.bytes_per_tick,
-               "tessera_sets": o.tessera_sets,
+               "tessera_sets": o.tessera_sets, "in_view": o.in_view,
                "split": if o.perf_split { "perf" } else { "ticks" },
                // Keys sort: "bench" stays first, as the issue prints it.
                "experiments": {"bare_touch_kib": cli.bare_touch_kib,

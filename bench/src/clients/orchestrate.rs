@@ -91,12 +91,15 @@ pub struct RunOpts {
     pub load_wait: super::driver::LoadWait,
     /// tessera's config overrides (`--tessera-set`), `KEY=VALUE`.
     pub tessera_sets: Vec<String>,
+    /// The world sized for about this many in each view (`--in-view`).
+    pub in_view: f64,
 }
 
 impl RunOpts {
-    /// The overrides as loadgen's (and so the tessera child's) arguments.
+    /// The world's density and the overrides as loadgen's (and so the
+    /// tessera child's) arguments.
     pub fn tessera_extra(&self) -> Vec<String> {
-        super::tessera_server::set_args(&self.tessera_sets)
+        super::tessera_server::extra_args(self.in_view, &self.tessera_sets)
     }
 }
 
@@ -249,12 +252,15 @@ fn load_rate(l0: &Value, l1: &Value, key: &str, moving: u64) -> f64 {
     }
 }
 
-/// The world the bare servers' clients walk in: tessera's for as many bots.
+/// The world every server's clients walk in: tessera's for as many bots,
+/// at `o`'s density and with its overrides (a set that resizes tessera's
+/// world, such as `aoi.radius_m`, resizes the walk's too).
 ///
 /// # Errors
 /// If loadgen's settings do not make a valid config.
-pub fn world(clients: usize) -> anyhow::Result<Bounds> {
-    let w = super::tessera_server::config(clients, 0, 100, "epoll")?.world;
+pub fn world(clients: usize, o: &RunOpts) -> anyhow::Result<Bounds> {
+    let extra = o.tessera_extra();
+    let w = super::tessera_server::config_with(clients, 0, 100, "epoll", &extra)?.world;
     Ok(Bounds {
         min_x: w.min_x_m,
         min_z: w.min_z_m,
@@ -298,6 +304,7 @@ fn server_args(kind: Kind, clients: usize, o: &RunOpts) -> Vec<String> {
     if kind.is_tessera() {
         server_args.truncate(3);
         server_args.push(format!("--tick-ms={}", o.tick_ms));
+        server_args.push(format!("--in-view={}", o.in_view));
         server_args.extend(o.tessera_sets.iter().map(|kv| format!("--set={kv}")));
     }
     server_args
@@ -320,7 +327,7 @@ pub fn run_one(kind: Kind, clients: usize, o: &RunOpts) -> anyhow::Result<Sample
         .and_then(Value::as_str)
         .ok_or_else(|| anyhow::anyhow!("ready without addr"))?
         .to_owned();
-    let w = world(clients)?;
+    let w = world(clients, o)?;
     let peer = if kind.is_tessera() { "tessera" } else { "bare" };
     let mut load = Proc::spawn(&[
         "load".to_owned(),

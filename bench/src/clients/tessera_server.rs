@@ -76,8 +76,16 @@ pub fn set_args(sets: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// Runs tessera until the process is killed, with `sets` (`KEY=VALUE`)
-/// applied last.
+/// The world sized for about `in_view` entities in each view (loadgen's
+/// `--in-view`) and `KEY=VALUE` overrides, as [`config_with`]'s arguments.
+pub fn extra_args(in_view: f64, sets: &[String]) -> Vec<String> {
+    let mut args = vec!["--in-view".to_owned(), format!("{in_view:?}")];
+    args.extend(set_args(sets));
+    args
+}
+
+/// Runs tessera until the process is killed, with `extra` (loadgen's
+/// arguments, [`extra_args`]) applied last.
 ///
 /// # Errors
 /// If the config is refused or the server cannot start.
@@ -86,10 +94,10 @@ pub fn run(
     cpu: usize,
     write_ms: u64,
     io_backend: &str,
-    sets: &[String],
+    extra: &[String],
 ) -> anyhow::Result<()> {
     sys::raise_nofile(sys::files_for(clients))?;
-    let config = config_with(clients, cpu, write_ms, io_backend, &set_args(sets))?;
+    let config = config_with(clients, cpu, write_ms, io_backend, extra)?;
     let server = EmbeddedServer::start(&config)?;
     sys::emit("ready", &json!({"addr": server.client_addr().to_string()}));
     loop {
@@ -143,6 +151,32 @@ mod tests {
         assert!(
             area(&large) > 4.0 * area(&c),
             "the world grows with the bots"
+        );
+    }
+
+    /// `--in-view` sizes the world (about 60 times the area for one in
+    /// view than for loadgen's 60), and a set that changes the AOI radius
+    /// resizes it for the same density: the load walks in whatever world
+    /// the overrides give tessera (`orchestrate::world`).
+    #[test]
+    fn the_world_follows_the_density_and_the_overrides() {
+        let area =
+            |c: &Config| (c.world.max_x_m - c.world.min_x_m) * (c.world.max_z_m - c.world.min_z_m);
+        let at = |in_view: f64, sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| (*s).to_owned()).collect();
+            config_with(5000, 0, 100, "epoll", &extra_args(in_view, &sets)).unwrap()
+        };
+        let dense = at(60.0, &[]);
+        assert_eq!(area(&dense), area(&config(5000, 0, 100, "epoll").unwrap()));
+        let ratio = area(&at(1.0, &[])) / area(&dense);
+        assert!(
+            (40.0..=80.0).contains(&ratio),
+            "one in view: {ratio}x the area"
+        );
+        let small = at(60.0, &["aoi.radius_m=10.0", "aoi.leave_radius_m=12.0"]);
+        assert!(
+            area(&small) < area(&dense) / 4.0,
+            "a smaller radius, a smaller world"
         );
     }
 }

@@ -25,7 +25,7 @@ use crate::core::time::Time;
 use super::counters::CellEvent;
 use super::machine::Cell;
 use super::msg::{Call, CallKind, Source, ToReal, ToRealBody};
-use super::table::{Entry, Part};
+use super::table::{Entry, Part, RealPart};
 
 /// How long a target stays important to its attacker's client, and an
 /// attacker to its victim's, milliseconds.
@@ -76,6 +76,7 @@ impl Cell {
             unreachable!("still real");
         };
         r.combat = combat;
+        list_combat(&mut self.combat_reals, attacker, r);
         let seq = result?;
         self.counters.hits_tried += 1;
         // The attacker's client sees its target move smoothly (movement
@@ -99,18 +100,41 @@ impl Cell {
         let Some(e) = self.entities.get_mut(entity) else {
             return;
         };
+        if e.real().is_none() {
+            return;
+        }
+        // The call may change the entity (a hit's damage).
+        super::machine::list_changed(&mut self.changed_reals, e);
         let Part::Real(r) = &mut e.part else { return };
         if r.combat.handle_call(now, &mut e.entity, data).is_err() {
             self.counters.bad_combat_calls += 1;
         }
+        list_combat(&mut self.combat_reals, entity, r);
     }
 
     /// Ticks every real's combat, then routes its calls and reports its
     /// events (after the tick's calls ran, before its change sets).
+    ///
+    /// An idle combat does nothing here, so only the reals listed in
+    /// `combat_reals` are visited, in slab order (the order of a walk over
+    /// every entry), each once; those still busy (a hit pending or
+    /// remembered) stay listed for the next tick. A walk over every entry
+    /// read each real's boxed part every tick, a cache miss apiece.
     pub(super) fn run_combat(&mut self, now: Time) {
+        #[cfg(debug_assertions)]
+        self.verify_combat_reals();
         let mut calls = std::mem::take(&mut self.scratch_calls);
-        for e in self.entities.iter_mut() {
+        let mut at = std::mem::take(&mut self.scratch_at);
+        at.clear();
+        let mut listed = std::mem::take(&mut self.combat_reals);
+        at.extend(listed.drain(..).filter_map(|id| self.entities.position(id)));
+        self.combat_reals = listed;
+        at.sort_unstable();
+        at.dedup();
+        for &i in &at {
+            let e = self.entities.at_mut(i);
             let Part::Real(r) = &mut e.part else { continue };
+            r.combat_listed = false;
             if r.combat.poll_timeout().is_some_and(|t| t <= now) {
                 r.combat.tick(now);
             }
@@ -129,9 +153,36 @@ impl Cell {
                     event,
                 });
             }
+            list_combat(&mut self.combat_reals, e.id, r);
         }
+        self.scratch_at = at;
         self.route_combat_calls(now, &mut calls);
         self.scratch_calls = calls;
+    }
+
+    /// Checks that every real whose combat is not idle is listed in
+    /// `combat_reals` (`run_combat` visits no other), and that every real
+    /// flagged listed is.
+    ///
+    /// # Panics
+    /// On the first real that is not.
+    pub(super) fn verify_combat_reals(&self) {
+        let mut listed = self.combat_reals.clone();
+        listed.sort_unstable();
+        for e in self.entities.iter() {
+            let Some(r) = e.real() else { continue };
+            let on_list = listed.binary_search(&e.id).is_ok();
+            assert!(
+                on_list || !r.combat_listed,
+                "{} flagged listed for combat but not on the list",
+                e.id
+            );
+            assert!(
+                r.combat.is_idle() || (on_list && r.combat_listed),
+                "{} has combat to run but is not listed",
+                e.id
+            );
+        }
     }
 
     /// Drains real `id`'s combat queues (outputs routed, events reported)
@@ -181,5 +232,15 @@ impl Cell {
             };
             self.on_to_real(now, Source::Local, msg);
         }
+    }
+}
+
+/// Lists real `id` (its part `r`) in `list` if its combat is not idle and
+/// it is not listed already.
+#[inline]
+pub(super) fn list_combat(list: &mut Vec<EntityId>, id: EntityId, r: &mut RealPart) {
+    if !r.combat_listed && !r.combat.is_idle() {
+        r.combat_listed = true;
+        list.push(id);
     }
 }

@@ -141,6 +141,7 @@ impl Cell {
             .unwrap_or_default();
         Some(Entry {
             id: entity,
+            listed_changed: false,
             entity: replica,
             version: snapshot.version,
             part: Part::Ghost(GhostPart {

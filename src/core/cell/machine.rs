@@ -114,6 +114,17 @@ pub struct Cell {
     /// migrated in), so bounded as those are (`input_buffer_max`,
     /// `pending_calls_max`).
     pub(super) busy_reals: Vec<EntityId>,
+    /// The reals whose entity may have changed since the last
+    /// `emit_syncs` (each once: [`Entry::listed_changed`]): the only ones
+    /// it visits (see `real.rs`). Emptied every tick; at most one entry
+    /// per real held, and one per real that left since (skipped).
+    pub(super) changed_reals: Vec<EntityId>,
+    /// The reals whose combat is not idle ([`Combat::is_idle`]: hits
+    /// pending or remembered, outputs or events to take), each once
+    /// ([`RealPart::combat_listed`]): the only ones `run_combat` visits.
+    /// Rebuilt every tick; at most one entry per real held, and one per
+    /// real that left since (skipped).
+    pub(super) combat_reals: Vec<EntityId>,
     /// `run_reals`' slab indices of the busy reals.
     pub(super) scratch_at: Vec<usize>,
     pub(super) views: Views,
@@ -164,6 +175,8 @@ impl Cell {
             scratch_keep: Vec::new(),
             scratch_calls: Vec::new(),
             busy_reals: Vec::new(),
+            changed_reals: Vec::new(),
+            combat_reals: Vec::new(),
             scratch_at: Vec::new(),
             views,
         })
@@ -337,6 +350,7 @@ impl Cell {
             since: now,
             layout_version_min: 0,
             watch_hint: u32::MAX,
+            combat_listed: false,
         };
         if !self.views.put(&entity) {
             self.counters.aoi_refused += 1;
@@ -349,7 +363,9 @@ impl Cell {
             version: 0,
             part: Part::Real(Box::new(real)),
             history,
+            listed_changed: true,
         });
+        self.changed_reals.push(id);
         if has_proxy {
             self.attach_observer(id, &[]);
         }
@@ -542,6 +558,8 @@ impl Cell {
     pub fn verify(&self) {
         self.entities.verify();
         self.verify_busy_reals();
+        self.verify_changed_reals();
+        self.verify_combat_reals();
         assert!(self.early.len() <= self.params.early_msgs_max);
         self.verify_views();
         for e in self.entities.iter() {
@@ -583,9 +601,14 @@ impl Cell {
         assert!(self.catch_ups.len() <= self.params.catch_up_queue_max);
     }
 
+    /// A real's entry, to change: listed in `changed_reals` (whoever asks
+    /// for it may change its entity; `emit_syncs` visits no other real).
     pub(super) fn real_entry(&mut self, entity: EntityId) -> Result<&mut Entry, CellError> {
         match self.entities.get_mut(entity) {
-            Some(e) if e.real().is_some() => Ok(e),
+            Some(e) if e.real().is_some() => {
+                list_changed(&mut self.changed_reals, e);
+                Ok(e)
+            }
             _ => Err(CellError::NotReal(entity)),
         }
     }
@@ -617,5 +640,15 @@ impl Cell {
     fn check<L: Layout + ?Sized>(&mut self, now: Time, layout: &L) {
         self.check_gaps(now);
         self.check_reals(now, layout);
+    }
+}
+
+/// Lists `e` (a real about to be changed) in `changed` unless it is
+/// listed already.
+#[inline]
+pub(super) fn list_changed(changed: &mut Vec<EntityId>, e: &mut Entry) {
+    if !e.listed_changed {
+        e.listed_changed = true;
+        changed.push(e.id);
     }
 }

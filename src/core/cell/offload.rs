@@ -277,6 +277,7 @@ impl Cell {
             since: now,
             layout_version_min: o.layout_version,
             watch_hint: u32::MAX,
+            combat_listed: false,
         };
         if !self.views.put(&state) {
             self.counters.aoi_refused += 1;
@@ -287,12 +288,17 @@ impl Cell {
             version: o.version,
             part: Part::Real(Box::new(real)),
             history,
+            listed_changed: true,
         };
         let to = entry.residency();
         transition(&mut entry.history, now, prev, Some(to));
         // What it brought (held inputs, deferred calls) runs at its first
         // tick here.
         self.busy_reals.push(entity);
+        self.changed_reals.push(entity);
+        if let Part::Real(r) = &mut entry.part {
+            super::fight::list_combat(&mut self.combat_reals, entity, r);
+        }
         self.entities.insert(entry);
         self.counters.migrations_in += 1;
         if o.has_proxy {

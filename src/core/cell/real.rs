@@ -297,9 +297,29 @@ impl Cell {
     /// allocation) to every haunt that can take it: created, or being created
     /// on this cell's channel. Haunts inherited while still being created by
     /// an older real wait for their ack (then a catch-up).
+    ///
+    /// Only the reals listed in `changed_reals` can have a change (every
+    /// way to change a real's entity goes through `real_entry`, a combat
+    /// call or an arrival, which list it), so only those are visited, in
+    /// slab order (the order of a walk over every entry: the same messages
+    /// in the same order), each once. A walk over every entry read each
+    /// real's boxed part and its entity's dirty state every tick, two cache
+    /// misses apiece, for the half of the reals that move at 10 Hz on a
+    /// 20 Hz tick and for every one that stands still.
     pub(super) fn emit_syncs(&mut self, now: Time) {
+        #[cfg(debug_assertions)]
+        self.verify_changed_reals();
         let me = self.id;
-        for e in self.entities.iter_mut() {
+        let mut at = std::mem::take(&mut self.scratch_at);
+        at.clear();
+        let listed = self.changed_reals.drain(..);
+        at.extend(listed.filter_map(|id| self.entities.position(id)));
+        at.sort_unstable();
+        // (A real that left and came back in one tick is listed twice.)
+        at.dedup();
+        for &i in &at {
+            let e = self.entities.at_mut(i);
+            e.listed_changed = false;
             let Part::Real(r) = &mut e.part else { continue };
             let Some(cs) = r.emitter.flush(now, &mut e.entity) else {
                 continue;
@@ -336,6 +356,33 @@ impl Cell {
             }
             let high = &mut self.counters.sync_cache_len_max;
             *high = (*high).max(r.cache.len() as u64);
+        }
+        self.scratch_at = at;
+    }
+
+    /// Checks that every real with an unsynced change is listed in
+    /// `changed_reals` (`emit_syncs` visits no other), and that every
+    /// entry flagged listed is (or it would never be listed again).
+    ///
+    /// # Panics
+    /// On the first real that is not.
+    pub(super) fn verify_changed_reals(&self) {
+        let mut listed = self.changed_reals.clone();
+        listed.sort_unstable();
+        for e in self.entities.iter() {
+            let on_list = listed.binary_search(&e.id).is_ok();
+            assert!(
+                on_list || !e.listed_changed,
+                "{} flagged listed changed but not on the list",
+                e.id
+            );
+            if e.real().is_some() && e.entity.pending_kind().is_some() {
+                assert!(
+                    on_list && e.listed_changed,
+                    "{} has a change to sync but is not listed changed",
+                    e.id
+                );
+            }
         }
     }
 }

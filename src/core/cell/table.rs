@@ -53,6 +53,8 @@ pub struct RealPart {
     /// `u32::MAX`: not looked up yet): the change sets of every tick reach
     /// the observer without a probe of the cell's index of observers.
     pub watch_hint: u32,
+    /// Listed in the cell's `combat_reals` (so listed once).
+    pub combat_listed: bool,
 }
 
 impl RealPart {
@@ -105,6 +107,9 @@ pub struct Entry {
     pub part: Part,
     /// Transitions (debug and verify builds).
     pub history: History,
+    /// Listed in the cell's `changed_reals` since its last `emit_syncs`
+    /// (so listed once; false on a ghost).
+    pub listed_changed: bool,
 }
 
 impl Entry {
@@ -163,6 +168,13 @@ pub struct EntityTable {
     /// The heads match the entries: set by [`EntityTable::refresh_heads`],
     /// cleared by every `&mut` access.
     heads_fresh: bool,
+    /// The slab indices given out `&mut` (or filled by an insert or a
+    /// removal's move) since the last refresh: the only heads it rewrites
+    /// (with repeats; pushed only while shorter than the table, beyond
+    /// which `all_stale` is set instead).
+    stale: Vec<u32>,
+    /// Every head is to be rewritten at the next refresh.
+    all_stale: bool,
 }
 
 /// The words of an entry an observer's pull reads first (see
@@ -281,14 +293,25 @@ impl EntityTable {
     /// caller's hint is not updated: a wrong one costs the probe it
     /// saves).
     pub fn get_mut_hinted(&mut self, id: EntityId, hint: u32) -> Option<&mut Entry> {
-        self.heads_fresh = false;
         let h = hint as usize;
         let i = if self.entries.get(h).is_some_and(|e| e.id == id) {
             h
         } else {
             *self.index.get(&id)?
         };
+        self.mark_stale(i);
         Some(&mut self.entries[i])
+    }
+
+    /// The head at slab index `i` may no longer match its entry.
+    #[inline]
+    fn mark_stale(&mut self, i: usize) {
+        self.heads_fresh = false;
+        if self.stale.len() < self.entries.len() {
+            self.stale.push(i as u32);
+        } else {
+            self.all_stale = true;
+        }
     }
 
     /// The slab index of `id`'s entry (where [`EntityTable::iter`] meets
@@ -299,30 +322,45 @@ impl EntityTable {
 
     /// The mutable entry at slab index `i` (`i < len()`).
     pub fn at_mut(&mut self, i: usize) -> &mut Entry {
-        self.heads_fresh = false;
+        self.mark_stale(i);
         &mut self.entries[i]
     }
 
     /// The mutable entry of `id`.
     pub fn get_mut(&mut self, id: EntityId) -> Option<&mut Entry> {
-        self.heads_fresh = false;
-        self.index.get(&id).map(|&i| &mut self.entries[i])
+        let i = *self.index.get(&id)?;
+        self.mark_stale(i);
+        Some(&mut self.entries[i])
     }
 
-    /// Copies every entry's head into the dense table (once per tick, after
-    /// the last change and before the observers' pulls).
+    /// Brings the dense table up to date with the entries (once per tick,
+    /// after the last change and before the observers' pulls): only the
+    /// heads of the entries given out `&mut` since the last refresh are
+    /// rewritten (an entry no one could change has the head it had), all
+    /// of them after a run of changes longer than the table.
     pub fn refresh_heads(&mut self) {
-        self.heads.clear();
+        let n = self.entries.len();
+        if self.all_stale {
+            self.heads.clear();
+            self.stale.clear();
+            self.stale.extend(0..n as u32);
+        }
+        self.all_stale = false;
+        self.heads.resize(n, CopyHead::default());
         // Each head is read from the entry's boxed cache, somewhere else in
         // memory for every entry: the caches a few entries on are fetched
         // while this one is read, so the misses overlap.
-        let n = self.entries.len();
-        for i in 0..n {
-            if let Some(ahead) = self.entries.get(i + HEADS_PREFETCH_AHEAD) {
-                ahead.prefetch_cache();
+        for k in 0..self.stale.len() {
+            let ahead = self.stale.get(k + HEADS_PREFETCH_AHEAD);
+            if let Some(e) = ahead.and_then(|&i| self.entries.get(i as usize)) {
+                e.prefetch_cache();
             }
-            self.heads.push(self.entries[i].head());
+            let i = self.stale[k] as usize;
+            if let Some(e) = self.entries.get(i) {
+                self.heads[i] = e.head();
+            }
         }
+        self.stale.clear();
         self.heads_fresh = true;
     }
 
@@ -379,33 +417,30 @@ impl EntityTable {
     /// # Panics
     /// If the id is already present.
     pub fn insert(&mut self, entry: Entry) {
-        self.heads_fresh = false;
         let i = self.entries.len();
         let prev = self.index.insert(entry.id, i);
         assert!(prev.is_none(), "entity {} inserted twice", entry.id);
         self.entries.push(entry);
+        self.mark_stale(i);
     }
 
     /// Removes and returns the entry of `id`.
     pub fn remove(&mut self, id: EntityId) -> Option<Entry> {
-        self.heads_fresh = false;
         let i = self.index.remove(&id)?;
         let e = self.entries.swap_remove(i);
         if let Some(moved) = self.entries.get(i) {
             self.index.insert(moved.id, i);
         }
+        // The last entry moved into the hole (the head there is now
+        // another's); the table's end shrank (heads past it are cut at the
+        // refresh).
+        self.mark_stale(i);
         Some(e)
     }
 
     /// All entries, in slab order.
     pub fn iter(&self) -> impl Iterator<Item = &Entry> {
         self.entries.iter()
-    }
-
-    /// All entries, mutable, in slab order.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Entry> {
-        self.heads_fresh = false;
-        self.entries.iter_mut()
     }
 
     /// Ids of the reals, sorted (a deterministic walk order).
@@ -428,6 +463,12 @@ impl EntityTable {
         assert_eq!(self.entries.len(), self.index.len());
         for (i, e) in self.entries.iter().enumerate() {
             assert_eq!(self.index.get(&e.id), Some(&i), "index of {}", e.id);
+        }
+        if self.heads_fresh {
+            assert_eq!(self.heads.len(), self.entries.len(), "fresh heads' count");
+            for (h, e) in self.heads.iter().zip(&self.entries) {
+                assert_eq!(*h, e.head(), "the fresh head of {}", e.id);
+            }
         }
     }
 }
@@ -459,7 +500,79 @@ mod tests {
                 since: Time::ZERO,
             }),
             history: History::default(),
+            listed_changed: false,
         }
+    }
+
+    /// A refresh rewrites only the heads of the entries given out `&mut`,
+    /// inserted or moved by a removal since the last one, and the table
+    /// still matches every entry after a random run of those (and after
+    /// more changes than the table holds, when all are rewritten); an
+    /// entry changed behind the table's back keeps its old head, which the
+    /// check catches.
+    #[test]
+    fn a_refresh_rewrites_the_changed_heads_and_the_check_fires_without() {
+        let mut t = EntityTable::default();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut ids = 0;
+        for _ in 0..20 {
+            ids += 1;
+            t.insert(ghost(ids));
+        }
+        for round in 0..200 {
+            for _ in 0..(next() % 12) {
+                match next() % 5 {
+                    0 => {
+                        ids += 1;
+                        t.insert(ghost(ids));
+                    }
+                    1 if !t.is_empty() => {
+                        let i = (next() % t.len() as u64) as usize;
+                        let id = t.entries[i].id;
+                        t.remove(id).expect("held");
+                    }
+                    2 if !t.is_empty() => {
+                        let i = (next() % t.len() as u64) as usize;
+                        t.at_mut(i).version += 1;
+                    }
+                    3 if !t.is_empty() => {
+                        let i = (next() % t.len() as u64) as usize;
+                        let id = t.entries[i].id;
+                        t.get_mut_hinted(id, u32::MAX).expect("held").version += 2;
+                    }
+                    _ if !t.is_empty() => {
+                        let i = (next() % t.len() as u64) as usize;
+                        let id = t.entries[i].id;
+                        t.get_mut(id).expect("held").version += 3;
+                    }
+                    _ => {}
+                }
+            }
+            if round % 50 == 49 {
+                // More changes than entries: every head is rewritten.
+                for _ in 0..3 * t.len() {
+                    let i = (next() % t.len() as u64) as usize;
+                    t.at_mut(i).version += 1;
+                }
+                assert!(t.all_stale);
+            }
+            t.refresh_heads();
+            t.verify();
+        }
+        assert!(!t.is_empty());
+        t.entries[0].version += 1;
+        t.refresh_heads();
+        let fired = std::panic::catch_unwind(|| t.verify());
+        assert!(
+            fired.is_err(),
+            "a head changed behind the table's back is caught"
+        );
     }
 
     /// A right hint finds the entry; a wrong or stale one falls back to the

@@ -391,6 +391,89 @@ fn a_real_given_an_input_is_listed_busy_and_the_check_fires_without() {
     assert!(bus.cell(0).busy_reals.is_empty(), "emptied by the tick");
 }
 
+/// `emit_syncs` visits only the reals listed changed: a change through
+/// the cell's API lists the real (once however often it is asked for) and
+/// is synced at the next tick; a change made behind the list's back (the
+/// entity reached without `real_entry`) is caught by the check, and would
+/// not be synced.
+#[test]
+fn a_changed_real_is_listed_and_the_check_fires_without() {
+    let mut bus = Bus::new(1, 1, params());
+    bus.spawn(0, 100.0, 100.0);
+    bus.tick(10);
+    assert!(bus.cell(0).changed_reals.is_empty(), "emptied by the ticks");
+    bus.cell(0).verify_changed_reals();
+    let cell = bus.cell(0);
+    cell.move_real(E, Vec3::ground(101.0, 100.0)).expect("real");
+    cell.real_mut(E).expect("real");
+    assert_eq!(cell.changed_reals, [E], "listed once");
+    cell.verify_changed_reals();
+    let built = cell.counters.syncs_built;
+    bus.tick(1);
+    assert_eq!(bus.cell(0).counters.syncs_built, built + 1, "synced");
+    assert!(bus.cell(0).changed_reals.is_empty());
+
+    let e = bus.cell(0).entities.get_mut(E).expect("held");
+    e.entity.set_movement(Vec3::ground(102.0, 100.0), 0.0);
+    let fired = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        bus.cell(0).verify_changed_reals()
+    }));
+    assert!(fired.is_err(), "an unlisted changed real is caught");
+}
+
+/// `run_combat` visits only the reals whose combat is not idle: a hit
+/// lists the attacker, its call lists the target, and both leave the list
+/// once the hit resolved and its memory expired; the check fires when a
+/// busy combat is not listed.
+#[test]
+fn a_real_in_combat_is_listed_and_the_check_fires_without() {
+    let target = EntityId(43);
+    let mut bus = Bus::new(1, 1, params());
+    bus.spawn(0, 100.0, 100.0);
+    let now = bus.now;
+    let mut t = avatar(target, 102.0, 100.0);
+    let ty = types().get(AVATAR).expect("avatar").clone();
+    let faction = ty.prop_index("faction").expect("faction");
+    let hp = ty.prop_index("hp").expect("hp");
+    t.props_mut().set(faction, Value::UInt(2)).expect("set");
+    t.props_mut().set(hp, Value::Int(100)).expect("set");
+    let cell = bus.cell(0);
+    cell.create_real(now, t, false, 0).expect("spawn");
+    let me = cell.real_mut(E).expect("real");
+    me.props_mut().set(faction, Value::UInt(1)).expect("set");
+    bus.tick(10);
+    assert!(bus.cell(0).combat_reals.is_empty(), "no combat yet");
+    let hp_of = |bus: &mut Bus| {
+        bus.cell(0)
+            .real_mut(target)
+            .expect("real")
+            .props()
+            .get(hp)
+            .cloned()
+    };
+    let before = hp_of(&mut bus);
+
+    let now = bus.now;
+    bus.cell(0).try_hit(now, E, target, 5).expect("a hit");
+    assert_eq!(bus.cell(0).combat_reals, [E], "the attacker is listed");
+    bus.cell(0).verify_combat_reals();
+    let listed = std::mem::take(&mut bus.cell(0).combat_reals);
+    let fired = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        bus.cell(0).verify_combat_reals()
+    }));
+    assert!(fired.is_err(), "an unlisted busy combat is caught");
+    bus.cell(0).combat_reals = listed;
+
+    for _ in 0..60 {
+        bus.tick(100);
+    }
+    assert_ne!(hp_of(&mut bus), before, "the hit landed");
+    assert!(
+        bus.cell(0).combat_reals.is_empty(),
+        "both left the list once their combat went idle"
+    );
+}
+
 #[test]
 fn forwarding_gives_up_after_the_hop_limit() {
     let mut bus = Bus::new(2, 1, params());
