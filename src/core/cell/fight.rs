@@ -125,12 +125,8 @@ impl Cell {
         self.verify_combat_reals();
         let mut calls = std::mem::take(&mut self.scratch_calls);
         let mut at = std::mem::take(&mut self.scratch_at);
-        at.clear();
-        let mut listed = std::mem::take(&mut self.combat_reals);
-        at.extend(listed.drain(..).filter_map(|id| self.entities.position(id)));
-        self.combat_reals = listed;
-        at.sort_unstable();
-        at.dedup();
+        // (Still-busy combats are listed again as they are visited.)
+        (self.entities).positions_in_order(self.combat_reals.drain(..), &mut at);
         for &i in &at {
             let e = self.entities.at_mut(i);
             let Part::Real(r) = &mut e.part else { continue };

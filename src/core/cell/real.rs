@@ -231,10 +231,7 @@ impl Cell {
     pub(super) fn run_reals(&mut self, now: Time) {
         let mut combat = std::mem::take(&mut self.scratch_calls);
         let mut at = std::mem::take(&mut self.scratch_at);
-        at.clear();
-        at.extend((self.busy_reals.drain(..)).filter_map(|id| self.entities.position(id)));
-        at.sort_unstable();
-        at.dedup();
+        (self.entities).positions_in_order(self.busy_reals.drain(..), &mut at);
         for &i in &at {
             let e = self.entities.at_mut(i);
             let Part::Real(r) = &mut e.part else { continue };
@@ -311,12 +308,8 @@ impl Cell {
         self.verify_changed_reals();
         let me = self.id;
         let mut at = std::mem::take(&mut self.scratch_at);
-        at.clear();
-        let listed = self.changed_reals.drain(..);
-        at.extend(listed.filter_map(|id| self.entities.position(id)));
-        at.sort_unstable();
         // (A real that left and came back in one tick is listed twice.)
-        at.dedup();
+        (self.entities).positions_in_order(self.changed_reals.drain(..), &mut at);
         for &i in &at {
             let e = self.entities.at_mut(i);
             e.listed_changed = false;

@@ -320,6 +320,17 @@ impl EntityTable {
         self.index.get(&id).copied()
     }
 
+    /// Into `out` (emptied first), the slab indices of the listed `ids`
+    /// still held, ascending and each once: the order a walk over every
+    /// entry would meet them in (the cell's lists of busy, changed and
+    /// fighting reals are visited so).
+    pub fn positions_in_order(&self, ids: impl Iterator<Item = EntityId>, out: &mut Vec<usize>) {
+        out.clear();
+        out.extend(ids.filter_map(|id| self.position(id)));
+        out.sort_unstable();
+        out.dedup();
+    }
+
     /// The mutable entry at slab index `i` (`i < len()`).
     pub fn at_mut(&mut self, i: usize) -> &mut Entry {
         self.mark_stale(i);
