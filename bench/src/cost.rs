@@ -199,6 +199,9 @@ pub struct Probe {
     /// Shown entities they skipped a client-second (band-rate visits:
     /// `host_view_skips`).
     pub skips_per_client_s: f64,
+    /// Of the visits, those that passed a quiet slot by unread, a
+    /// client-second (`host_view_quiet`).
+    pub quiet_per_client_s: f64,
     /// Allocations (and reallocations) in the hosts' ticks per
     /// client-second: `None` unless the binary's global allocator counts
     /// them (`crate::alloc_count::Counting`; the cost bench's does).
@@ -299,12 +302,15 @@ fn updates(h: &Harness) -> u64 {
     h.clients.iter().map(|c| c.session.counters().updates).sum()
 }
 
-/// The hosts' slot visits and skips so far (`view_visits`, `view_skips`).
-fn visits(h: &Harness) -> (u64, u64) {
+/// The hosts' slot visits, skips and quiet visits so far (`view_visits`,
+/// `view_skips`, `view_quiet`).
+fn visits(h: &Harness) -> (u64, u64, u64) {
     h.hosts
         .iter()
         .map(|host| host.cell_counters())
-        .fold((0, 0), |(v, k), c| (v + c.view_visits, k + c.view_skips))
+        .fold((0, 0, 0), |(v, k, q), c| {
+            (v + c.view_visits, k + c.view_skips, q + c.view_quiet)
+        })
 }
 
 fn moves(h: &Harness) -> u64 {
@@ -368,6 +374,7 @@ pub fn run_workload(clients: usize, seconds: usize, work: &Workload) -> Result<P
     let visits1 = visits(&h);
     let visits_per_client_s = (visits1.0 - visits0.0) as f64 / client_s;
     let skips_per_client_s = (visits1.1 - visits0.1) as f64 / client_s;
+    let quiet_per_client_s = (visits1.2 - visits0.2) as f64 / client_s;
     let violations: u64 = h.clients.iter().map(|c| c.session.violation_count()).sum();
     if violations > 0 {
         return Err(ProbeError::Violations(violations));
@@ -397,6 +404,7 @@ pub fn run_workload(clients: usize, seconds: usize, work: &Workload) -> Result<P
         moves_per_client_s,
         visits_per_client_s,
         skips_per_client_s,
+        quiet_per_client_s,
         host_allocs_per_client_s: crate::alloc_count::installed().then(|| allocs as f64 / client_s),
     })
 }

@@ -899,6 +899,11 @@ fn export_view_metrics(k: &crate::core::cell::Counters, sink: &mut MetricSink) {
             k.view_skips,
         ),
         (
+            "host_view_quiet",
+            "of the visits, shown entities passed by unread (quiet since the last update)",
+            k.view_quiet,
+        ),
+        (
             "host_aoi_areas_updated",
             "observer areas brought up to date (aoi.update_every_flushes divides it)",
             k.aoi_areas_updated,

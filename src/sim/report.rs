@@ -206,6 +206,11 @@ pub struct SimSummary {
     pub view_detail_cut: u64,
     /// Level-of-detail catch-ups sent to clients.
     pub view_details: u64,
+    /// Shown entities the observers' pulls visited.
+    pub view_visits: u64,
+    /// Of them, the quiet ones passed by unread (their copies' heads held
+    /// still since the observer's last pull).
+    pub view_quiet: u64,
     /// Load spread: the busiest shard's work over the mean shard's, where a
     /// shard's work is the inputs its cells applied plus the syncs they
     /// built and applied (1.0 = even; largest over runs).
@@ -272,6 +277,8 @@ impl SimSummary {
         self.view_updates += other.view_updates;
         self.view_detail_cut += other.view_detail_cut;
         self.view_details += other.view_details;
+        self.view_visits += other.view_visits;
+        self.view_quiet += other.view_quiet;
         self.load_spread_max = self.load_spread_max.max(other.load_spread_max);
         self.violations += other.violations;
         self.messages_delivered += other.messages_delivered;
@@ -326,6 +333,11 @@ impl fmt::Display for SimSummary {
             f,
             "  view: {} updates, {} bytes, {} detail changes cut beyond reach, {} catch-ups",
             self.view_updates, self.view_bytes, self.view_detail_cut, self.view_details
+        )?;
+        writeln!(
+            f,
+            "  view: {} slot visits, {} of them quiet (passed by unread)",
+            self.view_visits, self.view_quiet
         )?;
         if self.splits + self.merges + self.rebalances > 0 {
             writeln!(
@@ -383,6 +395,8 @@ mod tests {
             "max_reorder_buffer",
             "view_detail_cut",
             "view_details",
+            "view_visits",
+            "view_quiet",
         ] {
             assert!(v.get(key).is_some(), "{key}");
         }

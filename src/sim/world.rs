@@ -651,6 +651,8 @@ impl World {
             s.view_updates += k.view_updates;
             s.view_detail_cut += k.view_detail_cut;
             s.view_details += k.view_details;
+            s.view_visits += k.view_visits;
+            s.view_quiet += k.view_quiet;
             let shard = usize::from(self.cell_shard(c.id()).index);
             if let Some(w) = shard_work.get_mut(shard) {
                 *w += k.inputs_applied + k.syncs_built + k.syncs_applied;

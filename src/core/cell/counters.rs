@@ -157,6 +157,9 @@ pub struct Counters {
     /// Shown entities the observers' paced flushes skipped (band-rate
     /// visits, `view.band_rate_visits`).
     pub view_skips: u64,
+    /// Of the visits, the shown entities passed by unread: quiet at the
+    /// observer's last pull, their copies' heads unchanged since.
+    pub view_quiet: u64,
     /// Observer blobs that did not decode on onload (a fresh view started).
     pub observer_blob_errors: u64,
     /// Combat states that did not decode on onload (a fresh one started).
@@ -213,6 +216,7 @@ impl Counters {
             view_details: _,
             view_visits: _,
             view_skips: _,
+            view_quiet: _,
             observer_blob_errors: _,
             combat_state_errors: _,
             aoi_refused: _,
@@ -250,6 +254,7 @@ impl Counters {
         self.view_details += other.view_details;
         self.view_visits += other.view_visits;
         self.view_skips += other.view_skips;
+        self.view_quiet += other.view_quiet;
         self.observer_blob_errors += other.observer_blob_errors;
         self.combat_state_errors += other.combat_state_errors;
         self.aoi_refused += other.aoi_refused;

@@ -74,6 +74,18 @@ impl Cell {
 
     fn expire_creating(&mut self, now: Time, id: EntityId) {
         let timeout = Duration::from_millis(self.params.ghost_create_timeout_ms);
+        let expired = |h: &Haunt| {
+            matches!(h.state, HauntState::Creating { sent_at, .. }
+                if now.saturating_since(sent_at) >= timeout)
+        };
+        // Looked at first through `&`: a real with nothing to expire (nearly
+        // all, every check) is not given out `&mut`, so its dense head is
+        // not rewritten and observers see it held still
+        // (`EntityTable::head_unchanged_since`).
+        let r = self.entities.get(id).and_then(|e| e.real()).expect("real");
+        if !r.haunts.iter().any(expired) {
+            return;
+        }
         let r = self
             .entities
             .get_mut(id)
@@ -84,9 +96,7 @@ impl Cell {
         while i < r.haunts.len() {
             let h = r.haunts[i];
             match h.state {
-                HauntState::Creating { sent_at, .. }
-                    if now.saturating_since(sent_at) >= timeout =>
-                {
+                HauntState::Creating { .. } if expired(&h) => {
                     r.haunts.swap_remove(i);
                     self.counters.ghost_create_timeouts += 1;
                     self.counters.ghosts_deleted += 1;
@@ -167,25 +177,31 @@ impl Cell {
         let min_life = Duration::from_millis(self.params.ghost_min_lifetime_ms);
         let new_real = Duration::from_millis(self.params.new_real_keep_ghosts_ms);
         let max = self.params.ghosts_deleted_per_check_max;
+        let deletable = |h: &Haunt, deleted: u32| {
+            layout.rect(h.cell).is_none()
+                || (Some(h.cell) != dest
+                    && !keep.contains(&h.cell)
+                    && now.saturating_since(h.since) >= min_life
+                    && deleted < max)
+        };
+        // Through `&` first, as in `expire_creating`.
+        let r = self.entities.get(id).and_then(|e| e.real()).expect("real");
+        if now.saturating_since(r.since) < new_real
+            || !r.haunts.iter().any(|h| deletable(h, budget.deleted))
+        {
+            return;
+        }
         let r = self
             .entities
             .get_mut(id)
             .and_then(|e| e.real_mut())
             .expect("real");
-        if now.saturating_since(r.since) < new_real {
-            return;
-        }
         let epoch = r.epoch;
         let mut i = 0;
         while i < r.haunts.len() {
             let h = r.haunts[i];
             let exists = layout.rect(h.cell).is_some();
-            let deletable = !exists
-                || (Some(h.cell) != dest
-                    && !keep.contains(&h.cell)
-                    && now.saturating_since(h.since) >= min_life
-                    && budget.deleted < max);
-            if !deletable {
+            if !deletable(&h, budget.deleted) {
                 i += 1;
                 continue;
             }

@@ -175,6 +175,13 @@ pub struct EntityTable {
     stale: Vec<u32>,
     /// Every head is to be rewritten at the next refresh.
     all_stale: bool,
+    /// Refreshes so far: the heads' epoch ([`EntityTable::heads_epoch`]).
+    epoch: u32,
+    /// Per slab index, the epoch of the refresh that last changed the head
+    /// there (its content, id included): an observer that pulled at epoch
+    /// `E` knows a head with `changed <= E` is the one it read then
+    /// ([`EntityTable::head_unchanged_since`]).
+    changed: Vec<u32>,
 }
 
 /// The words of an entry an observer's pull reads first (see
@@ -347,17 +354,24 @@ impl EntityTable {
     /// Brings the dense table up to date with the entries (once per tick,
     /// after the last change and before the observers' pulls): only the
     /// heads of the entries given out `&mut` since the last refresh are
-    /// rewritten (an entry no one could change has the head it had), all
-    /// of them after a run of changes longer than the table.
+    /// looked at (an entry no one could change has the head it had), all
+    /// of them after a run of changes longer than the table. A head that
+    /// differs is rewritten and stamped with this refresh's epoch
+    /// ([`EntityTable::head_unchanged_since`]).
     pub fn refresh_heads(&mut self) {
         let n = self.entries.len();
+        self.epoch = self.epoch.wrapping_add(1);
         if self.all_stale {
-            self.heads.clear();
+            // Every entry is looked at; a head that matches is still the one
+            // the observers read (the table gave out many `&mut`, most of
+            // them changing nothing a pull reads).
             self.stale.clear();
             self.stale.extend(0..n as u32);
         }
         self.all_stale = false;
         self.heads.resize(n, CopyHead::default());
+        // A slab index new to the table has no head an observer read.
+        self.changed.resize(n, self.epoch);
         // Each head is read from the entry's boxed cache, somewhere else in
         // memory for every entry: the caches a few entries on are fetched
         // while this one is read, so the misses overlap.
@@ -368,11 +382,37 @@ impl EntityTable {
             }
             let i = self.stale[k] as usize;
             if let Some(e) = self.entries.get(i) {
-                self.heads[i] = e.head();
+                // Given out `&mut` is not changed: only a head that differs
+                // (id included) is new to the observers.
+                let head = e.head();
+                if self.heads[i] != head {
+                    self.heads[i] = head;
+                    self.changed[i] = self.epoch;
+                }
             }
         }
         self.stale.clear();
         self.heads_fresh = true;
+    }
+
+    /// The epoch of the fresh heads (the refreshes so far), `None` while
+    /// they are not fresh: what an observer's pull remembers, to ask
+    /// [`EntityTable::head_unchanged_since`] at its next pull.
+    #[inline]
+    pub fn heads_epoch(&self) -> Option<u32> {
+        self.heads_fresh.then_some(self.epoch)
+    }
+
+    /// True if the head at slab index `hint` is the one that was there at
+    /// epoch `since` (no refresh since changed it; false out of range or
+    /// while the heads are not fresh).
+    #[inline(always)]
+    pub fn head_unchanged_since(&self, hint: u32, since: u32) -> bool {
+        self.heads_fresh
+            && self
+                .changed
+                .get(hint as usize)
+                .is_some_and(|&c| since.wrapping_sub(c) < u32::MAX / 2)
     }
 
     /// Starts fetching the head at slab index `hint` into the cache (a
@@ -477,6 +517,18 @@ impl EntityTable {
         }
         if self.heads_fresh {
             assert_eq!(self.heads.len(), self.entries.len(), "fresh heads' count");
+            assert_eq!(
+                self.changed.len(),
+                self.entries.len(),
+                "change epochs' count"
+            );
+            for (i, &c) in self.changed.iter().enumerate() {
+                assert!(
+                    self.epoch.wrapping_sub(c) < u32::MAX / 2,
+                    "the head at {i} changed at epoch {c}, after the table's {}",
+                    self.epoch
+                );
+            }
             for (h, e) in self.heads.iter().zip(&self.entries) {
                 assert_eq!(*h, e.head(), "the fresh head of {}", e.id);
             }
@@ -573,8 +625,15 @@ mod tests {
                 }
                 assert!(t.all_stale);
             }
+            let (since, seen) = (t.epoch, t.heads.clone());
             t.refresh_heads();
             t.verify();
+            // A head said to have held still is the one read before.
+            for i in 0..t.len() {
+                if t.head_unchanged_since(i as u32, since) {
+                    assert_eq!(Some(&t.heads[i]), seen.get(i), "round {round}: head {i}");
+                }
+            }
         }
         assert!(!t.is_empty());
         t.entries[0].version += 1;
@@ -584,6 +643,45 @@ mod tests {
             fired.is_err(),
             "a head changed behind the table's back is caught"
         );
+    }
+
+    /// Entries given out `&mut` but not changed keep their heads' epochs,
+    /// one at a time or after more accesses than the table holds (every
+    /// head looked at); a changed one takes the refresh's epoch; the check
+    /// fires on an epoch ahead of the table's.
+    #[test]
+    fn only_a_changed_head_is_new_and_the_check_fires_without() {
+        let mut t = EntityTable::default();
+        for id in 1..=10 {
+            t.insert(ghost(id));
+        }
+        t.refresh_heads();
+        let since = t.heads_epoch().expect("fresh");
+        let _ = t.get_mut(EntityId(3)).expect("held");
+        t.refresh_heads();
+        assert!((0..10).all(|i| t.head_unchanged_since(i, since)));
+        for i in 0..30 {
+            let _ = t.at_mut(i % 10);
+        }
+        assert!(t.all_stale);
+        t.get_mut(EntityId(5)).expect("held").version += 1;
+        assert_eq!(t.heads_epoch(), None, "not fresh after a `&mut`");
+        assert!(!t.head_unchanged_since(0, since), "not fresh: cannot tell");
+        t.refresh_heads();
+        let five = t.position(EntityId(5)).expect("held") as u32;
+        for i in 0..10 {
+            assert_eq!(t.head_unchanged_since(i, since), i != five, "head {i}");
+        }
+        assert!(!t.head_unchanged_since(10, since), "out of range");
+        // A removal moves the last entry into the hole: that head is new.
+        t.remove(EntityId(2)).expect("held");
+        t.refresh_heads();
+        let moved = t.position(EntityId(10)).expect("held") as u32;
+        assert!(!t.head_unchanged_since(moved, since));
+        t.verify();
+        t.changed[0] = t.epoch + 1;
+        let fired = std::panic::catch_unwind(|| t.verify());
+        assert!(fired.is_err(), "an epoch ahead of the table's is caught");
     }
 
     /// A right hint finds the entry; a wrong or stale one falls back to the

@@ -355,6 +355,16 @@ impl ObserverHost for EntityTable {
         self.prefetch_head(hint);
     }
 
+    #[inline]
+    fn heads_epoch(&self) -> Option<u32> {
+        self.heads_epoch()
+    }
+
+    #[inline(always)]
+    fn head_unchanged_since(&self, hint: u32, since: u32) -> bool {
+        self.head_unchanged_since(hint, since)
+    }
+
     // Always: the pull calls it for every slot it visits (left to the
     // optimiser, it was not inlined once the pull moved to its own file).
     #[inline(always)]
@@ -689,6 +699,7 @@ fn flush_counted(
     counters.view_details += now.details.saturating_sub(was.details);
     counters.view_visits += now.visits.saturating_sub(was.visits);
     counters.view_skips += now.skips.saturating_sub(was.skips);
+    counters.view_quiet += now.quiet.saturating_sub(was.quiet);
     data
 }
 

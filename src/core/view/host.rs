@@ -93,6 +93,24 @@ pub trait ObserverHost {
         let _ = hint;
     }
 
+    /// The epoch of the host's dense heads while they hold still (see
+    /// [`ObserverHost::head_unchanged_since`]); `None` (the default) where
+    /// the host keeps no such record: every pull then reads every head.
+    #[inline]
+    fn heads_epoch(&self) -> Option<u32> {
+        None
+    }
+
+    /// True if the head at `hint` (see [`ObserverHost::copy_head_hinted`])
+    /// is, id and content, the one it held at the host's epoch `since`: a
+    /// pull that then found its slot quiet may pass it by unread. False
+    /// (the default) when the host cannot tell.
+    #[inline]
+    fn head_unchanged_since(&self, hint: u32, since: u32) -> bool {
+        let _ = (hint, since);
+        false
+    }
+
     /// [`ObserverHost::copy_head`] with a guess of where the copy sits in
     /// the host's dense table: a host that has one checks `*hint` first and
     /// stores where it found the copy (each observer slot keeps its hint, so

@@ -101,3 +101,5 @@ pub use shown::ShownMap;
 mod tests;
 #[cfg(test)]
 mod tests_detail;
+#[cfg(test)]
+mod tests_quiet;

@@ -50,7 +50,10 @@
 //! bare movements (band-rate visits: the `visits` module; the pull is in
 //! `observer/pull.rs`). A paced flush ranks each slot for its budget as the
 //! pull leaves it (`observer/walk.rs`): one pass over the slots, not a pull
-//! and then a walk.
+//! and then a walk. A slot the last pull found quiet ([`QUIET`]) whose
+//! copy's head the host says held still since
+//! ([`ObserverHost::head_unchanged_since`]) is passed by without a read of
+//! the head: in a standing crowd most are.
 //!
 //! # Levels of detail (properties declared with a [`Detail`])
 //!
@@ -262,6 +265,13 @@ pub(super) struct Slot {
 const PENDING: u8 = 1;
 /// [`Slot::flags`]: some detail property is stale.
 const ANY_STALE: u8 = 2;
+/// [`Slot::flags`]: at the observer's last pull (`Observer::pulled_at`)
+/// the slot was live and quiet: its copy had nothing the client lacks
+/// (the head's version at most `last`), no movement pending, and no
+/// stale detail within reach (none, or all of it beyond its reach from
+/// where the observer stood then). Written by every pull, for every slot
+/// (see `pull`); cleared when the stale detail changes.
+pub(super) const QUIET: u8 = 4;
 
 const _: () = assert!(
     std::mem::size_of::<Slot>() == 40,
@@ -352,6 +362,23 @@ impl Slot {
         self.flags & ANY_STALE != 0
     }
 
+    /// True if the last pull found the slot quiet and nothing since gave
+    /// it a pending movement or took it out of `Live` ([`QUIET`]; whether
+    /// its copy's head changed is the host's to say). Stale detail (beyond
+    /// reach at the last pull) keeps it quiet only if the observer `stood`
+    /// where it did then.
+    #[inline(always)]
+    pub(super) fn still_quiet(&self, stood: bool) -> bool {
+        let mask = QUIET | PENDING | if stood { 0 } else { ANY_STALE };
+        (self.flags & mask == QUIET) & (self.state == SlotState::Live)
+    }
+
+    /// Records whether the pull found the slot quiet ([`QUIET`]).
+    #[inline(always)]
+    pub(super) fn set_quiet(&mut self, quiet: bool) {
+        self.flags = (self.flags & !QUIET) | if quiet { QUIET } else { 0 };
+    }
+
     /// Makes `p` the pending movement; returns the one it replaces.
     #[inline]
     pub(super) fn replace_pending(&mut self, p: Pending) -> Option<Pending> {
@@ -434,6 +461,8 @@ impl SlotMut<'_> {
     pub(super) fn set_stale(&mut self, stale: u64) {
         if stale != self.cold.stale {
             self.hot.reach_m = REACH_UNKNOWN;
+            // Quiet was judged against the old detail's reach.
+            self.hot.set_quiet(false);
         }
         self.cold.stale = stale;
         if stale != 0 {
@@ -491,6 +520,10 @@ pub struct ObserverStats {
     pub visits: u64,
     /// Shown entities a paced flush skipped (band-rate visits).
     pub skips: u64,
+    /// Of the visits, slots a pull passed by unread: quiet at the last
+    /// pull, their copies' heads unchanged since (counted in `visits`
+    /// too: the same step, done without reading the copy).
+    pub quiet: u64,
 }
 
 /// One avatar's client view (see the module doc).
@@ -532,6 +565,24 @@ pub struct Observer {
     /// Where the host's dense table last held the owner's copy
     /// ([`ObserverHost::copy_position_hinted`]; not carried: a guess).
     owner_hint: u32,
+    /// The host's heads epoch at the last pull, if it keeps one
+    /// ([`ObserverHost::heads_epoch`]; not carried): a slot found quiet
+    /// then ([`QUIET`]) whose head is unchanged since is quiet still, and
+    /// the next pull passes it by unread (see `pull`).
+    pub(super) pulled_at: Option<u32>,
+    /// Where the owner stood at that pull (its ground position in the
+    /// wire's units): slots quiet with stale detail beyond reach stay so
+    /// only while it stands there.
+    pub(super) pulled_me: Option<[f64; 2]>,
+    /// How many slots the last pull left quiet, if it kept track
+    /// (`untracked == 0`): the next one passes quiet slots by only if
+    /// enough were (a view of walkers has none, and the look would cost
+    /// each of its slots a test).
+    pub(super) quiet_seen: u32,
+    /// Pulls since the last that kept track of quiet slots (wrote
+    /// [`QUIET`] for every slot): an observer with few quiet slots keeps
+    /// no track, and looks again every few pulls (see `pull`).
+    pub(super) untracked: u8,
 }
 
 /// The buffers an observer's flush works in, empty between flushes (what
@@ -559,6 +610,9 @@ pub struct FlushScratch {
     /// table positions when listed (checked before use: a leave in between
     /// moves a slot) (reused).
     lod_due: Vec<(EntityId, u32)>,
+    /// The table positions of the slots a pull steps after passing the
+    /// quiet ones by (reused).
+    busy: Vec<u32>,
 }
 
 impl Observer {
@@ -589,6 +643,10 @@ impl Observer {
             work: FlushScratch::default(),
             visits: Visits::default(),
             owner_hint: u32::MAX,
+            pulled_at: None,
+            pulled_me: None,
+            quiet_seen: 0,
+            untracked: u8::MAX,
         }
     }
 

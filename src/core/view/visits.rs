@@ -123,7 +123,7 @@ impl VisitPlan {
     /// (see the module doc; the observer checks the important entities
     /// itself). Reads the copy's head only for a slot the first two rules
     /// let go, and keeps the slot's hint up to date as the pull does.
-    #[inline]
+    #[inline(always)]
     pub(super) fn skips<H: ObserverHost + ?Sized>(
         &self,
         host: &H,
