@@ -193,7 +193,7 @@ impl Observer {
             }
         }
         // (The step's lines repeat `pull_all`'s: a shared helper taking the
-        // walk by value cost the walkers' pull 2.3 % more host instructions,
+        // walk by value cost 2.3 % more host instructions all walking,
         // bench/README.md's thirty-second round.)
         for &i in &busy {
             let i = i as usize;
@@ -498,8 +498,8 @@ fn beyond_stale_reach(slot: &Slot, d2: f64) -> bool {
 /// A pull passes quiet slots by when at least one in this many of the
 /// observer's slots were quiet at its last pull: below that, the look (a
 /// test of each slot, and a second walk over those it does not pass)
-/// costs more than it saves (at 2,000 clients all walking, looking at
-/// every pull cost the host 4.7 % more instructions; bench/README.md,
+/// costs more than it saves (at 2,000 clients all walking, keeping track
+/// at every pull cost the host 1.4 % more instructions; bench/README.md,
 /// thirty-second round).
 const QUIET_SHARE_MIN_DIV: usize = 4;
 
