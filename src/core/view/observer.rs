@@ -269,8 +269,9 @@ const ANY_STALE: u8 = 2;
 /// the slot was live and quiet: its copy had nothing the client lacks
 /// (the head's version at most `last`), no movement pending, and no
 /// stale detail within reach (none, or all of it beyond its reach from
-/// where the observer stood then). Written by every pull, for every slot
-/// (see `pull`); cleared when the stale detail changes.
+/// where the observer stood then). Written for every slot by each pull
+/// that keeps track of quiet slots, and trusted only by the pull right
+/// after one (see `pull`); cleared when the stale detail changes.
 pub(super) const QUIET: u8 = 4;
 
 const _: () = assert!(
