@@ -189,7 +189,8 @@ pub fn entity_payload(data: &[u8]) {
 /// Checks: no panic; an empty body or an unknown kind byte is a typed
 /// error naming it; a malformed payload names its kind; a view body's
 /// batch is exactly the bytes after the kind (any first byte), and the
-/// view codec's decoder runs on it; a Hit's combat seq and the resync
+/// view codec's decoder runs on it (as on the batch of a view body that
+/// carries an acknowledgement, which re-encodes to its own bytes); a Hit's combat seq and the resync
 /// notice re-encode to their own bytes.
 pub fn down_body(data: &[u8]) {
     match decode_down(data) {
@@ -197,6 +198,17 @@ pub fn down_body(data: &[u8]) {
             assert_eq!(data.first(), Some(&DownKind::View.byte()));
             assert_eq!(batch, &data[1..]);
             assert_eq!(&*down::with_kind(DownKind::View, batch), data);
+            view_batch(batch);
+        }
+        Ok(Down::ViewAcked { batch, ack }) => {
+            // The batch, then the acknowledgement: the body a view batch
+            // becomes when it carries one, and gives back.
+            assert_eq!(data.first(), Some(&DownKind::ViewAcked.byte()));
+            let mut body = down::with_kind(DownKind::View, batch);
+            assert!(body.carry_ack(ack));
+            assert_eq!(&*body, data);
+            assert_eq!(body.take_ack(), Some(ack));
+            assert_eq!(&body[1..], batch);
             view_batch(batch);
         }
         Ok(Down::HitStarted {

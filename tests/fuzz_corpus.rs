@@ -89,8 +89,9 @@ fn example_batch() -> Vec<u8> {
 /// session, each as one stream (byte 0: the read size); `view_batch`: the
 /// example batch; `entity_payload`: the snapshot of its Enter and the delta
 /// of its first Props event, each at the kind that carries it;
-/// `down_body`: the example batch as a view body (its kind byte first) and
-/// one body of each of the relay's other kinds (its encoders).
+/// `down_body`: the example batch as a view body (its kind byte first),
+/// the same carrying an input acknowledgement, and one body of each of the
+/// relay's other kinds (its encoders).
 fn protocol_seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let (mut server, mut client) = (Vec::new(), Vec::new());
     for (name, bytes) in protocol_examples() {
@@ -140,6 +141,11 @@ fn protocol_seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             "view_example",
             down::with_kind(DownKind::View, &batch).to_vec(),
         ),
+        ("down_body", "view_acked", {
+            let mut body = down::with_kind(DownKind::View, &batch);
+            assert!(body.carry_ack(5));
+            body.to_vec()
+        }),
         ("down_body", "reply", reply.clone()),
         ("down_body", "hit_started", hit_started(7, 3).to_vec()),
         ("down_body", "hit_done", hit_done(3, landed).to_vec()),

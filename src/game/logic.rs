@@ -30,7 +30,11 @@
 //! Each real's replies of one tick (call results, and the highest client
 //! seq processed) leave as **one** typed downstream message
 //! (`relay::Reply`), once per tick at most; the gateway encodes the
-//! client's frames.
+//! client's frames. An acknowledgement with no call result to go with it
+//! (a Move's) sends no message: the real owes it to its client
+//! (`Cell::owe_ack`) and the client's next view batch carries it, so a
+//! moving client costs one downstream message a tick, not two; a real
+//! whose client has no observer there gets its reply as before.
 //!
 //! A driver that checks the game (the simulator) turns on
 //! [`Game::set_reporting`] and drains [`Game::poll_effect`]: every
@@ -118,6 +122,14 @@ pub enum GameEffect {
         entity: EntityId,
         /// The payload (see `relay.rs`, downstream).
         data: Arc<[u8]>,
+    },
+    /// The acknowledgement of client seq `seq` was left to `entity`'s
+    /// real, to ride its client's next view batch (`Cell::owe_ack`).
+    Acked {
+        /// The entity.
+        entity: EntityId,
+        /// The highest client seq processed.
+        seq: u64,
     },
 }
 
@@ -325,6 +337,14 @@ impl Game {
         }
         let real = cell.real_mut(e).expect("real");
         let _ = real.props_mut().set(self.last_seq_prop, Value::UInt(seq));
+        // The acknowledgement rides the client's next view batch where one
+        // will carry it (no message of its own); else it goes in the reply.
+        if cell.owe_ack(e, seq) {
+            if self.reporting {
+                self.effects.push_back(GameEffect::Acked { entity: e, seq });
+            }
+            return;
+        }
         let f = self.frames_of(e);
         f.2 = f.2.max(seq);
     }
@@ -420,7 +440,12 @@ impl Game {
     pub fn flush(&mut self, now: Time, cell: &mut Cell) {
         let mut frames = std::mem::take(&mut self.frames);
         self.frame_at.clear();
-        for (entity, mut buf, acked) in frames.drain(..) {
+        for (entity, mut buf, mut acked) in frames.drain(..) {
+            if !reply_is_empty(&buf) {
+                // Call results: the reply carries what the real owes too,
+                // so no batch acknowledges it again.
+                acked = acked.max(cell.take_owed_ack(entity));
+            }
             reply_set_ack(&mut buf, acked);
             if !reply_is_empty(&buf) {
                 // In a buffer of the pool the host lent the cell.
@@ -501,7 +526,8 @@ mod tests {
         b
     }
 
-    /// The acks the game sent for `e` since the last call, in order.
+    /// The acks the game gave out since the last call (in replies, or owed
+    /// to ride view batches), in order.
     fn acks(game: &mut Game) -> Vec<u64> {
         std::iter::from_fn(|| game.poll_effect())
             .filter_map(|fx| match fx {
@@ -509,6 +535,7 @@ mod tests {
                     Ok(Down::Reply(r)) => r.ack(),
                     _ => None,
                 },
+                GameEffect::Acked { seq, .. } => Some(seq),
                 GameEffect::Moved { .. } => None,
             })
             .collect()
@@ -543,7 +570,9 @@ mod tests {
         apply(&mut game, &mut cell, 378);
         apply(&mut game, &mut cell, 379);
         game.flush(now, &mut cell);
-        assert_eq!(acks(&mut game), [379]);
+        // Owed to ride the next view batch, one after the other (it
+        // carries the higher).
+        assert_eq!(acks(&mut game), [378, 379]);
         // Input 377, deferred from the old real, runs here now.
         let data = tagged(DEFER_INPUT, &move_input(377, 0.0));
         game.handle(

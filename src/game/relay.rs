@@ -283,6 +283,15 @@ pub enum Down<'a> {
     /// A view batch: the view codec's bytes after the kind byte (write
     /// them as a ViewBatch frame).
     ViewBatch(&'a [u8]),
+    /// A view batch (possibly empty: then there is no ViewBatch frame to
+    /// write) and the real's input acknowledgement riding it
+    /// (`DownKind::ViewAcked`): every client seq up to `ack` was processed.
+    ViewAcked {
+        /// The view codec's bytes.
+        batch: &'a [u8],
+        /// The highest client seq processed at the real.
+        ack: u64,
+    },
     /// The real's replies of one tick.
     Reply(Reply<'a>),
     /// A Hit's combat seq.
@@ -338,6 +347,9 @@ pub fn decode_down(b: &[u8]) -> Result<Down<'_>, DownError> {
 fn decode_kind<'a>(kind: DownKind, b: &'a [u8], payload: &'a [u8]) -> Option<Down<'a>> {
     match kind {
         DownKind::View => Some(Down::ViewBatch(payload)),
+        DownKind::ViewAcked => {
+            down::split_ack(payload).map(|(batch, ack)| Down::ViewAcked { batch, ack })
+        }
         DownKind::Reply => Reply::decode(b).map(Down::Reply),
         DownKind::HitStarted if b.len() == 17 => Some(Down::HitStarted {
             client_seq: u64_at(b, 1)?,

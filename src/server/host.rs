@@ -918,6 +918,11 @@ fn export_view_metrics(k: &crate::core::cell::Counters, sink: &mut MetricSink) {
             "bytes in client view batches",
             k.view_bytes,
         ),
+        (
+            "host_acks_carried",
+            "input acknowledgements that rode a view batch (no downstream message of their own)",
+            k.acks_carried,
+        ),
     ];
     for (name, help, value) in views {
         sink.counter(name, help, value);

@@ -90,7 +90,7 @@ impl World {
         let skipped = self.proxies[i].counters().downstream_skipped;
         if acks_sent != acks_got || skipped > 0 {
             let d = format!(
-                "{acks_sent} acks sent downstream, {acks_got} reached the client, {skipped} skipped by the proxy"
+                "input {acks_sent} acknowledged by the real, {acks_got} at the client, {skipped} skipped by the proxy"
             );
             self.checker
                 .report(tick, ViolationKind::DownstreamBroken, Some(e), d);

@@ -173,8 +173,8 @@ pub struct World {
     /// Per entity: script-call changes waiting for the real to land (a
     /// call run in a drain after a teleport input moved the real away).
     pub(super) pending: Vec<u32>,
-    /// Per entity: input acks sent downstream by its real, and received by
-    /// its client.
+    /// Per entity: the highest input seq its real acknowledged (in a reply,
+    /// or owed to ride a view batch), and the highest its client got.
     pub(super) acks: Vec<(u64, u64)>,
     /// Downstream messages to lose on the way to each client (tests that
     /// break the downstream on purpose, [`World::lose_downstream`]).

@@ -31,10 +31,12 @@ pub trait ClientHook {
 }
 
 /// The client seq a downstream payload acknowledges: the ack of the
-/// game's reply; `None` for anything else (view batches, notices).
+/// game's reply, or the one riding a view batch; `None` for anything else
+/// (plain view batches, notices).
 pub fn ack_of(data: &[u8]) -> Option<u64> {
     match decode_down(data).ok()? {
         Down::Reply(reply) => reply.ack(),
+        Down::ViewAcked { ack, .. } => Some(ack),
         _ => None,
     }
 }
@@ -95,5 +97,13 @@ mod tests {
         reply_start(&mut nothing);
         assert_eq!(ack_of(&nothing), None, "a reply without an ack");
         assert_eq!(ack_of(&with_kind(DownKind::View, &ack(7))), None, "a view");
+        // An acknowledgement riding a view batch counts as one, in order.
+        let mut riding = with_kind(DownKind::View, b"batch");
+        assert!(riding.carry_ack(17));
+        assert_eq!(ack_of(&riding), Some(17));
+        assert!(h.on_downstream(0, 6, &riding).is_ok());
+        let mut again = with_kind(DownKind::View, &[]);
+        assert!(again.carry_ack(17));
+        assert!(h.on_downstream(0, 7, &again).is_err(), "an ack repeated");
     }
 }

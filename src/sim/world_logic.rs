@@ -202,10 +202,15 @@ impl World {
                     return;
                 }
                 let tick = self.tick;
+                let got = &mut self.acks[entity.0 as usize].1;
                 match decode_down(&data) {
                     Ok(Down::ViewBatch(_)) => self.feed_view(entity, &data),
-                    Ok(Down::Reply(r)) if r.ack().is_some() => self.acks[entity.0 as usize].1 += 1,
-                    _ => {} // results, hit outcomes: not checked here
+                    Ok(Down::ViewAcked { ack, .. }) => {
+                        *got = (*got).max(ack);
+                        self.feed_view(entity, &data);
+                    }
+                    Ok(Down::Reply(r)) => *got = (*got).max(r.ack().unwrap_or(0)),
+                    _ => {} // hit outcomes: not checked here
                 }
                 if let Err(d) = self.clients[entity.0 as usize]
                     .hook
@@ -270,10 +275,13 @@ impl World {
                 }
                 GameEffect::Sent { entity, data } => {
                     if let Ok(Down::Reply(r)) = decode_down(&data) {
-                        if r.ack().is_some() {
-                            self.acks[entity.0 as usize].0 += 1;
-                        }
+                        let given = &mut self.acks[entity.0 as usize].0;
+                        *given = (*given).max(r.ack().unwrap_or(0));
                     }
+                }
+                GameEffect::Acked { entity, seq } => {
+                    let given = &mut self.acks[entity.0 as usize].0;
+                    *given = (*given).max(seq);
                 }
             }
         }

@@ -71,8 +71,15 @@ impl World {
     /// [`DownKind::View`] byte, then the batch) into its view and reports
     /// every rule it breaks; any other body is not a view's (ignored).
     pub(super) fn feed_view(&mut self, e: EntityId, body: &Arc<[u8]>) {
-        let Ok((DownKind::View, batch)) = down::split(body) else {
-            return;
+        let batch = match down::split(body) {
+            Ok((DownKind::View, batch)) => batch,
+            // An acknowledgement alone writes no ViewBatch (the gateway's
+            // `Session::take_down`).
+            Ok((DownKind::ViewAcked, payload)) => match down::split_ack(payload) {
+                Some((batch, _)) if !batch.is_empty() => batch,
+                _ => return,
+            },
+            _ => return,
         };
         let i = e.0 as usize;
         let view = &mut self.views[i];

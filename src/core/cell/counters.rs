@@ -139,6 +139,9 @@ pub struct Counters {
     pub view_batches: u64,
     /// Bytes in those batches.
     pub view_bytes: u64,
+    /// Input acknowledgements that rode a view batch (`Cell::owe_ack`)
+    /// instead of a downstream message of their own.
+    pub acks_carried: u64,
     /// AOI enters sent to this cell's clients (observers' enter events).
     pub view_enters: u64,
     /// AOI leaves sent to this cell's clients.
@@ -208,6 +211,7 @@ impl Counters {
             calls_run: _,
             view_batches: _,
             view_bytes: _,
+            acks_carried: _,
             view_enters: _,
             view_leaves: _,
             view_updates: _,
@@ -246,6 +250,7 @@ impl Counters {
         self.calls_run += other.calls_run;
         self.view_batches += other.view_batches;
         self.view_bytes += other.view_bytes;
+        self.acks_carried += other.acks_carried;
         self.view_enters += other.view_enters;
         self.view_leaves += other.view_leaves;
         self.view_updates += other.view_updates;

@@ -351,6 +351,7 @@ impl Cell {
             layout_version_min: 0,
             watch_hint: u32::MAX,
             combat_listed: false,
+            ack_due: 0,
         };
         if !self.views.put(&entity) {
             self.counters.aoi_refused += 1;
@@ -448,7 +449,7 @@ impl Cell {
         &mut self,
         entity: EntityId,
         hint: u32,
-        data: DownBody,
+        mut data: DownBody,
     ) -> Result<(), (CellError, DownBody)> {
         let cell = self.id;
         let r = match self.entities.get_mut_hinted(entity, hint) {
@@ -457,6 +458,12 @@ impl Cell {
         };
         if !r.has_proxy {
             return Err((CellError::NoProxy(entity), data));
+        }
+        // An acknowledgement owed to the client rides a view batch
+        // (`acks.rs`).
+        if r.ack_due > 0 && data.carry_ack(r.ack_due) {
+            r.ack_due = 0;
+            self.counters.acks_carried += 1;
         }
         let seq = r.next_downstream;
         r.next_downstream += 1;
@@ -560,6 +567,7 @@ impl Cell {
         self.verify_busy_reals();
         self.verify_changed_reals();
         self.verify_combat_reals();
+        self.verify_acks();
         assert!(self.early.len() <= self.params.early_msgs_max);
         self.verify_views();
         for e in self.entities.iter() {

@@ -110,6 +110,7 @@
 //! work of one call (per tick at most one sync per real per haunt, one
 //! migration's messages per migrating real, the catch-ups owed).
 
+mod acks;
 mod counters;
 mod destroy;
 mod early;

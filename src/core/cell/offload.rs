@@ -278,6 +278,7 @@ impl Cell {
             layout_version_min: o.layout_version,
             watch_hint: u32::MAX,
             combat_listed: false,
+            ack_due: 0,
         };
         if !self.views.put(&state) {
             self.counters.aoi_refused += 1;

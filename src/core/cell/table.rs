@@ -55,6 +55,10 @@ pub struct RealPart {
     pub watch_hint: u32,
     /// Listed in the cell's `combat_reals` (so listed once).
     pub combat_listed: bool,
+    /// The highest client input seq processed here whose acknowledgement
+    /// has not left yet (0: none): it rides the client's next view batch
+    /// (`Cell::owe_ack`; `acks.rs`).
+    pub ack_due: u64,
 }
 
 impl RealPart {

@@ -79,6 +79,38 @@ impl DownBody {
     }
 }
 
+impl DownBody {
+    /// Makes a view batch carry the input acknowledgement `ack` (see
+    /// [`DownKind::ViewAcked`]): the kind byte becomes `ViewAcked` and
+    /// `ack` follows the batch (in a pooled body, in its tail room: no
+    /// reallocation). False, changing nothing, for a body of any other
+    /// kind (one already carrying an acknowledgement included).
+    pub fn carry_ack(&mut self, ack: u64) -> bool {
+        let at = self.room();
+        if self.buf.get(at) != Some(&DownKind::View.byte()) {
+            return false;
+        }
+        self.buf[at] = DownKind::ViewAcked.byte();
+        self.buf.extend_from_slice(&ack.to_le_bytes());
+        true
+    }
+
+    /// The input acknowledgement a `ViewAcked` body carries, taken off it:
+    /// the body is its view batch again (kind `View`, possibly empty).
+    /// `None`, changing nothing, for a body of any other kind or too short
+    /// to carry one.
+    pub fn take_ack(&mut self) -> Option<u64> {
+        let at = self.room();
+        if self.buf.get(at) != Some(&DownKind::ViewAcked.byte()) {
+            return None;
+        }
+        let (_, ack) = super::split_ack(&self.buf[at + 1..])?;
+        self.buf.truncate(self.buf.len() - super::ACK_BYTES);
+        self.buf[at] = DownKind::View.byte();
+        Some(ack)
+    }
+}
+
 impl std::ops::Deref for DownBody {
     type Target = [u8];
 
@@ -238,6 +270,46 @@ mod tests {
             plain.into_frame(&head).is_err(),
             "no room: the caller copies"
         );
+    }
+
+    /// A view batch carries an acknowledgement in its tail room and gives
+    /// it back whole; no other kind carries one, and a body carries at
+    /// most one.
+    #[test]
+    fn a_view_batch_carries_an_ack_in_its_tail_room_and_gives_it_back() {
+        let mut pool = DownPool::new(1 << 16);
+        for batch in [&b"abc"[..], &[][..]] {
+            let mut body = pool.body(DownKind::View, batch);
+            let (ptr, cap) = (body.buf.as_ptr(), body.buf.capacity());
+            assert!(body.carry_ack(0x0102_0304_0506_0708));
+            assert_eq!(body[0], DownKind::ViewAcked.byte());
+            assert_eq!(
+                super::super::split_ack(&body[1..]),
+                Some((batch, 0x0102_0304_0506_0708))
+            );
+            assert_eq!(
+                (body.buf.as_ptr(), body.buf.capacity()),
+                (ptr, cap),
+                "no reallocation"
+            );
+            assert!(!body.carry_ack(9), "one acknowledgement a body");
+            assert_eq!(body.take_ack(), Some(0x0102_0304_0506_0708));
+            assert_eq!(
+                &body[..],
+                &[&[DownKind::View.byte()][..], batch].concat()[..]
+            );
+            assert_eq!(body.take_ack(), None, "taken once");
+        }
+        for kind in DownKind::ALL.into_iter().filter(|&k| k != DownKind::View) {
+            let mut body = pool.body(kind, b"xyz");
+            let before = body.clone();
+            assert!(!body.carry_ack(5), "{kind:?} carries no acknowledgement");
+            assert_eq!(body, before);
+        }
+        // Too short to hold one: not taken (a corrupt body stays as it came).
+        let mut short = DownBody::with_kind(DownKind::ViewAcked, &[1, 2, 3]);
+        assert_eq!(short.take_ack(), None);
+        assert_eq!(short[0], DownKind::ViewAcked.byte());
     }
 
     #[test]

@@ -13,8 +13,15 @@
 //! `Arc`), made in a bounded [`DownPool`]'s recycled buffers with room in
 //! front for the client frame's header (`body.rs`).
 //!
-//! Owns only the kind byte, the body's buffer and the pool. Must not know
-//! any payload's layout.
+//! A real's input acknowledgement rides its client's next view batch
+//! ([`DownKind::ViewAcked`]: the batch, then the acknowledged seq), so a
+//! moving client costs one downstream message a tick, not two
+//! ([`DownBody::carry_ack`] at the cell, [`DownBody::take_ack`] at the
+//! gateway).
+//!
+//! Owns only the kind byte, the body's buffer and the pool, and the
+//! acknowledgement's place in a `ViewAcked` body. Must not know any other
+//! payload's layout.
 //!
 //! [`Cell::send_to_client`]: crate::core::cell::Cell::send_to_client
 
@@ -38,6 +45,25 @@ pub enum DownKind {
     Space = 0xF3,
     /// The observer restarted (takeover).
     Resynced = 0xF4,
+    /// A view batch carrying an input acknowledgement: the batch, then the
+    /// highest client seq processed at the real (`u64`, little-endian, the
+    /// last [`ACK_BYTES`] bytes). The real's acknowledgement rides its
+    /// client's next view batch instead of a body of its own
+    /// ([`DownBody::carry_ack`]); the batch may be empty when there was
+    /// only the acknowledgement to send.
+    ViewAcked = 0xF6,
+}
+
+/// Bytes of the acknowledgement at the end of a [`DownKind::ViewAcked`]
+/// body.
+pub const ACK_BYTES: usize = 8;
+
+/// The batch and the acknowledgement of a [`DownKind::ViewAcked`] payload;
+/// `None` if it is too short to hold one.
+pub fn split_ack(payload: &[u8]) -> Option<(&[u8], u64)> {
+    let at = payload.len().checked_sub(ACK_BYTES)?;
+    let (batch, ack) = payload.split_at(at);
+    Some((batch, u64::from_le_bytes(ack.try_into().ok()?)))
 }
 
 /// Why a downstream body has no kind.
@@ -53,8 +79,9 @@ pub enum DownKindError {
 
 impl DownKind {
     /// Every kind.
-    pub const ALL: [DownKind; 6] = [
+    pub const ALL: [DownKind; 7] = [
         DownKind::View,
+        DownKind::ViewAcked,
         DownKind::Reply,
         DownKind::HitStarted,
         DownKind::HitDone,
@@ -79,6 +106,7 @@ impl DownKind {
             0xF2 => DownKind::HitDone,
             0xF3 => DownKind::Space,
             0xF4 => DownKind::Resynced,
+            0xF6 => DownKind::ViewAcked,
             _ => return Err(DownKindError::Unknown(b)),
         })
     }

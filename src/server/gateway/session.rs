@@ -19,7 +19,10 @@
 //! send queue (`ClientPort::send_buf` takes the output in turn). Otherwise
 //! (call results, or an InputAck held from the tick before for this update
 //! when `send_every_ticks` > 1) it is copied after the frames already
-//! written, as before; the host counts the batches framed in place.
+//! written, as before; the host counts the batches framed in place. An
+//! input acknowledgement riding the batch (`DownKind::ViewAcked`) is taken
+//! off first and acks the forwarded inputs up to it; an empty batch that
+//! only carried one writes no ViewBatch.
 //!
 //! # Rules (each refusal is one Error naming the rule, counted, a strike)
 //! - handshake: Hello then Login, anything else is fatal (Error, close);
@@ -613,7 +616,22 @@ impl Session {
 
     /// [`Session::handle_down`] on an owned body, framed in place when it
     /// can be (see the module doc).
-    pub fn take_down(&mut self, tick: u64, body: DownBody) -> TakenDown {
+    pub fn take_down(&mut self, tick: u64, mut body: DownBody) -> TakenDown {
+        // An acknowledgement riding a view batch (`DownKind::ViewAcked`):
+        // taken off, then the batch goes on as any other.
+        if let Some(ack) = body.take_ack() {
+            if self.phase == SessionPhase::Live {
+                self.real_acked(ack);
+            }
+            if body.len() == 1 {
+                // The acknowledgement alone: no ViewBatch to write.
+                return TakenDown {
+                    understood: true,
+                    in_place: false,
+                    spare: body.into_buffer(),
+                };
+            }
+        }
         match self.frame_in_place(tick, body) {
             Ok(spare) => TakenDown {
                 understood: true,
@@ -658,6 +676,15 @@ impl Session {
             // Built for the connection this session left (takeover).
             Ok(Down::ViewBatch(_)) if self.awaiting_resync => {}
             Ok(Down::Resynced) => self.awaiting_resync = false,
+            Ok(Down::ViewAcked { batch, ack }) => {
+                self.real_acked(ack);
+                let sends = self.params.fault != Fault::Silence && !self.awaiting_resync;
+                if sends && !batch.is_empty() {
+                    self.out
+                        .extend_from_slice(&view_batch_header(tick, batch.len()));
+                    self.out.extend_from_slice(batch);
+                }
+            }
             Ok(Down::ViewBatch(b)) => {
                 self.out
                     .extend_from_slice(&view_batch_header(tick, b.len()));

@@ -646,3 +646,69 @@ fn a_pooled_view_batch_is_framed_in_place() {
     assert!(t.understood && !t.in_place);
     assert!(s.server.output().is_empty());
 }
+
+/// An acknowledgement riding a view batch (`DownKind::ViewAcked`) acks the
+/// inputs and the batch is framed in place as a plain one; alone (an
+/// empty batch) it writes no ViewBatch, only the tick's InputAck; copied
+/// (`handle_down`), the same. Without the rider the input stays unacked.
+#[test]
+fn an_ack_riding_a_view_batch_acks_and_frames_the_batch() {
+    use crate::core::down::DownPool;
+    let batch = [2u8, 0, 0];
+    let mut plain = Pair::new();
+    assert!(plain.server.handle_down(7, &view(&batch)));
+    let view_frame = plain.server.output().to_vec();
+    let mut pool = DownPool::new(1 << 16);
+    let moved = |p: &mut Pair| {
+        p.client
+            .send_move(p.now, Vec3::ground(101.0, 100.0), 0.0)
+            .expect("move");
+        p.pump();
+    };
+
+    // In place, with the batch.
+    let mut p = Pair::new();
+    moved(&mut p);
+    let mut body = pool.body(DownKind::View, &batch);
+    assert!(body.carry_ack(1));
+    let t = p.server.take_down(7, body);
+    assert!(t.understood && t.in_place);
+    assert_eq!(
+        p.server.output(),
+        &view_frame[..],
+        "the batch as a plain one"
+    );
+    p.end_tick();
+    assert_eq!(p.client.last_acked(), 1);
+
+    // Alone: no ViewBatch, the InputAck only.
+    let mut a = Pair::new();
+    moved(&mut a);
+    let mut body = pool.body(DownKind::View, &[]);
+    assert!(body.carry_ack(1));
+    let t = a.server.take_down(7, body);
+    assert!(t.understood && !t.in_place);
+    assert!(a.server.output().is_empty(), "no empty ViewBatch");
+    a.server.end_tick();
+    assert_eq!(kinds_and_codes(a.server.output()), [(0x8003, None)]);
+    a.deliver();
+    assert_eq!(a.client.last_acked(), 1);
+
+    // Copied after other output: the same frames.
+    let mut c = Pair::new();
+    moved(&mut c);
+    let mut body = crate::core::down::with_kind(DownKind::View, &batch);
+    assert!(body.carry_ack(1));
+    assert!(c.server.handle_down(7, &body));
+    assert_eq!(c.server.output(), &view_frame[..]);
+    c.end_tick();
+    assert_eq!(c.client.last_acked(), 1);
+
+    // No rider: the move is not acknowledged.
+    let mut n = Pair::new();
+    moved(&mut n);
+    let t = n.server.take_down(7, pool.body(DownKind::View, &batch));
+    assert!(t.understood);
+    n.end_tick();
+    assert_eq!(n.client.last_acked(), 0, "nothing acknowledged it");
+}
