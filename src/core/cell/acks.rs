@@ -22,7 +22,7 @@
 //! [`DownBody::carry_ack`]: crate::core::down::DownBody::carry_ack
 
 use super::machine::Cell;
-use super::table::Part;
+use super::table::{EntityTable, Part};
 use crate::core::ids::EntityId;
 
 impl Cell {
@@ -53,12 +53,7 @@ impl Cell {
     /// so the view batch does not send it again.
     pub fn take_owed_ack(&mut self, entity: EntityId) -> u64 {
         // Looked through `&` first: most reals owe nothing by then.
-        let owes = self
-            .entities
-            .get(entity)
-            .and_then(|e| e.real())
-            .is_some_and(|r| r.ack_due > 0);
-        if !owes {
+        if !owes_ack(&self.entities, entity, u32::MAX) {
             return 0;
         }
         self.entities
@@ -85,6 +80,14 @@ impl Cell {
             );
         }
     }
+}
+
+/// True when real `owner` (the entity table's slab index `hint` tried
+/// first) owes its client an input acknowledgement.
+pub(super) fn owes_ack(entities: &EntityTable, owner: EntityId, mut hint: u32) -> bool {
+    (entities.get_hinted(owner, &mut hint))
+        .and_then(|e| e.real())
+        .is_some_and(|r| r.ack_due > 0)
 }
 
 #[cfg(test)]

@@ -687,7 +687,7 @@ fn flush_counted(
     };
     let data = if !batch.is_empty() {
         Some(pool.body(DownKind::View, batch))
-    } else if owes_ack(entities, w.owner, w.observer.owner_hint()) {
+    } else if super::acks::owes_ack(entities, w.owner, w.observer.owner_hint()) {
         // Nothing else to send, but an acknowledgement rides this flush
         // (`acks.rs`): an empty batch carries it.
         Some(pool.body(DownKind::View, &[]))
@@ -709,14 +709,6 @@ fn flush_counted(
     counters.view_skips += now.skips.saturating_sub(was.skips);
     counters.view_quiet += now.quiet.saturating_sub(was.quiet);
     data
-}
-
-/// True when real `owner` (the entity table's slab index `hint` tried
-/// first) owes its client an input acknowledgement (`acks.rs`).
-fn owes_ack(entities: &EntityTable, owner: EntityId, mut hint: u32) -> bool {
-    (entities.get_hinted(owner, &mut hint))
-        .and_then(|e| e.real())
-        .is_some_and(|r| r.ack_due > 0)
 }
 
 #[cfg(test)]
