@@ -23,10 +23,21 @@
 //! [`SWITCH_AFTER`] votes in a row for the same one move the slot there
 //! (an owner change at the slot's own phase clears the votes). Inputs
 //! faster than the update rate, or at a jittery phase, do not settle on
-//! one and leave the slot where it is. A move only ever delays a flush: a
-//! slot flushes at most once in `every` steps (the next flush after a move
-//! may come up to `2 * every - 1` steps after the last), so a client is
-//! never sent more often than `view.client_update_hz`.
+//! one and leave the slot where it is. A slot flushes once a period, at
+//! its turns (`every` steps apart); the two exceptions below keep that
+//! rate: a late input's flush stands for its turn, and a move starts the
+//! period afresh.
+//!
+//! # Moving
+//! The vote that moves a slot is answered in its step: the period starts
+//! again there. The gap before it is shorter than a period when the new
+//! phase comes before the old turn (by the steps the inputs came early),
+//! never longer. So a client is sent one batch a period, and a gap
+//! shorter than the period comes only right after a late input's or at a
+//! move (which needs [`SWITCH_AFTER`] inputs in a row).
+//! (Until the thirty-fourth round a move only delayed: the first turn at
+//! the new phase waited a whole period from the last flush, one gap of up
+//! to `2 * every - 1` steps per move, 175 ms at 25 ms ticks and 10 Hz.)
 //!
 //! # A late input
 //! A client that sends one input a period crosses tick edges with its
@@ -36,13 +47,17 @@
 //! 10 Hz). So a slot whose turn comes while its owner is active (it
 //! changed within the last two periods) but has not changed since the
 //! slot's last flush waits one step for the input, and flushes in the next
-//! step whatever came. The following turn is then skipped (a slot flushes
-//! at most once in `every` steps), so the late input costs two gaps of a
-//! period and a tick instead of one of two periods. Idle owners and those
-//! whose inputs come faster than the period are never waited for (README's
-//! main command at 10 Hz, four pairs: own update gap p999 197.5-199.8 ->
-//! 151.2-151.8 ms, updates a bot-second, latency and CPU unchanged;
-//! `bench/README.md`, the twenty-sixth round).
+//! step whatever came. That flush stands for the turn: the next turn comes
+//! a period after the turn, not after the flush, so the late input costs
+//! a gap of a period and a step, then one of a period less a step, instead
+//! of one of two periods. Idle owners and those whose inputs come faster
+//! than the period are never waited for (README's main command at 10 Hz,
+//! four pairs: own update gap p999 197.5-199.8 -> 151.2-151.8 ms, updates
+//! a bot-second, latency and CPU unchanged; `bench/README.md`, the
+//! twenty-sixth round). Until the thirty-fourth round the turn after the
+//! late flush was skipped (a slot flushed at most once in `every` steps):
+//! a gap of two periods less a step followed each late input (175 ms at
+//! 25 ms ticks), and each late input cost the client a batch.
 //!
 //! # Across a migration
 //! A migrated observer arrives right after its old cell's last batch
@@ -84,7 +99,9 @@ struct Phase {
     /// A migrated watch that waits for its owner's first change (see
     /// "Across a migration").
     adopt: bool,
-    /// The step of its last flush (low 32 bits, wrapping).
+    /// The step of its last turn (low 32 bits, wrapping): of its last
+    /// flush, or for a late input's flush the turn it waited from; a move
+    /// or an adoption sets it a period back, so the slot flushes at once.
     last: u32,
     /// The step of its owner's last change (low 32 bits, wrapping).
     changed_at: u32,
@@ -187,7 +204,10 @@ impl PhaseTable {
             (p.vote, p.streak) = (want, 1);
         }
         if p.streak >= SWITCH_AFTER {
+            // The move answers this change in its step, as an adopted
+            // phase does: the period restarts here (see "Moving").
             (p.at, p.moved, p.streak) = (want, true, 0);
+            p.last = (step as u32).wrapping_sub(every as u32);
         }
     }
 
@@ -229,7 +249,11 @@ impl PhaseTable {
                     // migrated watch that met no change in a period
                     // flushes at its spread turn; the votes go on.)
                     if turn || (p.live && p.deferred) {
-                        (p.last, p.adopt, p.changed, p.deferred) = (now, false, false, false);
+                        // A late input's flush is its turn's, a step late:
+                        // the period stays on the turns' grid (see "A late
+                        // input").
+                        let last = if turn { now } else { now.wrapping_sub(1) };
+                        (p.last, p.adopt, p.changed, p.deferred) = (last, false, false, false);
                         self.flushing.push(i as u32);
                     }
                 }
@@ -338,12 +362,14 @@ mod tests {
             Some(phase_at(1, every)),
             "moved to the odd steps"
         );
+        // The move answers its vote at once: one gap shorter than a
+        // period (the inputs came a step before the old turn), none longer.
         assert!(
-            flushed.windows(2).all(|w| w[1] - w[0] >= every),
+            flushed.windows(2).all(|w| w[1] - w[0] <= every),
             "{flushed:?}"
         );
         assert!(
-            flushed.windows(2).filter(|w| w[1] - w[0] > every).count() == 1,
+            flushed.windows(2).filter(|w| w[1] - w[0] != every).count() == 1,
             "{flushed:?}"
         );
         assert!(
@@ -423,14 +449,41 @@ mod tests {
             }
             flushed
         };
-        // Inputs at the even steps (the slot's), the one due at 8 late.
+        // Inputs at the even steps (the slot's), the one due at 8 late: its
+        // flush stands for the turn at 8, and the turn at 10 is kept.
         let late = run(&|s| (s % 2 == 0 && s != 8) || s == 9);
-        assert_eq!(late, [0, 2, 4, 6, 9, 12, 14, 16, 18]);
-        assert!(late
-            .windows(2)
-            .all(|w| (every..=every + 1).contains(&(w[1] - w[0]))));
+        assert_eq!(late, [0, 2, 4, 6, 9, 10, 12, 14, 16, 18]);
+        assert_eq!(late.len(), 10, "a batch a period, as with no late input");
         assert_eq!(run(&|_| false), [0, 2, 4, 6, 8, 10, 12, 14, 16, 18], "idle");
         assert_eq!(run(&|_| true), [0, 2, 4, 6, 8, 10, 12, 14, 16, 18], "fast");
+    }
+
+    /// At any update rate a late input costs one gap a step longer than
+    /// the period and one a step shorter, and no batch: the turn after the
+    /// late flush is kept (it was skipped until the thirty-fourth round,
+    /// a gap of two periods less a step).
+    #[test]
+    fn a_late_input_costs_a_step_and_no_batch_at_any_rate() {
+        for every in 2..=6u64 {
+            let mut t = table(1);
+            let mut flushed = Vec::new();
+            for step in 0..10 * every {
+                // Slot 0's turns are the multiples of `every`; the input due
+                // at the fourth comes a step late.
+                let due = step % every == 0 && step != 4 * every;
+                if due || step == 4 * every + 1 {
+                    t.owner_changed(FlushPhases::Input, 0, step, every);
+                }
+                if flushes(&mut t, FlushPhases::Input, step, every, 1) == [0] {
+                    flushed.push(step);
+                }
+            }
+            assert_eq!(flushed.len(), 10, "every {every}: {flushed:?}");
+            let gaps: Vec<u64> = flushed.windows(2).map(|w| w[1] - w[0]).collect();
+            let mut want = vec![every; 9];
+            (want[3], want[4]) = (every + 1, every - 1);
+            assert_eq!(gaps, want, "every {every}: {flushed:?}");
+        }
     }
 
     #[test]
