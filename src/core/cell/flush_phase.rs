@@ -33,8 +33,8 @@
 //! again there. The gap before it is shorter than a period when the new
 //! phase comes before the old turn (by the steps the inputs came early),
 //! never longer. So a client is sent one batch a period, and a gap
-//! shorter than the period comes only right after a late input's or at a
-//! move (which needs [`SWITCH_AFTER`] inputs in a row).
+//! shorter than the period comes only right after a late input's batch or
+//! at a move (which needs [`SWITCH_AFTER`] inputs in a row).
 //! (Until the thirty-fourth round a move only delayed: the first turn at
 //! the new phase waited a whole period from the last flush, one gap of up
 //! to `2 * every - 1` steps per move, 175 ms at 25 ms ticks and 10 Hz.)
